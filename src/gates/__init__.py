@@ -1,0 +1,1 @@
+"""The gate catalog, the milestone ledger, check binding and the gate runner."""

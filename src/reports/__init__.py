@@ -1,0 +1,1 @@
+"""Gate reports (JSON, Markdown, JUnit XML, HTML) and the verified gate ceiling."""

@@ -1,0 +1,1 @@
+"""Adapters: the concrete implementations of ports. Only bootstrap wires them."""

@@ -1,0 +1,1 @@
+"""The deterministic simulator and the real-PostgreSQL world it runs against."""

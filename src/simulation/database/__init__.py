@@ -1,0 +1,1 @@
+"""One PostgreSQL provider for tests, gates, the simulator and benchmarks."""

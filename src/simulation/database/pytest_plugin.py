@@ -1,0 +1,1 @@
+"""Pytest fixtures that hand each test a real PostgreSQL database (being built)."""
