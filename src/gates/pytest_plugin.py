@@ -173,7 +173,7 @@ class ResultCollector:
         self.results: dict[str, dict[str, Any]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
+        props: dict[str, Any] = dict(report.user_properties)
         binding = props.get(BINDING_KEY)
         if binding is None:
             return
