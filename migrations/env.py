@@ -1,0 +1,68 @@
+"""Alembic environment: async engine (asyncpg), metadata from the product's tables.
+
+Three ways in:
+
+* ``scheduling.adapters.postgres.migrations`` passes an open synchronous connection
+  in ``config.attributes["connection"]`` (run inside ``AsyncConnection.run_sync``);
+* it may pass a URL in ``config.attributes["url"]``;
+* the command line (``alembic upgrade head``) reads ``SCHEDULING_DATABASE_URL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from alembic import context
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from scheduling.adapters.postgres.migrations import URL_ENV, include_object, to_asyncpg_url
+from scheduling.adapters.postgres.tables import metadata
+
+config = context.config
+target_metadata = metadata
+
+
+def _configure_and_run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        compare_server_default=True,
+        include_object=include_object,
+        transaction_per_migration=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _url() -> str:
+    url = config.attributes.get("url") or os.environ.get(URL_ENV)
+    if not url:
+        raise SystemExit(f"set {URL_ENV} to the database URL (postgresql://user@host:port/db)")
+    return to_asyncpg_url(str(url))
+
+
+async def _run_async() -> None:
+    engine = create_async_engine(_url(), poolclass=NullPool)
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(_configure_and_run)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _configure_and_run(connection)
+    else:
+        asyncio.run(_run_async())
+
+
+if context.is_offline_mode():
+    raise SystemExit("offline (--sql) migrations are not supported: run against a database")
+run_migrations_online()

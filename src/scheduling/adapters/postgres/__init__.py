@@ -1,0 +1,1 @@
+"""PostgreSQL adapters: tables, migrations, repositories, unit of work, roles."""

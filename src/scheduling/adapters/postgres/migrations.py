@@ -1,0 +1,136 @@
+"""Run the Alembic chain from code (tests, the provider's template) or explain the CLI.
+
+``upgrade_to_head(url)`` is what the PostgreSQL provider calls to migrate its
+template database. The repository's ``alembic.ini`` and ``migrations/`` are found
+by walking up from this file (editable install) unless ``SCHEDULING_MIGRATIONS_DIR``
+names the directory that holds ``alembic.ini``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+URL_ENV = "SCHEDULING_DATABASE_URL"
+MIGRATIONS_DIR_ENV = "SCHEDULING_MIGRATIONS_DIR"
+
+# Revision identifiers of the chain, named so tests and gates can address them.
+SUBSTRATE_REVISION = "0001_substrate"
+SCHEDULING_REVISION = "0002_scheduling"
+
+# Objects that exist in the database but are deliberately not in the metadata.
+_UNMANAGED_TABLES = frozenset({"alembic_version"})
+
+
+def project_root() -> Path:
+    """The directory holding ``alembic.ini`` and ``migrations/``."""
+    override = os.environ.get(MIGRATIONS_DIR_ENV)
+    if override:
+        return Path(override).resolve()
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "alembic.ini").is_file() and (parent / "migrations" / "env.py").is_file():
+            return parent
+    raise RuntimeError(
+        f"cannot find alembic.ini and migrations/ above {__file__}; set {MIGRATIONS_DIR_ENV}"
+    )
+
+
+def to_asyncpg_url(url: str) -> str:
+    """Turn a libpq ``postgresql://`` URL into SQLAlchemy's ``postgresql+asyncpg://`` form."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    query = dict(parsed.query)
+    sslmode = query.pop("sslmode", None)
+    if sslmode is not None and "ssl" not in query:
+        query["ssl"] = sslmode
+    return parsed.set(query=query).render_as_string(hide_password=False)
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic config for this repository; ``script_location`` set programmatically."""
+    root = project_root()
+    cfg = Config(str(root / "alembic.ini"))
+    cfg.set_main_option("script_location", str(root / "migrations"))
+    if url is not None:
+        cfg.attributes["url"] = url
+    return cfg
+
+
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    """Autogenerate filter: ignore Alembic's own version table."""
+    return not (type_ == "table" and name in _UNMANAGED_TABLES)
+
+
+def head_revision() -> str:
+    """The head of the migration chain."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError("the migration chain has no head")
+    return head
+
+
+async def _with_connection(url: str, action: Any) -> Any:
+    engine = create_async_engine(to_asyncpg_url(url), poolclass=NullPool)
+    try:
+        async with engine.connect() as conn:
+            result = await conn.run_sync(action)
+            await conn.commit()
+            return result
+    finally:
+        await engine.dispose()
+
+
+def _command(name: str, target: str) -> Any:
+    def run(sync_conn: Connection) -> None:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = sync_conn
+        getattr(command, name)(cfg, target)
+
+    return run
+
+
+async def upgrade_to_head(url: str) -> None:
+    """Migrate the database at ``url`` (libpq URL) to the head of the chain."""
+    await _with_connection(url, _command("upgrade", "head"))
+
+
+async def upgrade_to(url: str, revision: str) -> None:
+    """Migrate the database at ``url`` up to ``revision``."""
+    await _with_connection(url, _command("upgrade", revision))
+
+
+async def downgrade_to(url: str, revision: str) -> None:
+    """Migrate down to ``revision`` (``"base"`` removes every managed object)."""
+    await _with_connection(url, _command("downgrade", revision))
+
+
+async def downgrade_one(url: str) -> None:
+    """Undo the newest applied revision (``alembic downgrade -1``)."""
+    await _with_connection(url, _command("downgrade", "-1"))
+
+
+async def downgrade_to_base(url: str) -> None:
+    """Undo every revision."""
+    await downgrade_to(url, "base")
+
+
+async def current_revision(url: str) -> str | None:
+    """The revision the database at ``url`` is at (``None`` when unmigrated)."""
+
+    def read(sync_conn: Connection) -> str | None:
+        return MigrationContext.configure(sync_conn).get_current_revision()
+
+    result: str | None = await _with_connection(url, read)
+    return result
