@@ -1,0 +1,137 @@
+"""Derive gate statuses, milestone states and the verified gate ceiling from checks.
+
+These functions are the only place the rules live; the runner uses them to build a
+report and ``verify`` uses them to recompute one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from gates.catalog import Catalog, Gate
+from gates.ledger import Ledger, LedgerStatus
+from reports.model import (
+    Ceiling,
+    CheckOutcome,
+    CheckResult,
+    FacetResult,
+    GateStatus,
+    MilestoneResult,
+    MilestoneState,
+)
+
+# When facets disagree, the worst one names the gate's status.
+_WORST_FIRST = (GateStatus.FAIL, GateStatus.ERROR, GateStatus.MISSING, GateStatus.PASS)
+
+
+def facet_status(checks: Sequence[CheckResult]) -> GateStatus:
+    """A facet passes only if it has checks and every one of them passed."""
+    if not checks:
+        return GateStatus.MISSING
+    outcomes = {c.outcome for c in checks}
+    if CheckOutcome.FAILED in outcomes:
+        return GateStatus.FAIL
+    if outcomes & {CheckOutcome.ERROR, CheckOutcome.SKIPPED}:
+        return GateStatus.ERROR
+    return GateStatus.PASS
+
+
+def evaluate_facets(gate: Gate, checks: Sequence[CheckResult]) -> list[FacetResult]:
+    return [
+        FacetResult(
+            name=facet,
+            status=facet_status([c for c in checks if c.facet == facet]),
+            checks=[c.nodeid for c in checks if c.facet == facet],
+        )
+        for facet in gate.facets
+    ]
+
+
+def gate_status(selected: bool, facets: Sequence[FacetResult]) -> tuple[GateStatus, str]:
+    """The gate's status and a one-line reason for it."""
+    if not selected:
+        return GateStatus.NOT_RUN, "filtered out of this run"
+    by_status = {f.status for f in facets}
+    for status in _WORST_FIRST:
+        if status in by_status:
+            break
+    names = [f.name for f in facets if f.status == status]
+    reasons = {
+        GateStatus.FAIL: "a check failed",
+        GateStatus.ERROR: "a check could not run or did not cover its claim",
+        GateStatus.MISSING: "no check is bound",
+        GateStatus.PASS: "every bound check passed",
+    }
+    where = (
+        "" if names == ["check"] or status == GateStatus.PASS else f" (facet: {', '.join(names)})"
+    )
+    return status, reasons[status] + where
+
+
+def milestone_results(
+    catalog: Catalog, statuses: dict[str, GateStatus], ledger: Ledger
+) -> list[MilestoneResult]:
+    """Every milestone from 1 to the highest known one, with its state."""
+    suite = catalog.milestones()
+    highest = max([*suite, *ledger.entries])
+    results = []
+    for number in range(1, highest + 1):
+        if number in suite:
+            gates = catalog.in_milestone(number)
+            passing = sum(1 for g in gates if statuses[g.id] == GateStatus.PASS)
+            state = MilestoneState.COMPLETE if passing == len(gates) else MilestoneState.INCOMPLETE
+            results.append(
+                MilestoneResult(
+                    number=number,
+                    source="suite",
+                    state=state,
+                    gates_total=len(gates),
+                    gates_passing=passing,
+                )
+            )
+        elif (entry := ledger.get(number)) is not None:
+            state = {
+                LedgerStatus.COMPLETE: MilestoneState.COMPLETE,
+                LedgerStatus.IN_PROGRESS: MilestoneState.IN_PROGRESS,
+                LedgerStatus.NOT_STARTED: MilestoneState.NOT_STARTED,
+            }[entry.status]
+            results.append(
+                MilestoneResult(number=number, source="ledger", state=state, note=entry.source)
+            )
+        else:
+            results.append(
+                MilestoneResult(
+                    number=number,
+                    source="none",
+                    state=MilestoneState.UNKNOWN,
+                    note="neither verified by this suite nor listed in the ledger",
+                )
+            )
+    return results
+
+
+def compute_ceiling(milestones: Iterable[MilestoneResult]) -> Ceiling:
+    """The highest milestone such that it and every earlier milestone is complete."""
+    reached = 0
+    for m in sorted(milestones, key=lambda m: m.number):
+        if m.state != MilestoneState.COMPLETE:
+            label = f"M{reached}" if reached else "none"
+            if m.source == "suite":
+                why = f"{m.gates_passing} of {m.gates_total} gates pass"
+            elif m.source == "ledger":
+                why = f"the milestone ledger says {m.state.value.replace('_', ' ')}"
+            else:
+                why = "its status is unknown (not in the suite or the ledger)"
+            return Ceiling(
+                milestone=reached,
+                label=label,
+                held_by=m.number,
+                reason=f"M{m.number} is not complete: {why}",
+            )
+        reached = m.number
+    return Ceiling(
+        milestone=reached,
+        label=f"M{reached}" if reached else "none",
+        held_by=None,
+        reason="every known milestone is complete",
+    )

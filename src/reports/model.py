@@ -1,0 +1,123 @@
+"""The gate report: a versioned, documented schema (see docs/report-format.md).
+
+The JSON file is the source of truth; Markdown, JUnit XML and HTML are renderings
+of it. ``scheduling-gates verify`` recomputes every derived field from the checks
+recorded here and refuses a report whose claims do not follow from them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+
+class GateStatus(StrEnum):
+    PASS = "PASS"  # noqa: S105 -- a status, not a password. Every facet has checks and every check passed
+    FAIL = "FAIL"  # a check failed
+    ERROR = "ERROR"  # a check could not run or did not cover its claim; harness broke
+    MISSING = "MISSING"  # a facet has no bound check
+    NOT_RUN = "NOT_RUN"  # filtered out of this run
+
+
+class CheckOutcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"  # setup/teardown failure, not covered, or no result at all
+    SKIPPED = "skipped"  # could not run: never counts as passing
+
+
+class MilestoneState(StrEnum):
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"  # suite milestone with a gate not PASS
+    IN_PROGRESS = "in_progress"
+    NOT_STARTED = "not_started"
+    UNKNOWN = "unknown"  # neither in the suite nor in the ledger
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CheckResult(_Model):
+    nodeid: str
+    facet: str
+    outcome: CheckOutcome
+    duration_s: float = 0.0
+    detail: str | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class FacetResult(_Model):
+    name: str
+    status: GateStatus
+    checks: list[str]
+
+
+class GateResult(_Model):
+    id: str
+    milestone: int
+    kind: str
+    title: str
+    statement: str
+    selected: bool
+    status: GateStatus
+    detail: str
+    facets: list[FacetResult]
+    checks: list[CheckResult]
+    reproduce: str
+
+
+class MilestoneResult(_Model):
+    number: int
+    source: Literal["suite", "ledger", "none"]
+    state: MilestoneState
+    gates_total: int = 0
+    gates_passing: int = 0
+    note: str = ""
+
+
+class Ceiling(_Model):
+    milestone: int  # 0 means no milestone is verified
+    label: str  # "M9", or "none"
+    held_by: int | None  # the first milestone that is not complete
+    reason: str
+
+
+class PostgresInfo(_Model):
+    source: str | None = None
+    version: str | None = None
+    durability: dict[str, str] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class RunMetadata(_Model):
+    tool_version: str
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    commit: str | None
+    commit_dirty: bool | None
+    python: str
+    platform: str
+    tzdata: str | None
+    postgres: PostgresInfo
+    profile: Literal["quick", "deep"]
+    seed: int
+    ledger: str
+    selection: dict[str, list[str]]
+    command: str
+    pytest_exit_code: int | None
+
+
+class GateReport(_Model):
+    schema_version: Literal["1.0"] = "1.0"
+    run: RunMetadata
+    ceiling: Ceiling
+    milestones: list[MilestoneResult]
+    gates: list[GateResult]
+    summary: dict[str, int]

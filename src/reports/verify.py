@@ -1,0 +1,78 @@
+"""Recompute a report's derived claims from its recorded checks and refuse any mismatch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError as PydanticValidationError
+
+from gates.catalog import Catalog
+from gates.ledger import Ledger
+from reports.build import summarize
+from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
+from reports.model import GateReport
+
+
+def load_report(path: Path) -> tuple[GateReport | None, list[str]]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return None, [f"cannot read {path}: {exc}"]
+    try:
+        return GateReport.model_validate(raw), []
+    except PydanticValidationError as exc:
+        return None, [f"not a valid gate report (schema 1.0): {exc}"]
+
+
+def verify_report(report: GateReport, catalog: Catalog, ledger: Ledger) -> list[str]:
+    """Every way the report contradicts the catalog, the ledger or its own checks."""
+    problems: list[str] = []
+    seen = [g.id for g in report.gates]
+    for gate_id in catalog.ids:
+        if gate_id not in seen:
+            problems.append(f"{gate_id}: catalog gate absent from the report")
+    for gate_id in seen:
+        if gate_id not in catalog:
+            problems.append(f"{gate_id}: not a catalog gate")
+    if len(seen) != len(set(seen)):
+        problems.append("a gate appears more than once")
+    statuses = {}
+    for result in report.gates:
+        if result.id not in catalog:
+            continue
+        gate = catalog.get(result.id)
+        statuses[gate.id] = result.status
+        if (result.milestone, result.kind, result.statement) != (
+            gate.milestone,
+            gate.kind.value,
+            gate.statement,
+        ):
+            problems.append(f"{gate.id}: milestone, kind or statement differs from the catalog")
+        stray = [c.nodeid for c in result.checks if c.facet not in gate.facets]
+        if stray:
+            problems.append(f"{gate.id}: checks bound to unknown facets: {stray}")
+        if not result.selected and result.checks:
+            problems.append(f"{gate.id}: not selected but carries check results")
+        facets = evaluate_facets(gate, result.checks)
+        if facets != result.facets:
+            problems.append(f"{gate.id}: facet statuses do not follow from its checks")
+        expected, _ = gate_status(result.selected, facets)
+        if expected != result.status:
+            problems.append(
+                f"{gate.id}: status {result.status.value} contradicts its checks "
+                f"(they give {expected.value})"
+            )
+    if problems:
+        return problems
+    milestones = milestone_results(catalog, statuses, ledger)
+    if milestones != report.milestones:
+        problems.append("milestone states do not follow from the gates and the ledger")
+    ceiling = compute_ceiling(milestones)
+    if ceiling != report.ceiling:
+        problems.append(
+            f"ceiling {report.ceiling.label} is wrong: the gates and ledger give {ceiling.label}"
+        )
+    if summarize(report.gates) != report.summary:
+        problems.append("summary counts do not match the gates")
+    return problems
