@@ -1,0 +1,134 @@
+"""``verify`` refuses any report whose claims do not follow from its checks."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from gates.catalog import load_catalog
+from gates.ledger import load_ledger, parse_ledger
+from reports.build import build_gate_results, build_report
+from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
+from reports.verify import verify_report
+
+CATALOG = load_catalog()
+LEDGER = load_ledger(None, CATALOG.milestones())
+WHEN = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def honest_report() -> GateReport:
+    checks = {
+        "gate.schedule.civil_time": [
+            CheckResult(nodeid="a::ok", facet="check", outcome=CheckOutcome.PASSED)
+        ],
+        "gate.schedule.calendar_values": [
+            CheckResult(nodeid="b::bad", facet="check", outcome=CheckOutcome.FAILED)
+        ],
+    }
+    gates = build_gate_results(CATALOG, set(CATALOG.ids), checks, seed=3, profile="quick")
+    run = RunMetadata(
+        tool_version="0",
+        started_at=WHEN,
+        finished_at=WHEN,
+        duration_s=0.0,
+        commit=None,
+        commit_dirty=None,
+        python="3.11",
+        platform="test",
+        tzdata=None,
+        postgres=PostgresInfo(),
+        profile="quick",
+        seed=3,
+        ledger=LEDGER.origin,
+        selection={"gates": [], "milestones": []},
+        command="test",
+        pytest_exit_code=1,
+    )
+    return build_report(CATALOG, LEDGER, gates, run)
+
+
+def tamper(report: GateReport, edit: Callable[[dict[str, Any]], None]) -> GateReport:
+    raw = report.model_dump(mode="json")
+    edit(raw)
+    return GateReport.model_validate(raw)
+
+
+def gate(raw: dict[str, Any], gate_id: str) -> dict[str, Any]:
+    return next(g for g in raw["gates"] if g["id"] == gate_id)
+
+
+def test_an_honest_report_verifies() -> None:
+    assert verify_report(honest_report(), CATALOG, LEDGER) == []
+
+
+def _flip_failure_to_pass(raw: dict[str, Any]) -> None:
+    gate(raw, "gate.schedule.calendar_values")["status"] = "PASS"
+
+
+def _flip_missing_to_pass(raw: dict[str, Any]) -> None:
+    gate(raw, "gate.schedule.no_overlap")["status"] = "PASS"
+
+
+def _drop_a_gate(raw: dict[str, Any]) -> None:
+    raw["gates"] = [g for g in raw["gates"] if g["id"] != "gate.schedule.no_overlap"]
+
+
+def _add_a_gate(raw: dict[str, Any]) -> None:
+    extra = dict(gate(raw, "gate.schedule.no_overlap"), id="gate.schedule.invented")
+    raw["gates"].append(extra)
+
+
+def _raise_the_ceiling(raw: dict[str, Any]) -> None:
+    raw["ceiling"] = {"milestone": 11, "label": "M11", "held_by": 12, "reason": "trust me"}
+
+
+def _drop_a_facet(raw: dict[str, Any]) -> None:
+    g = gate(raw, "gate.schedule.not_early")
+    g["facets"] = [f for f in g["facets"] if f["name"] != "materializer"]
+
+
+def _fake_a_passing_check(raw: dict[str, Any]) -> None:
+    gate(raw, "gate.schedule.calendar_values")["checks"][0]["outcome"] = "passed"
+
+
+def _reword_a_statement(raw: dict[str, Any]) -> None:
+    gate(raw, "gate.schedule.civil_time")["statement"] = "Anything goes."
+
+
+def _complete_a_milestone(raw: dict[str, Any]) -> None:
+    m11 = next(m for m in raw["milestones"] if m["number"] == 11)
+    m11["state"] = "complete"
+
+
+def _doctor_the_summary(raw: dict[str, Any]) -> None:
+    raw["summary"]["PASS"] = 46
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _flip_failure_to_pass,
+        _flip_missing_to_pass,
+        _drop_a_gate,
+        _add_a_gate,
+        _raise_the_ceiling,
+        _drop_a_facet,
+        _fake_a_passing_check,
+        _reword_a_statement,
+        _complete_a_milestone,
+        _doctor_the_summary,
+    ],
+)
+def test_a_tampered_report_is_refused(edit: Callable[[dict[str, Any]], None]) -> None:
+    assert verify_report(tamper(honest_report(), edit), CATALOG, LEDGER) != []
+
+
+def test_a_different_ledger_is_refused() -> None:
+    generous = parse_ledger(
+        "".join(f"[[milestone]]\nnumber = {n}\nstatus = 'complete'\n" for n in range(1, 11)),
+        "generous",
+        CATALOG.milestones(),
+    )
+    problems = verify_report(honest_report(), CATALOG, generous)
+    assert any("milestone states" in p for p in problems)
