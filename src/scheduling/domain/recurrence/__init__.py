@@ -1,0 +1,1 @@
+"""The pure recurrence calculator: civil-time resolution, calendar arithmetic, bounded look-ups."""
