@@ -1,0 +1,315 @@
+"""Milestone 11's four scheduling tables, their constraints, indexes, policies and grants.
+
+Revision ID: 0002_scheduling
+Revises: 0001_substrate
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+from scheduling.adapters.postgres.roles import (
+    PRINCIPAL_MATCH,
+    TENANT_MATCH,
+    parent_visible,
+    policy_sql,
+    role_names,
+    secure_table_sql,
+)
+
+revision: str = "0002_scheduling"
+down_revision: str | None = "0001_substrate"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+JSONB = postgresql.JSONB(astext_type=sa.Text())
+TZ = sa.DateTime(timezone=True)
+
+_LIVE = "session_id IS NOT NULL AND run_id IS NOT NULL AND links_erased_at IS NULL"
+_ERASED = "session_id IS NULL AND run_id IS NULL AND links_erased_at IS NOT NULL"
+
+
+def _create_tables() -> None:
+    op.create_table(
+        "schedules",
+        sa.Column("id", sa.UUID(), nullable=False),
+        sa.Column("tenant_id", sa.Text(), nullable=False),
+        sa.Column("principal_id", sa.Text(), nullable=False),
+        sa.Column("state", sa.Text(), nullable=False),
+        sa.Column("pause_reason", sa.Text(), nullable=True),
+        sa.Column("current_revision", sa.Integer(), nullable=False),
+        sa.Column("next_fire_at", TZ, nullable=True),
+        sa.Column(
+            "consecutive_failures", sa.Integer(), server_default=sa.text("0"), nullable=False
+        ),
+        sa.Column("created_at", TZ, nullable=False),
+        sa.Column("updated_at", TZ, nullable=False),
+        sa.CheckConstraint(
+            "state IN ('ACTIVE', 'PAUSED', 'COMPLETED', 'CANCELLED')",
+            name=op.f("ck_schedules_state_known"),
+        ),
+        sa.CheckConstraint(
+            "(state = 'PAUSED' AND pause_reason IS NOT NULL"
+            " AND pause_reason IN ('user', 'failure_limit'))"
+            " OR (state <> 'PAUSED' AND pause_reason IS NULL)",
+            name=op.f("ck_schedules_pause_reason_matches_state"),
+        ),
+        sa.CheckConstraint(
+            "current_revision >= 1", name=op.f("ck_schedules_current_revision_positive")
+        ),
+        sa.CheckConstraint(
+            "consecutive_failures >= 0", name=op.f("ck_schedules_consecutive_failures_nonnegative")
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_schedules"),
+    )
+    op.create_index("ix_schedules_state_next_fire_at", "schedules", ["state", "next_fire_at"])
+    op.create_index(
+        "ix_schedules_tenant_id_principal_id_updated_at_id",
+        "schedules",
+        ["tenant_id", "principal_id", "updated_at", "id"],
+    )
+    op.create_index(
+        "ix_schedules_terminal_retention",
+        "schedules",
+        ["tenant_id", "updated_at", "id"],
+        postgresql_where=sa.text("state IN ('COMPLETED', 'CANCELLED')"),
+    )
+    op.create_table(
+        "schedule_revisions",
+        sa.Column("schedule_id", sa.UUID(), nullable=False),
+        sa.Column("revision", sa.Integer(), nullable=False),
+        sa.Column("definition", JSONB, nullable=False),
+        sa.Column("created_by_principal_id", sa.Text(), nullable=False),
+        sa.Column("created_at", TZ, nullable=False),
+        sa.CheckConstraint(
+            "jsonb_typeof(definition) = 'object'",
+            name=op.f("ck_schedule_revisions_definition_object"),
+        ),
+        sa.CheckConstraint("revision >= 1", name=op.f("ck_schedule_revisions_revision_positive")),
+        sa.ForeignKeyConstraint(
+            ["schedule_id"], ["schedules.id"], name="fk_schedule_revisions_schedule_id_schedules"
+        ),
+        sa.PrimaryKeyConstraint("schedule_id", "revision", name="pk_schedule_revisions"),
+    )
+    # The current revision must exist; deferred so a schedule and its revision 1 can be
+    # inserted in either order inside one transaction.
+    op.create_foreign_key(
+        "fk_schedules_current_revision",
+        "schedules",
+        "schedule_revisions",
+        ["id", "current_revision"],
+        ["schedule_id", "revision"],
+        deferrable=True,
+        initially="DEFERRED",
+    )
+    op.create_table(
+        "schedule_occurrences",
+        sa.Column("id", sa.UUID(), nullable=False),
+        sa.Column("schedule_id", sa.UUID(), nullable=False),
+        sa.Column("schedule_revision", sa.Integer(), nullable=False),
+        sa.Column("nominal_fire_at", TZ, nullable=False),
+        sa.Column("disposition", sa.Text(), nullable=False),
+        sa.Column("session_id", sa.UUID(), nullable=True),
+        sa.Column("run_id", sa.UUID(), nullable=True),
+        sa.Column("reason_code", sa.Text(), nullable=True),
+        sa.Column("authority_version", sa.Text(), nullable=True),
+        sa.Column("materialized_at", TZ, nullable=True),
+        sa.Column("links_erased_at", TZ, nullable=True),
+        sa.Column("created_at", TZ, nullable=False),
+        sa.CheckConstraint(
+            "disposition IN ('MATERIALIZED', 'MISSED', 'SKIPPED_OVERLAP',"
+            " 'AUTHORIZATION_FAILED', 'CONFIGURATION_FAILED')",
+            name=op.f("ck_schedule_occurrences_disposition_known"),
+        ),
+        sa.CheckConstraint(
+            "disposition <> 'MATERIALIZED' OR (materialized_at IS NOT NULL"
+            f" AND authority_version IS NOT NULL AND (({_LIVE}) OR ({_ERASED})))",
+            name=op.f("ck_schedule_occurrences_materialized_links"),
+        ),
+        sa.CheckConstraint(
+            "disposition = 'MATERIALIZED' OR (session_id IS NULL AND run_id IS NULL"
+            " AND links_erased_at IS NULL AND reason_code IS NOT NULL)",
+            name=op.f("ck_schedule_occurrences_unlinked_dispositions"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["schedule_id"],
+            ["schedules.id"],
+            name="fk_schedule_occurrences_schedule_id_schedules",
+        ),
+        sa.ForeignKeyConstraint(
+            ["schedule_id", "schedule_revision"],
+            ["schedule_revisions.schedule_id", "schedule_revisions.revision"],
+            name="fk_schedule_occurrences_revision",
+        ),
+        sa.ForeignKeyConstraint(
+            ["session_id"],
+            ["sessions.id"],
+            name="fk_schedule_occurrences_session_id_sessions",
+            ondelete="SET NULL",
+            initially="DEFERRED",
+            deferrable=True,
+        ),
+        sa.ForeignKeyConstraint(
+            ["run_id"],
+            ["runs.id"],
+            name="fk_schedule_occurrences_run_id_runs",
+            ondelete="SET NULL",
+            initially="DEFERRED",
+            deferrable=True,
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_schedule_occurrences"),
+        sa.UniqueConstraint(
+            "schedule_id",
+            "nominal_fire_at",
+            name="uq_schedule_occurrences_schedule_id_nominal_fire_at",
+        ),
+    )
+    op.create_index(
+        "ix_schedule_occurrences_history",
+        "schedule_occurrences",
+        ["schedule_id", sa.literal_column("nominal_fire_at DESC")],
+    )
+    op.create_index(
+        "uq_schedule_occurrences_run_id",
+        "schedule_occurrences",
+        ["run_id"],
+        unique=True,
+        postgresql_where=sa.text("run_id IS NOT NULL"),
+    )
+    op.create_index(
+        "uq_schedule_occurrences_session_id",
+        "schedule_occurrences",
+        ["session_id"],
+        unique=True,
+        postgresql_where=sa.text("session_id IS NOT NULL"),
+    )
+    op.create_table(
+        "schedule_idempotency_keys",
+        sa.Column("tenant_id", sa.Text(), nullable=False),
+        sa.Column("principal_id", sa.Text(), nullable=False),
+        sa.Column("key", sa.Text(), nullable=False),
+        sa.Column("request_hash", sa.Text(), nullable=False),
+        sa.Column("schedule_id", sa.UUID(), nullable=False),
+        sa.Column("created_at", TZ, nullable=False),
+        sa.ForeignKeyConstraint(
+            ["schedule_id"],
+            ["schedules.id"],
+            name="fk_schedule_idempotency_keys_schedule_id_schedules",
+        ),
+        sa.PrimaryKeyConstraint(
+            "tenant_id", "principal_id", "key", name="pk_schedule_idempotency_keys"
+        ),
+    )
+    op.create_index(
+        "ix_schedule_idempotency_keys_schedule_id", "schedule_idempotency_keys", ["schedule_id"]
+    )
+
+
+_TABLES = ("schedules", "schedule_revisions", "schedule_occurrences", "schedule_idempotency_keys")
+
+# Revisions are immutable: nobody may rewrite one.
+_IMMUTABLE = """
+CREATE FUNCTION scheduling_reject_revision_update() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'schedule revisions are immutable' USING ERRCODE = 'insufficient_privilege';
+END
+$$"""
+
+
+def _secure() -> None:
+    roles = role_names()
+    api, sched, maint = roles.api, roles.scheduler, roles.maintenance
+    for table in _TABLES:
+        for statement in secure_table_sql(table, roles.owner):
+            op.execute(statement)
+    op.execute(_IMMUTABLE)
+    op.execute(f"ALTER FUNCTION scheduling_reject_revision_update() OWNER TO {roles.owner}")
+    op.execute(
+        "CREATE TRIGGER schedule_revisions_immutable BEFORE UPDATE ON schedule_revisions"
+        " FOR EACH ROW EXECUTE FUNCTION scheduling_reject_revision_update()"
+    )
+
+    by_schedule = {
+        "schedule_revisions": parent_visible("schedules", "id", "schedule_revisions.schedule_id"),
+        "schedule_occurrences": parent_visible(
+            "schedules", "id", "schedule_occurrences.schedule_id"
+        ),
+    }
+    # API role: one principal's rows; children are visible through their schedule.
+    op.execute(policy_sql("schedules", "schedules_api", api, PRINCIPAL_MATCH))
+    op.execute(
+        policy_sql(
+            "schedule_idempotency_keys", "schedule_idempotency_keys_api", api, PRINCIPAL_MATCH
+        )
+    )
+    for table, predicate in by_schedule.items():
+        op.execute(policy_sql(table, f"{table}_api", api, predicate))
+    # Scheduler role: cross-tenant due scans; its privileges are what is least.
+    for table in ("schedules", "schedule_revisions", "schedule_occurrences"):
+        op.execute(policy_sql(table, f"{table}_scheduler", sched, "true"))
+    # Maintenance role: one tenant per purge transaction.
+    op.execute(policy_sql("schedules", "schedules_maintenance", maint, TENANT_MATCH))
+    op.execute(
+        policy_sql(
+            "schedule_idempotency_keys",
+            "schedule_idempotency_keys_maintenance",
+            maint,
+            TENANT_MATCH,
+        )
+    )
+    for table, predicate in by_schedule.items():
+        op.execute(policy_sql(table, f"{table}_maintenance", maint, predicate))
+
+    op.execute(f"GRANT SELECT, INSERT, UPDATE ON schedules TO {api}")
+    op.execute(f"GRANT SELECT, INSERT ON schedule_revisions, schedule_idempotency_keys TO {api}")
+    op.execute(f"GRANT SELECT ON schedule_occurrences TO {api}")
+    # Session erasure (an API operation) marks the linked occurrence erased.
+    op.execute(
+        f"GRANT UPDATE (session_id, run_id, links_erased_at) ON schedule_occurrences TO {api}"
+    )
+    op.execute(f"GRANT SELECT ON schedules, schedule_revisions TO {sched}")
+    op.execute(
+        "GRANT UPDATE (state, pause_reason, next_fire_at, consecutive_failures, updated_at)"
+        f" ON schedules TO {sched}"
+    )
+    op.execute(f"GRANT SELECT, INSERT ON schedule_occurrences TO {sched}")
+    op.execute(
+        "GRANT SELECT, DELETE ON schedules, schedule_revisions, schedule_occurrences,"
+        f" schedule_idempotency_keys TO {maint}"
+    )
+    # FOR UPDATE SKIP LOCKED needs UPDATE on at least one column of the locked table.
+    op.execute(f"GRANT UPDATE (updated_at) ON schedules TO {maint}")
+    # Release validation checks the schema head through the version table.
+    op.execute(f"GRANT SELECT ON alembic_version TO {api}, {sched}, {maint}")
+
+
+def upgrade() -> None:
+    _create_tables()
+    _secure()
+
+
+def downgrade() -> None:
+    roles = role_names()
+    op.execute(
+        f"REVOKE ALL ON alembic_version FROM {roles.api}, {roles.scheduler}, {roles.maintenance}"
+    )
+    op.execute("DROP TRIGGER schedule_revisions_immutable ON schedule_revisions")
+    op.execute("DROP FUNCTION scheduling_reject_revision_update()")
+    op.drop_index("ix_schedule_idempotency_keys_schedule_id", "schedule_idempotency_keys")
+    op.drop_table("schedule_idempotency_keys")
+    op.drop_index("uq_schedule_occurrences_session_id", "schedule_occurrences")
+    op.drop_index("uq_schedule_occurrences_run_id", "schedule_occurrences")
+    op.drop_index("ix_schedule_occurrences_history", "schedule_occurrences")
+    op.drop_table("schedule_occurrences")
+    op.drop_constraint("fk_schedules_current_revision", "schedules", type_="foreignkey")
+    op.drop_table("schedule_revisions")
+    op.drop_index("ix_schedules_terminal_retention", "schedules")
+    op.drop_index("ix_schedules_state_next_fire_at", "schedules")
+    op.drop_index("ix_schedules_tenant_id_principal_id_updated_at_id", "schedules")
+    op.drop_table("schedules")
