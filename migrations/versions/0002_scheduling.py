@@ -128,13 +128,19 @@ def _create_tables() -> None:
         ),
         sa.CheckConstraint(
             "disposition <> 'MATERIALIZED' OR (materialized_at IS NOT NULL"
-            f" AND authority_version IS NOT NULL AND (({_LIVE}) OR ({_ERASED})))",
+            " AND authority_version IS NOT NULL AND reason_code IS NULL"
+            f" AND (({_LIVE}) OR ({_ERASED})))",
             name=op.f("ck_schedule_occurrences_materialized_links"),
         ),
         sa.CheckConstraint(
             "disposition = 'MATERIALIZED' OR (session_id IS NULL AND run_id IS NULL"
-            " AND links_erased_at IS NULL AND reason_code IS NOT NULL)",
+            " AND links_erased_at IS NULL AND materialized_at IS NULL"
+            " AND reason_code IS NOT NULL)",
             name=op.f("ck_schedule_occurrences_unlinked_dispositions"),
+        ),
+        sa.CheckConstraint(
+            "materialized_at IS NULL OR materialized_at >= nominal_fire_at",
+            name=op.f("ck_schedule_occurrences_not_early"),
         ),
         sa.ForeignKeyConstraint(
             ["schedule_id"],

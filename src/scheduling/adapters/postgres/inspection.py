@@ -279,16 +279,17 @@ def _spec_legal(
     if disposition == "MATERIALIZED":
         live = session and run and not erased
         gone = not session and not run and erased
-        return materialized_at and authority and (live or gone)
-    return not session and not run and not erased and reason
+        return materialized_at and authority and not reason and (live or gone)
+    return not session and not run and not erased and not materialized_at and reason
 
 
 def link_rule_problems(conn: Connection) -> list[str]:
     """Evaluate the occurrence table's CHECKs over every nullable-field combination.
 
-    The database must accept exactly the spec's legal forms: MATERIALIZED live-linked
-    or explicitly erased (nothing in between); every other disposition unlinked,
-    unerased and with a reason code.
+    The database must accept exactly the legal forms of the spec and the domain value:
+    MATERIALIZED live-linked or explicitly erased (nothing in between), with its
+    materialization time and authority version and no reason code; every other
+    disposition unlinked, unerased, unmaterialized and with a reason code.
     """
     checks = [
         r.definition
@@ -304,13 +305,13 @@ def link_rule_problems(conn: Connection) -> list[str]:
         for s, r, e, m, a, c in itertools.product((False, True), repeat=6)
     ]
     values = ", ".join(
-        f"('{d}', {_u(s)}, {_u(r)}, {_t(e)}, {_t(m)}, {_s(a)}, {_s(c)})"
+        f"('{d}', {_u(s)}, {_u(r)}, {_t(e)}, {_t(m)}, {_s(a)}, {_s(c)}, {_t(True)})"
         for d, s, r, e, m, a, c in combos
     )
     # A CHECK passes unless it is false (NULL passes), exactly as PostgreSQL applies it.
     verdict = " AND ".join(f"(({c}) IS NOT FALSE)" for c in checks) or "true"
     columns = "disposition, session_id, run_id, links_erased_at, materialized_at,"
-    columns += " authority_version, reason_code"
+    columns += " authority_version, reason_code, nominal_fire_at"
     sql = _verdict_sql(verdict, values, columns)
     accepted = [bool(r.ok) for r in _rows(conn, sql)]
     problems = []

@@ -350,14 +350,19 @@ schedule_occurrences = Table(
     # MATERIALIZED: live-linked or explicitly erased, nothing in between.
     CheckConstraint(
         "disposition <> 'MATERIALIZED' OR (materialized_at IS NOT NULL"
-        f" AND authority_version IS NOT NULL AND (({_LIVE_LINK}) OR ({_ERASED_LINK})))",
+        " AND authority_version IS NOT NULL AND reason_code IS NULL"
+        f" AND (({_LIVE_LINK}) OR ({_ERASED_LINK})))",
         name="materialized_links",
     ),
-    # Every other disposition: no links, no erasure mark, a stable reason code.
+    # Every other disposition: no links, no erasure mark, no materialization, a reason code.
     CheckConstraint(
         "disposition = 'MATERIALIZED' OR (session_id IS NULL AND run_id IS NULL"
-        " AND links_erased_at IS NULL AND reason_code IS NOT NULL)",
+        " AND links_erased_at IS NULL AND materialized_at IS NULL AND reason_code IS NOT NULL)",
         name="unlinked_dispositions",
+    ),
+    # An occurrence never materializes before its nominal instant.
+    CheckConstraint(
+        "materialized_at IS NULL OR materialized_at >= nominal_fire_at", name="not_early"
     ),
     Index("ix_schedule_occurrences_history", "schedule_id", text("nominal_fire_at DESC")),
     Index(
