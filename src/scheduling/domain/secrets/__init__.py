@@ -1,0 +1,43 @@
+"""Secret scanning for user-authored schedule text (titles and instructions).
+
+Public surface::
+
+    SecretScanner().scan(text) -> list[SecretFinding]     # kind + span, never the value
+    SecretScanner().inspect(text) -> ScanReport           # findings + work counters
+    reject_secrets(field_name, text)                      # raises ValidationError
+    SECRET_DETECTED                                       # "schedule.secret_detected"
+    DETECTOR_KINDS                                        # every kind a finding can carry
+
+See docs/secret-scanner.md for what is detected, the normalizations, the bounds and
+the borderline decisions.
+"""
+
+from scheduling.domain.secrets.detectors import DETECTOR_KINDS, DETECTORS, MAX_MATCH_CHARS, Detector
+from scheduling.domain.secrets.reject import SECRET_DETECTED, reject_secrets
+from scheduling.domain.secrets.scanner import (
+    EXTEND_MAX_CHARS,
+    MAX_DECODE_DEPTH,
+    OVERLAP_CHARS,
+    PERCENT_ROUNDS,
+    WINDOW_CHARS,
+    ScanReport,
+    SecretFinding,
+    SecretScanner,
+)
+
+__all__ = [
+    "DETECTORS",
+    "DETECTOR_KINDS",
+    "EXTEND_MAX_CHARS",
+    "MAX_DECODE_DEPTH",
+    "MAX_MATCH_CHARS",
+    "OVERLAP_CHARS",
+    "PERCENT_ROUNDS",
+    "SECRET_DETECTED",
+    "WINDOW_CHARS",
+    "Detector",
+    "ScanReport",
+    "SecretFinding",
+    "SecretScanner",
+    "reject_secrets",
+]

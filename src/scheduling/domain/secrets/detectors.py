@@ -1,0 +1,260 @@
+"""The detector table: one row per credential shape, each a bounded regex.
+
+Rules every pattern follows (``tests/unit/test_secret_scanner_bounds.py`` checks them
+on the parsed patterns): every repetition has a finite maximum, no repetition contains
+another repetition, and the longest possible match is at most ``MAX_MATCH_CHARS``. So
+the engine does a bounded amount of work per start position, and a window overlap of
+``MAX_MATCH_CHARS`` guarantees every match lies whole inside some window. Patterns start
+with a distinctive literal or a lookbehind so most positions fail on the first character.
+
+A pattern with a ``secret`` group reports that group's span (the value, not its name).
+``accept`` filters on the candidate value; ``extend`` widens a match over the token's
+alphabet so the span covers the whole token even when the regex stops at its bound.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scheduling.domain.secrets.predicates import (
+    basic_credentials,
+    has_digit_and_letter,
+    is_placeholder,
+    is_uuid,
+    looks_like_password,
+    looks_random,
+)
+
+MAX_MATCH_CHARS = 2048
+"""Upper bound on the length of any single regex match (checked by a test)."""
+
+_B64URL = "A-Za-z0-9_-"
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_TOKEN_CHARS = _ALNUM | frozenset("_-")
+_JWT_CHARS = _TOKEN_CHARS | frozenset(".")
+_OPAQUE_CHARS = _ALNUM | frozenset("._~+/-=")
+# Separators between a name and its value: ``:``, ``=``, ``=>``, or the word ``is``.
+_ASSIGN = r"[\"']?(?:\s{0,4}(?::|=>|=)\s{0,4}|\s{1,4}is\s{1,4})[\"']?"
+# A name suffix that keeps the keyword a whole word part: ``token_v2``, ``secret.prod``.
+_SUFFIX = r"(?:[_.-][A-Za-z0-9_.-]{0,24})?"
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    """One credential shape: the kind it reports and how to recognize it."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    accept: Callable[[str], bool] | None = None
+    extend: frozenset[str] | None = None
+
+    def value_group(self) -> str | int:
+        """The group whose span is reported: ``secret`` when present, else the match."""
+        return "secret" if "secret" in self.pattern.groupindex else 0
+
+
+def _d(
+    kind: str,
+    pattern: str,
+    accept: Callable[[str], bool] | None = None,
+    *,
+    extend: frozenset[str] | None = None,
+    ignore_case: bool = True,
+) -> Detector:
+    flags = re.IGNORECASE if ignore_case else 0
+    return Detector(kind, re.compile(pattern, flags), accept, extend)
+
+
+def _random_not_uuid(value: str, min_len: int = 12) -> bool:
+    return looks_random(value, min_len) and not is_uuid(value)
+
+
+def _aws_key_id(value: str) -> bool:
+    # AKIA/ASIA are distinctive; the rarer prefixes also need a digit to stay quiet
+    # on shouted words.
+    return value[:4] in ("AKIA", "ASIA") or any(c.isdigit() for c in value)
+
+
+def _password_after_equals(value: str) -> bool:
+    return looks_like_password(value, explicit_assignment=True)
+
+
+def _password_in_prose(value: str) -> bool:
+    return looks_like_password(value, explicit_assignment=False)
+
+
+def _url_password(value: str) -> bool:
+    # Any non-placeholder password in a URL is a credential, even a short one.
+    return not is_placeholder(value)
+
+
+DETECTORS: tuple[Detector, ...] = (
+    # --- private keys -------------------------------------------------------------
+    _d("private_key_block", r"-----BEGIN[ A-Z0-9]{0,32}PRIVATE ?KEY(?: ?BLOCK)?-----"),
+    _d("private_key_block", r"PuTTY-User-Key-File-[0-9]{1,2}:"),
+    # Bare bodies: "openssh-key-v1" and DER RSA (PKCS#1) / PKCS#8 private keys in base64.
+    _d("private_key_block", r"b3BlbnNzaC1rZXktdjE", ignore_case=False),
+    _d(
+        "private_key_block",
+        r"MII[A-Za-z0-9+/]{2}IBA(?:AKC|DANBgkqhkiG9w0BAQEFAASC)",
+        ignore_case=False,
+    ),
+    # --- cloud providers ----------------------------------------------------------
+    _d(
+        "aws_access_key",
+        r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)"
+        r"[A-Z0-9]{16}(?![A-Z0-9])",
+        _aws_key_id,
+        ignore_case=False,
+    ),
+    _d(
+        "aws_secret_key",
+        r"(?<![A-Za-z])aws[A-Za-z0-9_.-]{0,24}(?:secret|sk)[A-Za-z0-9_.-]{0,24}"
+        + _ASSIGN
+        + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+        looks_random,
+    ),
+    _d("google_api_key", r"(?<![A-Za-z0-9_-])AIza[" + _B64URL + r"]{35}(?![A-Za-z0-9_-])"),
+    _d(
+        "google_oauth_token",
+        r"(?<![A-Za-z0-9])ya29\.[" + _B64URL + r"]{20,512}",
+        extend=_TOKEN_CHARS,
+    ),
+    _d(
+        "gcp_service_account_key",
+        r"\"private_key_id\"\s{0,4}:\s{0,4}\"(?P<secret>[a-f0-9]{40})\"",
+    ),
+    _d(
+        "azure_storage_key",
+        r"AccountKey\s{0,2}=\s{0,2}(?P<secret>[A-Za-z0-9+/]{86}==)",
+    ),
+    _d(
+        "azure_sas_token",
+        r"[?&]sig=(?P<secret>[A-Za-z0-9%+/]{30,256}={0,2})",
+        looks_random,
+    ),
+    _d(
+        "azure_client_secret",
+        r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
+        ignore_case=False,
+    ),
+    _d("digitalocean_token", r"(?<![A-Za-z0-9])do[por]_v1_[a-f0-9]{64}"),
+    # --- code hosting and package registries ---------------------------------------
+    _d(
+        "github_token",
+        r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{36,251}(?![A-Za-z0-9])",
+        has_digit_and_letter,
+    ),
+    _d("github_token", r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{60,255}"),
+    _d("gitlab_token", r"(?<![A-Za-z0-9_])glpat-[" + _B64URL + r"]{20,64}", has_digit_and_letter),
+    _d("npm_token", r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", has_digit_and_letter),
+    _d("pypi_token", r"pypi-AgEIcHlwaS5vcmc[" + _B64URL + r"]{40,512}", extend=_TOKEN_CHARS),
+    # --- messaging, payments, AI providers -------------------------------------------
+    _d(
+        "slack_token",
+        r"(?<![A-Za-z0-9])xox[abposre]-[A-Za-z0-9-]{10,250}",
+        has_digit_and_letter,
+    ),
+    _d(
+        "slack_webhook",
+        r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,16}/B[A-Za-z0-9_]{6,16}/[A-Za-z0-9]{16,40}",
+    ),
+    _d("stripe_key", r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,247}"),
+    _d("stripe_key", r"(?<![A-Za-z0-9])whsec_[A-Za-z0-9]{24,64}"),
+    _d("sendgrid_key", r"(?<![A-Za-z0-9])SG\.[" + _B64URL + r"]{22}\.[" + _B64URL + r"]{43}"),
+    _d("mailgun_key", r"(?<![A-Za-z0-9])key-[0-9a-z]{32}(?![A-Za-z0-9])", has_digit_and_letter),
+    _d("shopify_token", r"(?<![A-Za-z0-9])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    _d(
+        "huggingface_token",
+        r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,64}(?![A-Za-z0-9])",
+        has_digit_and_letter,
+    ),
+    _d("anthropic_key", r"(?<![A-Za-z0-9])sk-ant-[" + _B64URL + r"]{20,256}", extend=_TOKEN_CHARS),
+    _d(
+        "openai_key",
+        r"(?<![A-Za-z0-9])sk-(?!ant-)(?:proj-|svcacct-|admin-)?(?P<secret>["
+        + _B64URL
+        + r"]{20,256})",
+        has_digit_and_letter,
+        extend=_TOKEN_CHARS,
+    ),
+    # --- generic token formats ----------------------------------------------------
+    _d(
+        "jwt",
+        r"(?<![A-Za-z0-9_-])eyJ[" + _B64URL + r"]{8,600}\.eyJ[" + _B64URL + r"]{4,64}",
+        extend=_JWT_CHARS,
+    ),
+    _d(
+        "bearer_token",
+        r"\bbearer\s{1,8}(?P<secret>[A-Za-z0-9._~+/-]{16,1024}={0,4})",
+        _random_not_uuid,
+    ),
+    _d(
+        "basic_auth_header",
+        r"\bbasic\s{1,8}(?P<secret>[A-Za-z0-9+/]{8,1024}={0,2})",
+        basic_credentials,
+    ),
+    _d(
+        "authorization_header",
+        r"\b(?:proxy-)?authorization[\"']?\s{0,4}[:=]\s{0,4}[\"']?"
+        r"(?:(?:token|digest|apikey|sso-key|key)\s{1,4})?"
+        r"(?P<secret>[A-Za-z0-9._~+/=-]{12,1024})",
+        _random_not_uuid,
+    ),
+    _d(
+        "password_in_url",
+        r"\b[a-z][a-z0-9+.-]{1,24}://[^\s:/?#@\[\]]{0,128}:(?P<secret>[^\s/?#@\[\]]{1,128})@"
+        r"[A-Za-z0-9._~-]{1,253}",
+        _url_password,
+    ),
+    _d(
+        "password_assignment",
+        r"(?<![A-Za-z])(?:password|passwd|passphrase|passcode|pwd|pass)"
+        + _SUFFIX
+        + r"[\"']?\s{0,4}(?:=|=>)\s{0,4}[\"']?(?P<secret>[^\s\"'<>,;]{6,128})",
+        _password_after_equals,
+    ),
+    _d(
+        "password_assignment",
+        r"(?<![A-Za-z])(?:password|passwd|passphrase|passcode|pwd)"
+        + _SUFFIX
+        + r"[\"']?(?:\s{0,4}:\s{0,4}|\s{1,4}(?:is|was)\s{1,4})[\"']?"
+        + r"(?P<secret>[^\s\"'<>,;]{6,128})",
+        _password_in_prose,
+    ),
+    _d(
+        "session_cookie",
+        r"\b(?:set-)?cookie\s{0,4}:\s{0,4}[A-Za-z0-9_.!#$&*+^|~-]{1,64}="
+        r"(?P<secret>[^\s;,\"']{16,1024})",
+        _random_not_uuid,
+    ),
+    _d(
+        "session_cookie",
+        r"(?<![A-Za-z])(?:session|sess|sid|csrftoken|remember_token|__Secure-|__Host-)"
+        r"[A-Za-z0-9_.-]{0,32}\s{0,2}=\s{0,2}(?P<secret>[A-Za-z0-9%._~+/=:-]{16,1024})",
+        _random_not_uuid,
+    ),
+    _d(
+        "generic_api_key_assignment",
+        r"(?<![A-Za-z])(?:api[_-]?key|apikey|api[_-]?secret|api[_-]?token|access[_-]?key"
+        r"|secret[_-]?key|client[_-]?secret|app[_-]?secret|consumer[_-]?secret|private[_-]?token"
+        r"|access[_-]?token|auth[_-]?token|refresh[_-]?token|x-api-key)"
+        + _SUFFIX
+        + _ASSIGN
+        + r"(?P<secret>[A-Za-z0-9._~+/=-]{12,512})",
+        looks_random,
+    ),
+    _d(
+        "high_entropy_assignment",
+        r"(?<![A-Za-z])(?:token|secret|credentials?|creds|signature|sig|auth|bearer|cookie)"
+        + _SUFFIX
+        + _ASSIGN
+        + r"(?P<secret>[A-Za-z0-9._~+/=-]{16,512})",
+        _random_not_uuid,
+    ),
+)
+
+DETECTOR_KINDS: frozenset[str] = frozenset(d.kind for d in DETECTORS)
+"""Every kind a finding can carry."""

@@ -1,0 +1,90 @@
+"""Small pure predicates that decide whether a matched run looks like a real secret.
+
+Regexes find credential-*shaped* text; these predicates keep ordinary words, numbers,
+placeholders and identifiers from being reported. They see the candidate value only
+for the duration of the call and never keep it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections import Counter
+
+_PLACEHOLDER = re.compile(
+    r"^(?:\*{3,}|x{3,}|X{3,}|\.{3,}|_{3,}|-{3,}|<[^<>]{0,64}>|\$\{[^{}]{0,64}\}|\$[A-Za-z_][A-Za-z0-9_]{0,63}"
+    r"|\{\{?[^{}]{0,64}\}?\}|%s|REDACTED|redacted|\[redacted\]|\[REDACTED\])$"
+)
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_WORD_SEPARATORS = re.compile(r"[-_./:,+]")
+
+
+def is_placeholder(value: str) -> bool:
+    """A masked or templated value (``***``, ``<password>``, ``${TOKEN}``, ``$PASS``...)."""
+    return bool(_PLACEHOLDER.match(value))
+
+
+def is_uuid(value: str) -> bool:
+    """A canonical UUID: an identifier in this product, not a credential on its own."""
+    return bool(_UUID.match(value))
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character of ``value``'s own character distribution."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def looks_random(value: str, min_len: int = 12) -> bool:
+    """Mixed character classes, not a sequence of plain words/numbers, not a placeholder.
+
+    ``management-2024-report`` and ``Q3-roadmap`` are prose; ``Tr0ub4dor&3``,
+    ``8f3A...`` and a UUID in an ``api_key=`` position are not. Long values must also
+    carry some entropy, so ``2026-01-01T09:00:00Z`` style strings stay quiet.
+    """
+    if len(value) < min_len or is_placeholder(value):
+        return False
+    has_lower = any(c.islower() for c in value)
+    has_upper = any(c.isupper() for c in value)
+    has_digit = any(c.isdigit() for c in value)
+    has_symbol = any(not c.isalnum() for c in value)
+    if has_lower + has_upper + has_digit + has_symbol < 2:
+        return False
+    parts = [p for p in _WORD_SEPARATORS.split(value) if p]
+    if all(p.isalpha() or p.isdigit() for p in parts) and not (has_lower and has_upper):
+        return False
+    if all(
+        p.isdigit() or (p.isalpha() and (p.islower() or p.isupper() or p.istitle())) for p in parts
+    ):
+        return False
+    return not (len(value) >= 20 and shannon_entropy(value) < 3.0)
+
+
+def looks_like_password(value: str, explicit_assignment: bool) -> bool:
+    """A password value: after ``=`` anything non-placeholder; in prose it must look random."""
+    if len(value) < 6 or is_placeholder(value):
+        return False
+    if explicit_assignment:
+        return True
+    return looks_random(value, min_len=6)
+
+
+def basic_credentials(value: str) -> bool:
+    """``value`` is base64 of printable ``user:password`` (what a Basic header carries)."""
+    padded = value + "=" * (-len(value) % 4)
+    try:
+        raw = base64.b64decode(padded, validate=True)
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    user, sep, password = decoded.partition(":")
+    return bool(sep) and bool(password) and decoded.isprintable() and len(user) <= 256
+
+
+def has_digit_and_letter(value: str) -> bool:
+    """At least one digit and one letter: random tokens almost always have both."""
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)

@@ -1,0 +1,169 @@
+"""The secret scanner: credential-shaped text in, kinds and spans out (never values).
+
+Work is bounded and linear in the input. Every view is matched in windows of
+``WINDOW_CHARS`` characters that overlap by ``OVERLAP_CHARS`` (at least the longest
+possible regex match), so the whole input is scanned however long it is: nothing
+beyond a cap is skipped. Decoding nests at most ``MAX_DECODE_DEPTH`` levels of base64
+and ``PERCENT_ROUNDS`` rounds of percent-decoding per level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from scheduling.domain.secrets.detectors import DETECTORS, MAX_MATCH_CHARS, Detector
+from scheduling.domain.secrets.views import (
+    View,
+    base64_pieces,
+    has_odd_space,
+    normalize,
+    percent_decode,
+)
+
+WINDOW_CHARS = 16384
+"""Characters handed to one regex search (``pos``/``endpos``, no copies)."""
+OVERLAP_CHARS = MAX_MATCH_CHARS
+"""Consecutive windows overlap by this much, so every match is whole in some window."""
+MAX_DECODE_DEPTH = 2
+"""Base64 inside base64 is decoded once more; deeper nesting is not unwrapped."""
+PERCENT_ROUNDS = 2
+"""``%2541`` (double percent-encoding) decodes to ``A`` in two rounds."""
+EXTEND_MAX_CHARS = 8192
+"""A reported token span is widened over the token alphabet by at most this much."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretFinding:
+    """One credential-shaped run: its detector kind and its span in the scanned text.
+
+    Carries no part of the matched value, so its ``repr``/``str`` cannot reveal it.
+    ``transforms`` says which decodings exposed it (``percent``, ``base64``...); a
+    finding inside decoded base64 spans the whole encoded run.
+    """
+
+    kind: str
+    start: int
+    end: int
+    transforms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """Findings plus counters of the work done (for bounds tests and metrics)."""
+
+    findings: tuple[SecretFinding, ...]
+    input_chars: int
+    views: int
+    windows: int
+    chars_searched: int
+    """Sum over windows and detectors of the window length handed to the regex engine."""
+    decoded_pieces: int
+
+
+@dataclass
+class _State:
+    found: dict[tuple[str, int, int], SecretFinding] = field(default_factory=dict)
+    views: int = 0
+    windows: int = 0
+    chars_searched: int = 0
+    decoded_pieces: int = 0
+
+
+def windows(text: str) -> Iterator[tuple[int, int]]:
+    """Overlapping ``[start, end)`` windows covering ``text``; ends prefer whitespace."""
+    n = len(text)
+    start = 0
+    while True:
+        end = min(start + WINDOW_CHARS, n)
+        if end < n:
+            # Cut at whitespace inside the last half-overlap when there is one, so a
+            # window rarely ends inside a token (the overlap covers it anyway).
+            cut = max(
+                text.rfind(" ", end - OVERLAP_CHARS // 2, end),
+                text.rfind("\n", end - OVERLAP_CHARS // 2, end),
+            )
+            if cut > 0:
+                end = cut + 1
+        yield (start, end)
+        if end >= n:
+            return
+        start = end - OVERLAP_CHARS
+
+
+def _extend(text: str, end: int, alphabet: frozenset[str]) -> int:
+    limit = min(len(text), end + EXTEND_MAX_CHARS)
+    while end < limit and text[end] in alphabet:
+        end += 1
+    return end
+
+
+class SecretScanner:
+    """Finds credential-shaped runs in text. Pure: no I/O, no logging, no state kept."""
+
+    def __init__(self, detectors: Iterable[Detector] = DETECTORS) -> None:
+        self._detectors = tuple(detectors)
+
+    def scan(self, text: str) -> list[SecretFinding]:
+        """Findings in ``text``, ordered by span; empty when it looks credential-free."""
+        return list(self.inspect(text).findings)
+
+    def inspect(self, text: str) -> ScanReport:
+        """Findings plus the work counters."""
+        state = _State()
+        roots = [normalize(text)]
+        if has_odd_space(text):
+            roots.append(normalize(text, odd_space=" "))
+        for root in roots:
+            self._scan_tree(root, 0, state)
+        findings = sorted(state.found.values(), key=lambda f: (f.start, f.end, f.kind))
+        return ScanReport(
+            findings=tuple(findings),
+            input_chars=len(text),
+            views=state.views,
+            windows=state.windows,
+            chars_searched=state.chars_searched,
+            decoded_pieces=state.decoded_pieces,
+        )
+
+    def _scan_tree(self, view: View, depth: int, state: _State) -> None:
+        views = [view]
+        for _ in range(PERCENT_ROUNDS):
+            decoded = percent_decode(views[-1])
+            if decoded is None:
+                break
+            views.append(decoded)
+        for current in views:
+            self._match(current, state)
+            if depth >= MAX_DECODE_DEPTH:
+                continue
+            for piece in base64_pieces(current):
+                state.decoded_pieces += 1
+                child = normalize(piece.text, fixed=piece.origin)
+                child = View(
+                    child.text,
+                    (*current.transforms, "base64", *child.transforms),
+                    fixed=piece.origin,
+                )
+                self._scan_tree(child, depth + 1, state)
+
+    def _match(self, view: View, state: _State) -> None:
+        state.views += 1
+        text = view.text
+        for start, end in windows(text):
+            state.windows += 1
+            for detector in self._detectors:
+                state.chars_searched += end - start
+                group = detector.value_group()
+                for match in detector.pattern.finditer(text, start, end):
+                    if detector.accept is not None and not detector.accept(match.group(group)):
+                        continue
+                    s, e = match.span(group)
+                    if detector.extend is not None:
+                        e = _extend(text, e, detector.extend)
+                    origin_start, origin_end = view.origin(s, e)
+                    key = (detector.kind, origin_start, origin_end)
+                    if key not in state.found:
+                        state.found[key] = SecretFinding(
+                            detector.kind, origin_start, origin_end, view.transforms
+                        )
