@@ -100,7 +100,9 @@ def _process_start(pid: int) -> str | None:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return None
-        return stat.rsplit(")", 1)[1].split()[19]
+        fields = stat.rsplit(")", 1)[1].split()
+        # A zombie has exited: only its parent has not reaped it yet.
+        return None if fields[0] in ("Z", "X") else fields[19]
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
