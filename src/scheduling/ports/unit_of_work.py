@@ -1,0 +1,76 @@
+"""The unit of work: one transaction that every repository joins.
+
+Usage::
+
+    async with uow_factory.begin(principal) as uow:
+        schedule = await uow.schedules.create(schedule, revision)
+        await uow.idempotency.record(entry)
+        await uow.commit()
+
+Leaving the block without ``commit()`` (or by an exception) rolls everything back.
+A unit of work is single-use: after commit or rollback its repositories refuse work
+with ``UnavailableError(schedule.persistence.uow_closed)``.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Protocol, Self
+
+from scheduling.domain.identity import Principal
+from scheduling.ports.repositories import (
+    AgentRepository,
+    PrincipalRepository,
+    ProcessEventRepository,
+    RunRepository,
+    ScheduleIdempotencyLedger,
+    ScheduleOccurrenceRepository,
+    ScheduleRepository,
+    SessionRepository,
+)
+
+
+class UnitOfWork(Protocol):
+    """One transaction. The scope it was begun with bounds what every repository sees:
+    a principal scope sees only that principal's rows; a tenant scope (maintenance)
+    only that tenant's; the trusted scope (scheduler) every tenant's."""
+
+    schedules: ScheduleRepository
+    occurrences: ScheduleOccurrenceRepository
+    idempotency: ScheduleIdempotencyLedger
+    principals: PrincipalRepository
+    agents: AgentRepository
+    sessions: SessionRepository
+    runs: RunRepository
+    events: ProcessEventRepository
+
+    async def commit(self) -> None:
+        """Make every write durable at once. Deferred constraints are checked here; a
+        violation raises the translated domain error and nothing is written."""
+        ...
+
+    async def rollback(self) -> None:
+        """Discard every write (idempotent)."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Roll back unless ``commit()`` succeeded."""
+        ...
+
+
+class UnitOfWorkFactory(Protocol):
+    """Begins units of work in one of three scopes."""
+
+    def begin(
+        self, principal: Principal | None = None, *, tenant_id: str | None = None
+    ) -> UnitOfWork:
+        """A new unit of work: principal-scoped when ``principal`` is given, tenant-scoped
+        when only ``tenant_id`` is, otherwise the trusted scope."""
+        ...
