@@ -28,6 +28,8 @@ from simulation.database._binaries import Binaries, parse_version
 from simulation.database._info import SHM_DIR, on_shm
 
 PREFIX = "scheduling-pg-"
+BASE_DIR_ENV = "SCHEDULING_PG_DIR"
+SHM_MIN_FREE = 1 << 30
 OWNER_FILE = "owner.json"
 DURABILITY = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 PORT_ATTEMPTS = 5
@@ -68,10 +70,20 @@ def server_account() -> RunAs | None:
     raise ClusterError("running as root but neither user 'postgres' nor 'nobody' exists")
 
 
-def base_directory() -> Path:
-    """``/dev/shm`` when present (tmpfs: initdb and clones are much faster), else tempdir."""
+def base_directory(environ: Mapping[str, str] | None = None) -> Path:
+    """Where cluster directories go.
+
+    ``SCHEDULING_PG_DIR`` when set; else ``/dev/shm`` when it is writable and has
+    room (tmpfs: initdb and clones are much faster; containers often mount only
+    64 MiB there, too little for a cluster and its clones); else the temp dir.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(BASE_DIR_ENV):
+        return Path(env[BASE_DIR_ENV])
     if SHM_DIR.is_dir() and os.access(SHM_DIR, os.W_OK | os.X_OK):
-        return SHM_DIR
+        stats = os.statvfs(SHM_DIR)
+        if stats.f_bavail * stats.f_frsize >= SHM_MIN_FREE:
+            return SHM_DIR
     return Path(tempfile.gettempdir())
 
 
