@@ -1,0 +1,74 @@
+"""Translate driver errors into domain errors with stable codes, at the adapter edge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+
+from scheduling.domain.errors import (
+    AuthorizationError,
+    ConflictError,
+    SchedulingError,
+    UnavailableError,
+    ValidationError,
+)
+from scheduling.ports.repositories import (
+    CONSTRAINT,
+    DUPLICATE,
+    FORBIDDEN,
+    MISSING_REFERENCE,
+    RETRY,
+    UNAVAILABLE,
+)
+
+# SQLSTATE -> (error class, code). Classes 08 (connection) and 57 (shutdown) are
+# handled by prefix below.
+_BY_SQLSTATE: dict[str, tuple[type[SchedulingError], str]] = {
+    "23505": (ConflictError, DUPLICATE),
+    "23514": (ValidationError, CONSTRAINT),
+    "23502": (ValidationError, CONSTRAINT),
+    "23503": (ConflictError, MISSING_REFERENCE),
+    "42501": (AuthorizationError, FORBIDDEN),
+    "40001": (ConflictError, RETRY),
+    "40P01": (ConflictError, RETRY),
+}
+
+
+def _driver_error(exc: BaseException) -> Any:
+    orig = getattr(exc, "orig", None)
+    return getattr(orig, "__cause__", None) or orig
+
+
+def sqlstate_of(exc: BaseException) -> str | None:
+    """The SQLSTATE of a driver error wrapped by SQLAlchemy, if any."""
+    driver = _driver_error(exc)
+    for candidate in (driver, getattr(exc, "orig", None)):
+        state = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+        if isinstance(state, str):
+            return state
+    return None
+
+
+def translate(exc: BaseException) -> SchedulingError:
+    """The domain error for a driver error (the original is kept as ``__cause__``)."""
+    state = sqlstate_of(exc)
+    driver = _driver_error(exc)
+    details: dict[str, Any] = {"sqlstate": state}
+    constraint = getattr(driver, "constraint_name", None)
+    if constraint:
+        details["constraint"] = constraint
+    table = getattr(driver, "table_name", None)
+    if table:
+        details["table"] = table
+    if state is not None and state in _BY_SQLSTATE:
+        cls, code = _BY_SQLSTATE[state]
+        return cls(code, f"database rejected the statement ({state})", details)
+    if state is not None and state[:2] in ("08", "57", "53"):
+        return UnavailableError(UNAVAILABLE, "the database is unavailable", details)
+    return UnavailableError(UNAVAILABLE, f"unexpected database error ({state})", details)
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """True for errors this module translates."""
+    return isinstance(exc, DBAPIError | OSError)

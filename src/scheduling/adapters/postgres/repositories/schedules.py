@@ -1,0 +1,247 @@
+"""PostgreSQL ``ScheduleRepository``."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from sqlalchemy import and_, delete, func, insert, select, true, tuple_, update
+
+from scheduling.adapters.postgres.tables import (
+    schedule_idempotency_keys,
+    schedule_occurrences,
+    schedule_revisions,
+    schedules,
+)
+from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
+from scheduling.domain.identity import Principal
+from scheduling.domain.paging import (
+    INVALID_CURSOR,
+    Page,
+    PageRequest,
+    decode_cursor,
+    encode_cursor,
+)
+from scheduling.domain.revision import ScheduleRevision
+from scheduling.domain.schedule import Schedule, ScheduleState
+from scheduling.ports.repositories import (
+    INVALID_COMMAND,
+    NOT_FOUND,
+    STALE,
+    IdList,
+    ScheduleCommand,
+)
+
+if TYPE_CHECKING:
+    from scheduling.adapters.postgres.uow import Transaction
+
+_CURSOR = "schedules"
+_MUTABLE = (
+    "state",
+    "pause_reason",
+    "current_revision",
+    "next_fire_at",
+    "consecutive_failures",
+    "updated_at",
+)
+TERMINAL = ("COMPLETED", "CANCELLED")
+
+
+def schedule_row(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "id": schedule.id,
+        "tenant_id": schedule.tenant_id,
+        "principal_id": schedule.principal_id,
+        "state": schedule.state.value,
+        "pause_reason": None if schedule.pause_reason is None else schedule.pause_reason.value,
+        "current_revision": schedule.current_revision,
+        "next_fire_at": schedule.next_fire_at,
+        "consecutive_failures": schedule.consecutive_failures,
+        "created_at": schedule.created_at,
+        "updated_at": schedule.updated_at,
+    }
+
+
+def to_schedule(row: Any) -> Schedule:
+    return Schedule(**{c.name: getattr(row, c.name) for c in schedules.columns})
+
+
+def revision_row(revision: ScheduleRevision) -> dict[str, Any]:
+    return {
+        "schedule_id": revision.schedule_id,
+        "revision": revision.revision,
+        "definition": revision.to_definition(),
+        "created_by_principal_id": revision.created_by_principal_id,
+        "created_at": revision.created_at,
+    }
+
+
+def to_revision(row: Any) -> ScheduleRevision:
+    return ScheduleRevision.from_definition(
+        row.schedule_id, row.revision, row.created_by_principal_id, row.created_at, row.definition
+    )
+
+
+def owned_by(principal: Principal | None) -> Any:
+    """The repository predicate that mirrors the row-level policy."""
+    if principal is None:
+        return true()
+    return and_(
+        schedules.c.tenant_id == principal.tenant_id,
+        schedules.c.principal_id == principal.principal_id,
+    )
+
+
+def advisory_key(name: str) -> int:
+    """A stable signed 64-bit advisory-lock key for ``name``."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgresScheduleRepository:
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+
+    async def create(self, schedule: Schedule, revision: ScheduleRevision) -> Schedule:
+        if revision.schedule_id != schedule.id or revision.revision != schedule.current_revision:
+            raise ValidationError(INVALID_COMMAND, "the revision does not belong to the schedule")
+        await self._tx.execute(insert(schedules).values(schedule_row(schedule)))
+        await self._tx.execute(insert(schedule_revisions).values(revision_row(revision)))
+        return schedule
+
+    async def get(
+        self, schedule_id: UUID, principal: Principal | None, *, for_update: bool = False
+    ) -> Schedule:
+        query = select(schedules).where(schedules.c.id == schedule_id, owned_by(principal))
+        if for_update:
+            query = query.with_for_update()
+        row = (await self._tx.execute(query)).first()
+        if row is None:
+            raise NotFoundError(NOT_FOUND, "schedule not found", {"schedule_id": str(schedule_id)})
+        return to_schedule(row)
+
+    async def lock_due(self, schedule_id: UUID, now: datetime) -> Schedule | None:
+        query = (
+            select(schedules)
+            .where(
+                schedules.c.id == schedule_id,
+                schedules.c.state == ScheduleState.ACTIVE.value,
+                schedules.c.next_fire_at <= now,
+            )
+            .with_for_update(skip_locked=True)
+        )
+        row = (await self._tx.execute(query)).first()
+        return None if row is None else to_schedule(row)
+
+    async def get_revision(
+        self, schedule_id: UUID, revision: int, principal: Principal | None
+    ) -> ScheduleRevision:
+        query = (
+            select(schedule_revisions)
+            .join(schedules, schedules.c.id == schedule_revisions.c.schedule_id)
+            .where(
+                schedule_revisions.c.schedule_id == schedule_id,
+                schedule_revisions.c.revision == revision,
+                owned_by(principal),
+            )
+        )
+        row = (await self._tx.execute(query)).first()
+        if row is None:
+            raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(schedule_id)})
+        return to_revision(row)
+
+    async def list(
+        self,
+        principal: Principal,
+        page: PageRequest,
+        states: frozenset[ScheduleState] | None = None,
+    ) -> Page[Schedule]:
+        query = select(schedules).where(owned_by(principal))
+        if states is not None:
+            query = query.where(schedules.c.state.in_(sorted(s.value for s in states)))
+        if page.cursor is not None:
+            updated_at, last_id = decode_cursor(_CURSOR, page.cursor, 2)
+            try:
+                key = (datetime.fromisoformat(updated_at), UUID(last_id))
+            except ValueError:
+                raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None
+            query = query.where(tuple_(schedules.c.updated_at, schedules.c.id) < key)
+        query = query.order_by(schedules.c.updated_at.desc(), schedules.c.id.desc())
+        rows = (await self._tx.execute(query.limit(page.limit + 1))).all()
+        items = [to_schedule(r) for r in rows[: page.limit]]
+        cursor = None
+        if len(rows) > page.limit:
+            last = items[-1]
+            cursor = encode_cursor(_CURSOR, [last.updated_at.isoformat(), str(last.id)])
+        return Page(items=items, next_cursor=cursor)
+
+    async def mutate(self, command: ScheduleCommand) -> Schedule:
+        expected = schedule_row(command.expected)
+        updated = schedule_row(command.updated)
+        matches = [schedules.c[name].is_not_distinct_from(expected[name]) for name in _MUTABLE]
+        statement = (
+            update(schedules)
+            .where(schedules.c.id == command.updated.id, owned_by(command.principal), *matches)
+            .values({name: updated[name] for name in _MUTABLE})
+        )
+        result = await self._tx.execute(statement)
+        if result.rowcount != 1:
+            current = await self.get(command.updated.id, command.principal)
+            raise ConflictError(
+                STALE,
+                "the schedule changed since it was read",
+                {
+                    "schedule_id": str(current.id),
+                    "current_revision": current.current_revision,
+                },
+            )
+        if command.revision is not None:
+            await self._tx.execute(
+                insert(schedule_revisions).values(revision_row(command.revision))
+            )
+        return command.updated
+
+    async def due(self, now: datetime, limit: int) -> IdList:
+        query = (
+            select(schedules.c.id)
+            .where(schedules.c.state == ScheduleState.ACTIVE.value, schedules.c.next_fire_at <= now)
+            .order_by(schedules.c.next_fire_at, schedules.c.id)
+            .limit(limit)
+        )
+        return [row.id for row in (await self._tx.execute(query)).all()]
+
+    async def next_fire_at(self) -> datetime | None:
+        query = select(func.min(schedules.c.next_fire_at)).where(
+            schedules.c.state == ScheduleState.ACTIVE.value
+        )
+        value: datetime | None = (await self._tx.execute(query)).scalar_one()
+        return value
+
+    async def purge_terminal(self, tenant_id: str, before: datetime, limit: int) -> int:
+        await self._tx.execute(
+            select(func.pg_advisory_xact_lock(advisory_key(f"scheduling.purge:{tenant_id}")))
+        )
+        victims = (
+            select(schedules.c.id)
+            .where(
+                schedules.c.tenant_id == tenant_id,
+                schedules.c.state.in_(TERMINAL),
+                schedules.c.updated_at <= before,
+            )
+            .order_by(schedules.c.updated_at, schedules.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        ids = [row.id for row in (await self._tx.execute(victims)).all()]
+        if not ids:
+            return 0
+        for table, column in (
+            (schedule_idempotency_keys, schedule_idempotency_keys.c.schedule_id),
+            (schedule_occurrences, schedule_occurrences.c.schedule_id),
+            (schedule_revisions, schedule_revisions.c.schedule_id),
+            (schedules, schedules.c.id),
+        ):
+            await self._tx.execute(delete(table).where(column.in_(ids)))
+        return len(ids)

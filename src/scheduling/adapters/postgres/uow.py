@@ -1,0 +1,176 @@
+"""The PostgreSQL unit of work: one connection, one transaction, every repository joined.
+
+The scope is written into transaction-local settings with ``set_config(..., true)``
+before any repository runs, so row-level security sees the same tenant and principal
+as the repository predicates. ``assume_role`` makes the transaction ``SET LOCAL ROLE``
+to a group role (the login must be a member): tests use it to act as the API,
+scheduler or maintenance role through one admin login.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy import Executable, text
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from scheduling.adapters.postgres.errors import translate
+from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
+from scheduling.domain.errors import UnavailableError, ValidationError
+from scheduling.domain.identity import Principal
+from scheduling.ports.repositories import CLOSED, INVALID_COMMAND
+
+_ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class Transaction:
+    """The open transaction shared by the repositories of one unit of work."""
+
+    def __init__(self) -> None:
+        self._conn: AsyncConnection | None = None
+
+    def attach(self, conn: AsyncConnection | None) -> None:
+        self._conn = conn
+
+    async def execute(
+        self, statement: Executable, params: Mapping[str, Any] | None = None
+    ) -> CursorResult[Any]:
+        """Run ``statement``; a driver error becomes a domain error."""
+        if self._conn is None:
+            raise UnavailableError(CLOSED, "the unit of work is not open")
+        try:
+            return await self._conn.execute(statement, dict(params) if params else None)
+        except DBAPIError as exc:
+            raise translate(exc) from exc
+
+
+class PostgresUnitOfWork:
+    """See ``scheduling.ports.unit_of_work.UnitOfWork``."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        tenant_id: str | None,
+        principal_id: str | None,
+        assume_role: str | None,
+    ) -> None:
+        from scheduling.adapters.postgres.repositories import bind_repositories
+
+        self._engine = engine
+        self._tenant_id = tenant_id
+        self._principal_id = principal_id
+        self._assume_role = assume_role
+        self._conn: AsyncConnection | None = None
+        self._committed = False
+        self.tx = Transaction()
+        repos = bind_repositories(self.tx)
+        self.schedules = repos.schedules
+        self.occurrences = repos.occurrences
+        self.idempotency = repos.idempotency
+        self.principals = repos.principals
+        self.agents = repos.agents
+        self.sessions = repos.sessions
+        self.runs = repos.runs
+        self.events = repos.events
+
+    async def __aenter__(self) -> Self:
+        if self._conn is not None:
+            raise UnavailableError(CLOSED, "a unit of work is single-use")
+        try:
+            self._conn = await self._engine.connect()
+            await self._conn.begin()
+        except (DBAPIError, OSError) as exc:
+            await self._close()
+            raise translate(exc) from exc
+        self.tx.attach(self._conn)
+        try:
+            if self._assume_role is not None:
+                await self.tx.execute(text(f"SET LOCAL ROLE {self._assume_role}"))
+            await self.tx.execute(
+                text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)"),
+                {
+                    "t": TENANT_SETTING,
+                    "tv": self._tenant_id or "",
+                    "p": PRINCIPAL_SETTING,
+                    "pv": self._principal_id or "",
+                },
+            )
+        except BaseException:
+            await self._close()
+            raise
+        return self
+
+    async def commit(self) -> None:
+        if self._conn is None:
+            raise UnavailableError(CLOSED, "the unit of work is not open")
+        try:
+            await self._conn.commit()
+        except DBAPIError as exc:
+            await self._close()
+            raise translate(exc) from exc
+        self._committed = True
+        await self._close()
+
+    async def rollback(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.rollback()
+            finally:
+                await self._close()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._committed:
+            await self.rollback()
+
+    async def _close(self) -> None:
+        self.tx.attach(None)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+
+class PostgresUnitOfWorkFactory:
+    """Begins PostgreSQL units of work on one engine."""
+
+    def __init__(self, engine: AsyncEngine, *, assume_role: str | None = None) -> None:
+        if assume_role is not None and not _ROLE.match(assume_role):
+            raise ValidationError(INVALID_COMMAND, f"bad role name {assume_role!r}")
+        self.engine = engine
+        self.assume_role = assume_role
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, assume_role: str | None = None, pool_size: int = 5
+    ) -> PostgresUnitOfWorkFactory:
+        """A factory with its own engine for a libpq or SQLAlchemy URL."""
+        engine = create_async_engine(to_asyncpg_url(url), pool_size=pool_size)
+        return cls(engine, assume_role=assume_role)
+
+    def begin(
+        self, principal: Principal | None = None, *, tenant_id: str | None = None
+    ) -> PostgresUnitOfWork:
+        if principal is not None:
+            return PostgresUnitOfWork(
+                self.engine,
+                tenant_id=principal.tenant_id,
+                principal_id=principal.principal_id,
+                assume_role=self.assume_role,
+            )
+        return PostgresUnitOfWork(
+            self.engine, tenant_id=tenant_id, principal_id=None, assume_role=self.assume_role
+        )
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
