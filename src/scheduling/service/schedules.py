@@ -1,0 +1,513 @@
+"""ScheduleService: the one validator and persistence path for schedule lifecycle.
+
+HTTP routes and model tools both call it. Every mutation runs in one unit of work:
+it locks the schedule row, applies the closed state rules of
+``scheduling.domain.lifecycle``, writes the control record by compare-and-set (plus the
+new immutable revision for an update), the idempotency key where one is given, and
+the process event, then commits. Time comes from the Clock, ids from the IdGenerator.
+
+Not-found is uniform: a schedule that is absent, another principal's or another
+tenant's raises the same ``NotFoundError(schedule.not_found)`` with the same message
+and no details, so a caller cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import NoReturn
+from uuid import UUID
+
+from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
+from scheduling.domain.events import ScheduleEvent, ScheduleEventType, state_event
+from scheduling.domain.identity import Principal
+from scheduling.domain.lifecycle import STALE_REVISION, Action, apply, decide
+from scheduling.domain.paging import Page, PageRequest
+from scheduling.domain.reasons import reason
+from scheduling.domain.recurrence.engine import next_after
+from scheduling.domain.revision import ScheduleRevision
+from scheduling.domain.schedule import Schedule, ScheduleState
+from scheduling.ports.clock import Clock
+from scheduling.ports.ids import IdGenerator
+from scheduling.ports.notifier import NullNotifier, ScheduleNotifier
+from scheduling.ports.records import IdempotencyEntry, ProcessEvent
+from scheduling.ports.repositories import KEY_REUSED, STALE, ScheduleCommand
+from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.service.commands import (
+    OccurrenceView,
+    RunView,
+    ScheduleDefinition,
+    ScheduleDetail,
+    SchedulePatch,
+    ScheduleResult,
+    ScheduleSummary,
+)
+from scheduling.service.validation import (
+    NO_FUTURE_OCCURRENCE,
+    DefinitionValidator,
+    check_idempotency_key,
+    normalized_request,
+    request_hash,
+    require_scope,
+)
+
+SCHEDULE_NOT_FOUND = reason(
+    "schedule.not_found", "The schedule does not exist or is not visible to the caller"
+)
+
+READ, WRITE, CANCEL = "schedule.read", "schedule.write", "schedule.cancel"
+LIST_MAX = 50
+
+_log = logging.getLogger(__name__)
+
+# Builds the next complete definition from the current revision (full update, patch).
+_DefinitionOf = Callable[[ScheduleRevision], ScheduleDefinition]
+
+_EVENT_FOR = {
+    Action.UPDATE: ScheduleEventType.UPDATED,
+    Action.PAUSE: ScheduleEventType.PAUSED,
+    Action.RESUME: ScheduleEventType.RESUMED,
+    Action.CANCEL: ScheduleEventType.CANCELLED,
+}
+
+
+def not_found() -> NotFoundError:
+    """The one not-found error every read and write returns (no details, on purpose)."""
+    return NotFoundError(SCHEDULE_NOT_FOUND, "schedule not found")
+
+
+def actor_of(principal: Principal) -> str:
+    return f"principal:{principal.principal_id}"
+
+
+def to_record(event: ScheduleEvent) -> ProcessEvent:
+    """The persistence row of a domain process event."""
+    return ProcessEvent(
+        id=event.id,
+        tenant_id=event.tenant_id,
+        principal_id=event.principal_id,
+        event_type=event.event_type.value,
+        actor=event.actor,
+        payload=dict(event.payload),
+        occurred_at=event.occurred_at,
+        schedule_id=event.schedule_id,
+    )
+
+
+class ScheduleService:
+    """Create, update, patch, pause, resume, cancel, get, list and occurrences."""
+
+    def __init__(
+        self,
+        *,
+        uow: UnitOfWorkFactory,
+        clock: Clock,
+        ids: IdGenerator,
+        validator: DefinitionValidator,
+        notifier: ScheduleNotifier | None = None,
+    ) -> None:
+        self._uow = uow
+        self._clock = clock
+        self._ids = ids
+        self._validator = validator
+        self._notifier: ScheduleNotifier = notifier or NullNotifier()
+
+    # ------------------------------------------------------------------ create
+
+    async def create(
+        self, principal: Principal, idempotency_key: str, definition: ScheduleDefinition
+    ) -> ScheduleResult:
+        """Create a schedule and revision 1; replay an identical keyed request."""
+        require_scope(principal, WRITE)
+        key = check_idempotency_key(idempotency_key)
+        # Credential-shaped text fails before it is hashed, looked up or stored.
+        self._validator.scan_text(definition.title, definition.instruction)
+        digest = request_hash("schedule.create", normalized_request(definition))
+        replay = await self._replay(principal, key, digest)
+        if replay is not None:
+            return replay
+        authority = await self._validator.authority(principal, WRITE)
+        now = self._clock.now()
+        valid = await self._validator.validate(
+            principal, authority, definition, now=now, require_future=True
+        )
+        schedule_id = self._ids.new_uuid()
+        revision = valid.build(schedule_id, 1, principal.principal_id, now)
+        schedule = Schedule(
+            id=schedule_id,
+            tenant_id=principal.tenant_id,
+            principal_id=principal.principal_id,
+            state=ScheduleState.ACTIVE,
+            pause_reason=None,
+            current_revision=1,
+            next_fire_at=next_after(valid.cadence, now),
+            consecutive_failures=0,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._uow.begin(principal) as uow:
+            await uow.schedules.create(schedule, revision)
+            stored = await uow.idempotency.record(self._entry(principal, key, digest, schedule_id))
+            if stored.schedule_id != schedule_id:
+                # A concurrent identical request committed first; ours rolls back.
+                await uow.rollback()
+                replay = await self._replay(principal, key, digest)
+                if replay is None:  # pragma: no cover - the winner's row is committed
+                    raise not_found()
+                return replay
+            await self._emit(
+                uow, ScheduleEventType.CREATED, None, schedule, actor_of(principal), now
+            )
+            await uow.commit()
+        await self._wake(schedule_id)
+        return ScheduleResult(schedule, replayed=False, changed=True)
+
+    # ------------------------------------------------------------------ update / patch
+
+    async def update(
+        self,
+        principal: Principal,
+        schedule_id: UUID,
+        expected_revision: int,
+        definition: ScheduleDefinition,
+        idempotency_key: str | None = None,
+    ) -> ScheduleResult:
+        """Replace the full definition with revision N+1 (ACTIVE or PAUSED only)."""
+        require_scope(principal, WRITE)
+        self._validator.scan_text(definition.title, definition.instruction)
+        digest = None
+        if idempotency_key is not None:
+            check_idempotency_key(idempotency_key)
+            body = {
+                "schedule_id": str(schedule_id),
+                "expected_revision": expected_revision,
+                "definition": normalized_request(definition),
+            }
+            digest = request_hash("schedule.update", body)
+            replay = await self._replay(principal, idempotency_key, digest)
+            if replay is not None:
+                return replay
+        return await self._write_revision(
+            principal, schedule_id, expected_revision, lambda _: definition, idempotency_key, digest
+        )
+
+    async def patch(
+        self,
+        principal: Principal,
+        schedule_id: UUID,
+        expected_revision: int,
+        patch: SchedulePatch,
+        idempotency_key: str,
+    ) -> ScheduleResult:
+        """The closed conversational edit: title, instruction, at or one cadence.
+
+        Agent, version, policy profile, requested scopes, browser binding, limits,
+        timeout, grace and failure policy are copied from the current revision.
+        """
+        require_scope(principal, WRITE)
+        key = check_idempotency_key(idempotency_key)
+        self._validator.scan_text(patch.title or "-", patch.instruction or "-")
+        body = {
+            "schedule_id": str(schedule_id),
+            "expected_revision": expected_revision,
+            "patch": patch.as_json(),
+        }
+        digest = request_hash("schedule.patch", body)
+        replay = await self._replay(principal, key, digest)
+        if replay is not None:
+            return replay
+        return await self._write_revision(
+            principal,
+            schedule_id,
+            expected_revision,
+            lambda current: patched_definition(current, patch),
+            key,
+            digest,
+        )
+
+    async def _write_revision(
+        self,
+        principal: Principal,
+        schedule_id: UUID,
+        expected_revision: int,
+        make: _DefinitionOf,
+        key: str | None,
+        digest: str | None,
+    ) -> ScheduleResult:
+        authority = await self._validator.authority(principal, WRITE)
+        # Fail fast on a stale revision or terminal state before validating.
+        async with self._uow.begin(principal) as uow:
+            schedule = await self._get(uow, schedule_id, principal)
+            decide(Action.UPDATE, schedule.state, schedule.current_revision, expected_revision)
+            current = await uow.schedules.get_revision(
+                schedule_id, schedule.current_revision, principal
+            )
+        definition = make(current)
+        now = self._clock.now()
+        valid = await self._validator.validate(
+            principal, authority, definition, now=now, require_future=True
+        )
+        async with self._uow.begin(principal) as uow:
+            schedule = await self._get(uow, schedule_id, principal, lock=True)
+            decision = decide(
+                Action.UPDATE, schedule.state, schedule.current_revision, expected_revision
+            )
+            current = await uow.schedules.get_revision(
+                schedule_id, schedule.current_revision, principal
+            )
+            now = max(self._clock.now(), schedule.updated_at)
+            revision = valid.build(
+                schedule_id, schedule.current_revision + 1, principal.principal_id, now
+            )
+            if revision.to_definition() == current.to_definition():
+                # Unchanged: record the key (if any) and write nothing else.
+                if key is not None and digest is not None:
+                    await self._record_key(uow, principal, key, digest, schedule_id)
+                    await uow.commit()
+                return ScheduleResult(schedule, replayed=False, changed=False)
+            fire = next_after(valid.cadence, now)
+            if schedule.state is ScheduleState.ACTIVE and fire is None:
+                raise_no_future()
+            updated = apply(
+                schedule, decision, now=now, next_fire_at=fire, revision=revision.revision
+            )
+            await self._mutate(uow, ScheduleCommand(schedule, updated, principal, revision))
+            if key is not None and digest is not None:
+                await self._record_key(uow, principal, key, digest, schedule_id)
+            await self._emit(
+                uow, ScheduleEventType.UPDATED, schedule, updated, actor_of(principal), now
+            )
+            await uow.commit()
+        await self._wake(schedule_id)
+        return ScheduleResult(updated, replayed=False, changed=True)
+
+    # ------------------------------------------------------------------ pause / resume / cancel
+
+    async def pause(
+        self, principal: Principal, schedule_id: UUID, expected_revision: int
+    ) -> ScheduleResult:
+        """ACTIVE -> PAUSED (user); idempotent when already PAUSED."""
+        require_scope(principal, WRITE)
+        return await self._transition(principal, schedule_id, expected_revision, Action.PAUSE)
+
+    async def resume(
+        self, principal: Principal, schedule_id: UUID, expected_revision: int
+    ) -> ScheduleResult:
+        """PAUSED -> ACTIVE at the first instant strictly after now (no backfill)."""
+        require_scope(principal, WRITE)
+        result = await self._transition(principal, schedule_id, expected_revision, Action.RESUME)
+        if result.changed:
+            await self._wake(schedule_id)
+        return result
+
+    async def cancel(
+        self, principal: Principal, schedule_id: UUID, expected_revision: int
+    ) -> ScheduleResult:
+        """ACTIVE/PAUSED -> CANCELLED (terminal). Never touches a materialized run."""
+        require_scope(principal, CANCEL)
+        return await self._transition(principal, schedule_id, expected_revision, Action.CANCEL)
+
+    async def _transition(
+        self, principal: Principal, schedule_id: UUID, expected_revision: int, action: Action
+    ) -> ScheduleResult:
+        async with self._uow.begin(principal) as uow:
+            schedule = await self._get(uow, schedule_id, principal, lock=True)
+            decision = decide(action, schedule.state, schedule.current_revision, expected_revision)
+            if decision.noop:
+                return ScheduleResult(schedule, replayed=False, changed=False)
+            now = max(self._clock.now(), schedule.updated_at)
+            fire = None
+            if decision.target is ScheduleState.ACTIVE:
+                revision = await uow.schedules.get_revision(
+                    schedule_id, schedule.current_revision, principal
+                )
+                fire = next_after(revision.cadence_value, now)
+                if fire is None:
+                    raise_no_future()
+            updated = apply(schedule, decision, now=now, next_fire_at=fire)
+            await self._mutate(uow, ScheduleCommand(schedule, updated, principal))
+            await self._emit(uow, _EVENT_FOR[action], schedule, updated, actor_of(principal), now)
+            await uow.commit()
+        return ScheduleResult(updated, replayed=False, changed=True)
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, principal: Principal, schedule_id: UUID) -> ScheduleDetail:
+        """The authorized point read: the only read returning the full instruction."""
+        require_scope(principal, READ)
+        async with self._uow.begin(principal) as uow:
+            schedule = await self._get(uow, schedule_id, principal)
+            revision = await uow.schedules.get_revision(
+                schedule_id, schedule.current_revision, principal
+            )
+        return ScheduleDetail(schedule, revision)
+
+    async def list(
+        self,
+        principal: Principal,
+        *,
+        limit: int = LIST_MAX,
+        cursor: str | None = None,
+        states: frozenset[ScheduleState] | None = None,
+    ) -> Page[ScheduleSummary]:
+        """The caller's schedules (newest update first), optionally only in ``states``;
+        the filter applies before the cursor and the limit."""
+        require_scope(principal, READ)
+        page = PageRequest(limit=limit, cursor=cursor)
+        async with self._uow.begin(principal) as uow:
+            found = await uow.schedules.list(principal, page, states or None)
+            items = []
+            for schedule in found.items:
+                revision = await uow.schedules.get_revision(
+                    schedule.id, schedule.current_revision, principal
+                )
+                items.append(ScheduleSummary.of(schedule, revision))
+        return Page(items=items, next_cursor=found.next_cursor)
+
+    async def occurrences(
+        self,
+        principal: Principal,
+        schedule_id: UUID,
+        *,
+        limit: int = LIST_MAX,
+        cursor: str | None = None,
+    ) -> Page[OccurrenceView]:
+        """The durable offline inbox: occurrences newest first, each with its run."""
+        require_scope(principal, READ)
+        page = PageRequest(limit=limit, cursor=cursor)
+        async with self._uow.begin(principal) as uow:
+            await self._get(uow, schedule_id, principal)
+            try:
+                found = await uow.occurrences.list(schedule_id, principal, page)
+            except NotFoundError:
+                raise not_found() from None
+            views = []
+            for occurrence in found.items:
+                run = None
+                if occurrence.run_id is not None:
+                    run = await self._run_view(uow, occurrence.run_id, principal)
+                views.append(OccurrenceView(occurrence, run))
+        return Page(items=views, next_cursor=found.next_cursor)
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _run_view(
+        self, uow: UnitOfWork, run_id: UUID, principal: Principal
+    ) -> RunView | None:
+        try:
+            run = await uow.runs.get(run_id, principal)
+        except NotFoundError:
+            return None
+        return RunView(
+            run_id=run.id,
+            session_id=run.session_id,
+            status=run.status.value,
+            scheduled_for=run.scheduled_for,
+            deadline_at=run.deadline_at,
+            finished_at=run.finished_at,
+            failure=run.failure,
+        )
+
+    async def _get(
+        self, uow: UnitOfWork, schedule_id: UUID, principal: Principal, *, lock: bool = False
+    ) -> Schedule:
+        try:
+            return await uow.schedules.get(schedule_id, principal, for_update=lock)
+        except NotFoundError:
+            raise not_found() from None
+
+    async def _mutate(self, uow: UnitOfWork, command: ScheduleCommand) -> None:
+        try:
+            await uow.schedules.mutate(command)
+        except NotFoundError:
+            raise not_found() from None
+        except ConflictError as exc:
+            if exc.code != STALE:
+                raise
+            current = exc.details.get("current_revision", command.expected.current_revision)
+            raise ConflictError(
+                STALE_REVISION,
+                "the schedule changed since it was read",
+                {"current_revision": current},
+            ) from None
+
+    async def _replay(self, principal: Principal, key: str, digest: str) -> ScheduleResult | None:
+        async with self._uow.begin(principal) as uow:
+            entry = await uow.idempotency.lookup(principal, key)
+            if entry is None:
+                return None
+            if entry.request_hash != digest:
+                raise ConflictError(KEY_REUSED, "the idempotency key was used for another request")
+            schedule = await self._get(uow, entry.schedule_id, principal)
+        return ScheduleResult(schedule, replayed=True, changed=False)
+
+    def _entry(
+        self, principal: Principal, key: str, digest: str, schedule_id: UUID
+    ) -> IdempotencyEntry:
+        return IdempotencyEntry(
+            tenant_id=principal.tenant_id,
+            principal_id=principal.principal_id,
+            key=key,
+            request_hash=digest,
+            schedule_id=schedule_id,
+            created_at=self._clock.now(),
+        )
+
+    async def _record_key(
+        self, uow: UnitOfWork, principal: Principal, key: str, digest: str, schedule_id: UUID
+    ) -> None:
+        stored = await uow.idempotency.record(self._entry(principal, key, digest, schedule_id))
+        if stored.schedule_id != schedule_id:
+            raise ConflictError(KEY_REUSED, "the idempotency key was used for another schedule")
+
+    async def _emit(
+        self,
+        uow: UnitOfWork,
+        event_type: ScheduleEventType,
+        before: Schedule | None,
+        after: Schedule,
+        actor: str,
+        at: datetime,
+    ) -> None:
+        event = state_event(
+            self._ids.new_uuid(), event_type, before=before, after=after, actor=actor, at=at
+        )
+        await uow.events.append(to_record(event))
+
+    async def _wake(self, schedule_id: UUID) -> None:
+        # Best effort after commit: the scheduler's table scan is the correctness path.
+        try:
+            await self._notifier.schedule_changed(schedule_id)
+        except Exception:  # a lost wake-up only delays the scheduler until its poll
+            _log.warning("schedule wake-up notification failed", exc_info=False)
+
+
+def raise_no_future() -> NoReturn:
+    raise ValidationError(NO_FUTURE_OCCURRENCE, "the cadence never fires after now")
+
+
+def patched_definition(current: ScheduleRevision, patch: SchedulePatch) -> ScheduleDefinition:
+    """The complete next definition: the patch over the current revision, with every
+    hidden authority and execution field preserved."""
+    if patch.at is not None:
+        at = patch.at if isinstance(patch.at, str) else patch.at.isoformat()
+        cadence: dict[str, object] = {"kind": "ONCE", "at": at}
+    elif patch.cadence is not None:
+        cadence = dict(patch.cadence)
+    else:
+        cadence = dict(current.cadence)
+    return ScheduleDefinition(
+        title=current.title if patch.title is None else patch.title,
+        instruction=current.instruction if patch.instruction is None else patch.instruction,
+        cadence=cadence,
+        agent_id=current.agent_id,
+        agent_version=current.agent_version,
+        policy_profile=current.policy_profile,
+        requested_scopes=current.requested_scopes,
+        browser_profile_id=current.browser_profile_id,
+        limits=current.limits,
+        run_timeout_seconds=current.run_timeout_seconds,
+        misfire_grace_seconds=current.misfire_grace_seconds,
+        max_consecutive_failures=current.max_consecutive_failures,
+    )

@@ -1,0 +1,301 @@
+"""The one definition validator (spec "Public API": "Validation rejects ...").
+
+Order matters: credential-shaped text is rejected first, so a secret never reaches a
+later step, an error message, a log line or a row. Then the closed values (cadence,
+limits, revision fields), the scopes, the website binding, the pinned agent and its
+policy profile, and the tenant ceilings. Every failure is a domain error with a
+stable ``schedule.*`` code; no error echoes user text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, cast
+from uuid import UUID
+
+from scheduling.domain.cadence import Cadence, parse_cadence
+from scheduling.domain.canonical import content_hash
+from scheduling.domain.errors import AuthorizationError, UnavailableError, ValidationError
+from scheduling.domain.identity import Principal
+from scheduling.domain.reasons import reason
+from scheduling.domain.recurrence.engine import next_after
+from scheduling.domain.revision import RunLimits, ScheduleRevision
+from scheduling.domain.secrets import SecretFinding, SecretScanner, reject_secrets
+from scheduling.ports.directories import (
+    AgentRegistry,
+    AuthoritySnapshot,
+    BrowserProfileDirectory,
+    BrowserProfileState,
+    SchedulePrincipalDirectory,
+    TenantConfiguration,
+)
+from scheduling.service.commands import ScheduleDefinition
+
+SCOPE_REQUIRED = reason(
+    "schedule.auth.scope_required", "The caller lacks the exact scope this operation requires"
+)
+PRINCIPAL_UNAVAILABLE = reason(
+    "schedule.auth.principal_unavailable",
+    "The caller is unknown to the principal directory or disabled",
+)
+UNKNOWN_SCOPE = reason(
+    "schedule.validation.unknown_scope", "A requested scope is not in the platform vocabulary"
+)
+SCOPE_NOT_HELD = reason(
+    "schedule.validation.scope_not_held", "A requested scope is not one of the caller's scopes"
+)
+AGENT_UNKNOWN = reason(
+    "schedule.validation.agent_unknown", "The agent has no active version to pin"
+)
+AGENT_VERSION_UNKNOWN = reason(
+    "schedule.validation.agent_version_unknown", "The pinned agent version does not exist"
+)
+POLICY_MISMATCH = reason(
+    "schedule.validation.policy_mismatch",
+    "policy_profile differs from the profile of the pinned agent version",
+)
+CEILING_EXCEEDED = reason(
+    "schedule.validation.ceiling_exceeded",
+    "A timeout, grace or run bound is above the tenant's ceiling",
+)
+TENANT_NOT_CONFIGURED = reason(
+    "schedule.tenancy.not_configured", "The tenant has no scheduling ceilings configured"
+)
+BROWSER_SCOPE_REQUIRED = reason(
+    "schedule.validation.browser_scope_required",
+    "A website binding needs browser.profile.read held and requested",
+)
+BROWSER_PROFILE_UNAVAILABLE = reason(
+    "schedule.validation.browser_profile_unavailable",
+    "The bound browser profile is missing or not the caller's",
+)
+BROWSER_PROFILE_NOT_READY = reason(
+    "schedule.validation.browser_profile_not_ready", "The bound browser profile is not READY"
+)
+NO_FUTURE_OCCURRENCE = reason(
+    "schedule.validation.no_future_occurrence",
+    "The cadence has no nominal instant strictly after now",
+)
+INVALID_IDEMPOTENCY_KEY = reason(
+    "schedule.validation.invalid_idempotency_key",
+    "The idempotency key is empty, too long or not printable ASCII",
+)
+
+BROWSER_SCOPE = "browser.profile.read"
+MAX_IDEMPOTENCY_KEY = 200
+
+# The closed platform scope vocabulary a schedule may request (exact names, no wildcard).
+PLATFORM_SCOPES = frozenset(
+    {
+        "schedule.read",
+        "schedule.write",
+        "schedule.cancel",
+        "run.read",
+        "run.cancel",
+        "session.read",
+        "memory.read",
+        "memory.write",
+        "knowledge.read",
+        "browser.profile.read",
+        "browser.navigate",
+        "browser.observe",
+        "web.search",
+        "web.fetch",
+    }
+)
+
+
+class Scanner(Protocol):
+    """The secret scanner's port: findings name a kind and a span, never the value."""
+
+    def scan(self, text: str) -> list[SecretFinding]: ...
+
+
+@dataclass(frozen=True)
+class ValidatedDefinition:
+    """A definition that passed every rule; ``build`` makes its immutable revision."""
+
+    fields: dict[str, Any]
+    cadence: Cadence
+
+    def build(
+        self, schedule_id: UUID, revision: int, principal_id: str, at: datetime
+    ) -> ScheduleRevision:
+        return ScheduleRevision(
+            schedule_id=schedule_id,
+            revision=revision,
+            created_by_principal_id=principal_id,
+            created_at=at,
+            **self.fields,
+        )
+
+
+def check_idempotency_key(key: str) -> str:
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY
+        or not all(" " < ch <= "~" for ch in key)
+    ):
+        raise ValidationError(INVALID_IDEMPOTENCY_KEY, "the idempotency key is not valid")
+    return key
+
+
+def require_scope(principal: Principal, scope: str) -> None:
+    """The exact-scope check every operation makes before anything else."""
+    if not principal.has(scope):
+        raise AuthorizationError(SCOPE_REQUIRED, f"{scope} is required", {"scope": scope})
+
+
+def normalized_request(definition: ScheduleDefinition) -> dict[str, Any]:
+    """The canonical JSON of a definition as requested (the create idempotency input).
+
+    Values are normalized (canonical cadence and limits, sorted scopes) so equal
+    requests hash equally; an unbound definition omits ``browser_profile_id`` so it
+    keeps the hash it had before website binding existed.
+    """
+    limits = definition.limits
+    out: dict[str, Any] = {
+        "title": definition.title,
+        "instruction": definition.instruction,
+        "cadence": parse_cadence(definition.cadence).to_payload(),
+        "agent_id": str(definition.agent_id),
+        "agent_version": definition.agent_version,
+        "policy_profile": definition.policy_profile,
+        "requested_scopes": sorted(definition.requested_scopes),
+        "limits": (limits if isinstance(limits, RunLimits) else RunLimits(**limits)).to_json(),
+        "run_timeout_seconds": definition.run_timeout_seconds,
+        "misfire_grace_seconds": definition.misfire_grace_seconds,
+        "max_consecutive_failures": definition.max_consecutive_failures,
+    }
+    if definition.browser_profile_id is not None:
+        out["browser_profile_id"] = str(definition.browser_profile_id)
+    return out
+
+
+def request_hash(operation: str, body: Mapping[str, Any]) -> str:
+    return content_hash({"operation": operation, "body": dict(body)})
+
+
+class DefinitionValidator:
+    """Checks a definition against the caller's current authority and the tenant."""
+
+    def __init__(
+        self,
+        *,
+        principals: SchedulePrincipalDirectory,
+        agents: AgentRegistry,
+        browser_profiles: BrowserProfileDirectory,
+        tenants: TenantConfiguration,
+        scanner: Scanner,
+        scope_vocabulary: frozenset[str] = PLATFORM_SCOPES,
+    ) -> None:
+        self._principals = principals
+        self._agents = agents
+        self._profiles = browser_profiles
+        self._tenants = tenants
+        self._scanner = scanner
+        self._vocabulary = scope_vocabulary
+
+    def scan_text(self, title: str, instruction: str) -> None:
+        """Reject credential-shaped text (the error names the field and kinds only)."""
+        # reject_secrets only calls ``scan``; any Scanner serves.
+        scanner = cast(SecretScanner, self._scanner)
+        reject_secrets("title", title, scanner)
+        reject_secrets("instruction", instruction, scanner)
+
+    async def authority(self, principal: Principal, scope: str) -> AuthoritySnapshot:
+        """The caller's current authority; it must exist, be enabled and hold ``scope``."""
+        require_scope(principal, scope)
+        snapshot = await self._principals.current(principal.tenant_id, principal.principal_id)
+        if snapshot is None or not snapshot.enabled:
+            raise AuthorizationError(PRINCIPAL_UNAVAILABLE, "the caller cannot schedule now")
+        if not snapshot.has(scope):
+            raise AuthorizationError(SCOPE_REQUIRED, f"{scope} is required", {"scope": scope})
+        return snapshot
+
+    async def validate(
+        self,
+        principal: Principal,
+        authority: AuthoritySnapshot,
+        definition: ScheduleDefinition,
+        *,
+        now: datetime,
+        require_future: bool,
+    ) -> ValidatedDefinition:
+        """Every rule, in order; returns the normalized revision fields."""
+        self.scan_text(definition.title, definition.instruction)
+        cadence = parse_cadence(definition.cadence)
+        raw_limits = definition.limits
+        limits = raw_limits if isinstance(raw_limits, RunLimits) else RunLimits(**raw_limits)
+        self._check_scopes(principal, authority, definition.requested_scopes)
+        await self._check_browser(principal, definition)
+        version, profile = await self._pin_agent(definition)
+        ceilings = await self._tenants.ceilings(principal.tenant_id)
+        if ceilings is None:
+            raise UnavailableError(TENANT_NOT_CONFIGURED, "scheduling is not configured")
+        over = ceilings.exceeded_by(
+            limits, definition.run_timeout_seconds, definition.misfire_grace_seconds
+        )
+        fields: dict[str, Any] = {
+            "title": definition.title,
+            "instruction": definition.instruction,
+            "agent_id": definition.agent_id,
+            "agent_version": version,
+            "policy_profile": profile,
+            "requested_scopes": frozenset(definition.requested_scopes),
+            "browser_profile_id": definition.browser_profile_id,
+            "limits": limits,
+            "run_timeout_seconds": definition.run_timeout_seconds,
+            "cadence": cadence.to_payload(),
+            "misfire_grace_seconds": definition.misfire_grace_seconds,
+            "max_consecutive_failures": definition.max_consecutive_failures,
+        }
+        # Construct once so the domain's own rules (positive bounds, text bounds) apply
+        # before the ceiling comparison reports on values that are legal at all.
+        ValidatedDefinition(fields, cadence).build(UUID(int=0), 1, principal.principal_id, now)
+        if over:
+            raise ValidationError(CEILING_EXCEEDED, "above the tenant ceiling", {"fields": over})
+        if require_future and next_after(cadence, now) is None:
+            raise ValidationError(NO_FUTURE_OCCURRENCE, "the cadence never fires after now")
+        return ValidatedDefinition(fields, cadence)
+
+    def _check_scopes(
+        self, principal: Principal, authority: AuthoritySnapshot, requested: frozenset[str]
+    ) -> None:
+        unknown = sorted(scope for scope in requested if scope not in self._vocabulary)
+        if unknown:
+            raise ValidationError(UNKNOWN_SCOPE, "unknown scopes requested", {"scopes": unknown})
+        held = principal.scopes & authority.scopes
+        missing = sorted(requested - held)
+        if missing:
+            raise ValidationError(
+                SCOPE_NOT_HELD, "requested scopes must be the caller's", {"scopes": missing}
+            )
+
+    async def _check_browser(self, principal: Principal, definition: ScheduleDefinition) -> None:
+        profile_id = definition.browser_profile_id
+        if profile_id is None:
+            return
+        if BROWSER_SCOPE not in definition.requested_scopes or not principal.has(BROWSER_SCOPE):
+            raise ValidationError(BROWSER_SCOPE_REQUIRED, f"{BROWSER_SCOPE} is required")
+        profile = await self._profiles.get(principal.tenant_id, principal.principal_id, profile_id)
+        if profile is None:
+            raise ValidationError(BROWSER_PROFILE_UNAVAILABLE, "the browser profile is unavailable")
+        if profile.state is not BrowserProfileState.READY:
+            raise ValidationError(BROWSER_PROFILE_NOT_READY, "the browser profile is not ready")
+
+    async def _pin_agent(self, definition: ScheduleDefinition) -> tuple[str, str]:
+        if definition.agent_version is None:
+            spec = await self._agents.active(definition.agent_id)
+            if spec is None:
+                raise ValidationError(AGENT_UNKNOWN, "the agent has no active version")
+        else:
+            spec = await self._agents.get(definition.agent_id, definition.agent_version)
+            if spec is None:
+                raise ValidationError(AGENT_VERSION_UNKNOWN, "the agent version does not exist")
+        profile = definition.policy_profile
+        if profile is not None and profile != spec.policy_profile:
+            raise ValidationError(POLICY_MISMATCH, "policy_profile differs from the agent's")
+        return spec.version, spec.policy_profile
