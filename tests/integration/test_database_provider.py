@@ -144,6 +144,32 @@ def test_a_template_is_built_once_per_key(pg_server: DatabaseServer) -> None:
         execute(pg_server.info.dsn, f'DROP DATABASE "{name}"')
 
 
+def test_concurrent_callers_build_a_template_once(pg_server: DatabaseServer) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    calls: list[str] = []
+
+    def slow_build(url: str) -> None:
+        calls.append(url)
+        time.sleep(0.3)  # long enough for the other caller to arrive mid-build
+        execute(url, "CREATE TABLE built (x int)")
+
+    key = f"concurrent-{os.getpid()}-{time.perf_counter_ns()}"
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        names = list(pool.map(lambda _: pg_server.ensure_template(key, slow_build), range(3)))
+    try:
+        assert len(set(names)) == 1
+        assert len(calls) == 1, (
+            "each caller has its own connection; the advisory lock serialized them"
+        )
+        clone = pg_server.create_database(template=names[0])
+        assert has_table(clone, "built")
+        pg_server.drop_database(clone)
+    finally:
+        execute(pg_server.info.dsn, f'ALTER DATABASE "{names[0]}" WITH IS_TEMPLATE false')
+        execute(pg_server.info.dsn, f'DROP DATABASE "{names[0]}"')
+
+
 def test_a_failed_template_build_leaves_nothing_behind(pg_server: DatabaseServer) -> None:
     def build(url: str) -> None:
         raise RuntimeError("migration exploded")
