@@ -69,6 +69,7 @@ class PostgresUnitOfWork:
         self._assume_role = assume_role
         self._conn: AsyncConnection | None = None
         self._committed = False
+        self._used = False
         self.tx = Transaction()
         repos = bind_repositories(self.tx)
         self.schedules = repos.schedules
@@ -81,8 +82,9 @@ class PostgresUnitOfWork:
         self.events = repos.events
 
     async def __aenter__(self) -> Self:
-        if self._conn is not None:
+        if self._used:
             raise UnavailableError(CLOSED, "a unit of work is single-use")
+        self._used = True
         try:
             self._conn = await self._engine.connect()
             await self._conn.begin()
@@ -133,6 +135,7 @@ class PostgresUnitOfWork:
     ) -> None:
         if not self._committed:
             await self.rollback()
+        await self._close()
 
     async def _close(self) -> None:
         self.tx.attach(None)
