@@ -57,3 +57,16 @@ class InjectedAckLoss(InjectedFault):
     """The outcome of the last COMMIT is unknown to the client (indeterminate)."""
 
     kind = FaultKind.LOSE_COMMIT_ACK
+
+
+def injected_fault_of(exc: BaseException) -> InjectedFault | None:
+    """The injected fault behind ``exc``, if any: a driver may replace the injected
+    exception while unwinding (a ROLLBACK on a dropped connection raises its own)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, InjectedFault):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

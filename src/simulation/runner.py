@@ -18,7 +18,7 @@ from simulation.checkers.violation import Violation
 from simulation.clock import VirtualClock
 from simulation.databases import DatabaseTarget
 from simulation.environment import code_commit, tzdata_version
-from simulation.errors import FaultKind, SimulationError
+from simulation.errors import Divergence, FaultKind, SimulationError
 from simulation.faults import ALL_FAULT_KINDS, FaultPolicy, FaultSpec, Transition, specs_from_json
 from simulation.history import History
 from simulation.ids import SeededIds
@@ -37,7 +37,7 @@ from simulation.scheduler import (
     WorkerMain,
 )
 from simulation.store import FailureStore
-from simulation.trace import FORMAT, TraceKey, trace_text
+from simulation.trace import FORMAT, TraceKey, read_trace, trace_text
 
 MODES = ("random", "exhaustive", "crash")
 
@@ -56,6 +56,8 @@ class Execution:
     violations: list[Violation]
     phase: PhaseResult
     trace: dict[str, Any]
+    saved_to: Path | None = None
+    """Where the failure store keeps this trace (set for failures of an exploration)."""
 
     @property
     def text(self) -> str:
@@ -89,8 +91,10 @@ class Exploration:
     faults_fired: dict[str, int] = field(default_factory=dict)
     planned_faults_unfired: list[str] = field(default_factory=list)
     exhausted: bool = False
+    last: Execution | None = None
 
     def add(self, execution: Execution) -> None:
+        self.last = execution
         self.counts[execution.status] = self.counts.get(execution.status, 0) + 1
         for step, n in execution.phase.reached.items():
             self.reached[step] = self.reached.get(step, 0) + n
@@ -282,7 +286,10 @@ class Simulator:
         else:
             await self._crash_sweep(scenario, seed, kinds, result)
         if self._store is not None:
-            result.saved += [self._store.save(f.trace) for f in result.failures if f.index >= 0]
+            for failure in result.failures:
+                if failure.saved_to is None:
+                    failure.saved_to = self._store.save(failure.trace)
+                    result.saved.append(failure.saved_to)
         return result
 
     async def _exhaustive(
@@ -372,9 +379,6 @@ class Simulator:
         )
 
     async def _replay_saved(self, scenario: Scenario, result: Exploration) -> None:
-        from simulation.errors import Divergence
-        from simulation.trace import read_trace
-
         assert self._store is not None
         for path in self._store.entries(scenario.name):
             try:
@@ -384,8 +388,8 @@ class Simulator:
                 result.replayed_first.append({"trace": str(path), "result": f"stale: {exc}"})
                 continue
             if execution.failed:
-                execution.index = -1  # already saved; do not save again
-                result.failures.append(execution)
+                execution.saved_to = path
+                result.add(execution)
                 result.replayed_first.append({"trace": str(path), "result": "still fails"})
             else:
                 self._store.remove(path)

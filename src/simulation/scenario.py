@@ -143,6 +143,9 @@ class Scenario:
     quiet: Quiet | None = None
     start: datetime = DEFAULT_START
     max_steps: int = 200
+    template: Callable[[Any], str] | None = None
+    """Given the provider's server, the name of a template database to clone for every
+    execution (e.g. the migrated schema); ``None`` reuses one empty database."""
     allow_worker_errors: bool = False
     """If False, a worker that raises (other than after an injected fault) is a violation."""
 

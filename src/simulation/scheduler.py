@@ -29,6 +29,7 @@ from simulation.errors import (
     InjectedConnectionLoss,
     InjectedFault,
     SimulationStuck,
+    injected_fault_of,
 )
 from simulation.faults import FaultPolicy, Transition
 from simulation.history import History, StepRecord
@@ -167,6 +168,7 @@ class Scheduler:
         self._decisions = 0
         self._events: list[Decision | ClockMove] = []
         self._fired: list[tuple[Transition, FaultKind]] = []
+        self._aborting = False
 
     # -- the worker side -------------------------------------------------------------
 
@@ -213,12 +215,16 @@ class Scheduler:
             await self.park(task, START_STEP)
             await main()
             task.outcome = "ok"
-        except InjectedFault as exc:
-            task.outcome = f"fault:{exc.kind.value}"
         except asyncio.CancelledError:
-            task.outcome = "cancelled"
+            task.outcome = "aborted"
         except Exception as exc:
-            task.outcome = f"raised:{type(exc).__name__}"
+            injected = injected_fault_of(exc)
+            if self._aborting:
+                task.outcome = "aborted"  # the unwinding met the dropped connection
+            elif injected is not None:
+                task.outcome = f"fault:{injected.kind.value}"
+            else:
+                task.outcome = f"raised:{type(exc).__name__}"
         finally:
             await self._close_backends(task)
             self._changed.set()
@@ -348,6 +354,7 @@ class Scheduler:
                 raise SimulationStuck(f"tasks still running after {self._stuck_timeout}s: {names}")
 
     async def _abort_all(self) -> None:
+        self._aborting = True
         for task in self._tasks:
             if task.task is not None and not task.task.done():
                 for backend in task.backends:
