@@ -1,0 +1,75 @@
+"""Durable directories over the unit of work's principal and agent tables.
+
+With the PostgreSQL unit-of-work factory these read the ``principals``,
+``agent_versions`` and ``agent_active_versions`` tables (the same durable identity
+store requests use), each in a short read-only transaction of its own, so no external
+identity provider is ever called while a schedule transaction is open. The principal
+is read in its own principal scope, so row-level security applies to the read too.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from scheduling.domain.identity import Principal
+from scheduling.domain.revision import RunLimits
+from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
+from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
+
+
+def snapshot_of(record: PrincipalRecord) -> AuthoritySnapshot:
+    """The current authority of a principal row, with its content-derived version."""
+    return AuthoritySnapshot(
+        tenant_id=record.tenant_id,
+        principal_id=record.principal_id,
+        enabled=record.enabled,
+        scopes=frozenset(record.scopes),
+        authority_version=authority_version(
+            record.tenant_id,
+            record.principal_id,
+            record.enabled,
+            frozenset(record.scopes),
+            record.authority_inputs,
+        ),
+    )
+
+
+def spec_of(record: AgentVersionRecord) -> AgentSpec:
+    """The AgentSpec of one immutable agent-version row."""
+    return AgentSpec(
+        agent_id=record.agent_id,
+        version=record.version,
+        policy_profile=record.policy_profile,
+        limits=RunLimits.model_validate(record.limits),
+        content_hash=record.content_hash,
+    )
+
+
+class DurablePrincipalDirectory:
+    """``SchedulePrincipalDirectory`` over the durable ``principals`` table."""
+
+    def __init__(self, uow: UnitOfWorkFactory) -> None:
+        self._uow = uow
+
+    async def current(self, tenant_id: str, principal_id: str) -> AuthoritySnapshot | None:
+        async with self._uow.begin(Principal(tenant_id, principal_id)) as uow:
+            record = await uow.principals.get(tenant_id, principal_id)
+        return None if record is None else snapshot_of(record)
+
+
+class DurableAgentRegistry:
+    """``AgentRegistry`` over ``agent_versions`` and the floating active pointer."""
+
+    def __init__(self, uow: UnitOfWorkFactory) -> None:
+        self._uow = uow
+
+    async def get(self, agent_id: UUID, version: str) -> AgentSpec | None:
+        async with self._uow.begin() as uow:
+            record = await uow.agents.get_version(agent_id, version)
+        return None if record is None else spec_of(record)
+
+    async def active(self, agent_id: UUID) -> AgentSpec | None:
+        async with self._uow.begin() as uow:
+            record = await uow.agents.active(agent_id)
+        return None if record is None else spec_of(record)
