@@ -34,7 +34,8 @@ class TestScheduleOccurrenceRepositoryContract:
             await uow.commit()
         async with uow_factory.begin() as uow:
             stored = await uow.occurrences.insert(retry)
-            assert stored == first and stored.id != retry.id
+            assert stored == first
+            assert stored.id != retry.id
             await uow.commit()
         async with uow_factory.begin(build.alice) as uow:
             page = await uow.occurrences.list(schedule.id, build.alice, PageRequest())
@@ -59,9 +60,9 @@ class TestScheduleOccurrenceRepositoryContract:
         dangling = build.materialized(
             schedule, build.t0 + timedelta(days=1), build.ids.next(), build.ids.next()
         )
-        with pytest.raises(ConflictError) as caught:
-            async with uow_factory.begin() as uow:
-                await uow.occurrences.insert(dangling)
+        async with uow_factory.begin() as uow:
+            await uow.occurrences.insert(dangling)
+            with pytest.raises(ConflictError) as caught:
                 await uow.commit()
         assert caught.value.code == MISSING_REFERENCE
         async with uow_factory.begin() as uow:
@@ -106,7 +107,8 @@ class TestScheduleOccurrenceRepositoryContract:
                 cursor = page.next_cursor
             assert seen == sorted(nominals, reverse=True)
             latest = await uow.occurrences.latest(schedule.id)
-            assert latest is not None and latest.nominal_fire_at == nominals[-1]
+            assert latest is not None
+            assert latest.nominal_fire_at == nominals[-1]
             assert (
                 await uow.occurrences.latest(schedule.id, OccurrenceDisposition.MATERIALIZED)
                 is None

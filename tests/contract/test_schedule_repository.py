@@ -177,7 +177,8 @@ class TestScheduleRepositoryContract:
             assert await uow.schedules.next_fire_at() == t0 - timedelta(minutes=1)
             assert await uow.schedules.lock_due(rows[0][0].id, t0) is None
             locked = await uow.schedules.lock_due(rows[2][0].id, t0)
-            assert locked is not None and locked.id == rows[2][0].id
+            assert locked is not None
+            assert locked.id == rows[2][0].id
             assert await uow.schedules.lock_due(rows[3][0].id, t0 + timedelta(days=9)) is None
 
     async def test_purge_terminal_deletes_only_old_terminal_history(

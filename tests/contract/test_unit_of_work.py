@@ -32,12 +32,16 @@ class TestUnitOfWorkContract:
     ) -> None:
         schedule, revision = build.schedule()
         session = build.session(schedule_id=schedule.id)
-        with pytest.raises(_Boom):
+
+        async def write_then_fail() -> None:
             async with uow_factory.begin() as uow:
                 await uow.schedules.create(schedule, revision)
                 await uow.sessions.create(session)
                 await uow.occurrences.insert(build.missed(schedule, build.t0))
                 raise _Boom
+
+        with pytest.raises(_Boom):
+            await write_then_fail()
         async with uow_factory.begin() as uow:
             with pytest.raises(NotFoundError):
                 await uow.schedules.get(schedule.id, None)
