@@ -313,8 +313,8 @@ def test_xdist_workers_share_one_server_and_pure_runs_start_none(
     assert len(list(out.iterdir())) == 2, "each worker ran the database test"
     info = json.loads(info_file.read_text())
     assert pids == {str(info["postmaster_pid"])}, "both workers used the controller's one server"
-    assert not Path(info["cluster_dir"]).exists()
-    assert not psutil.pid_exists(info["postmaster_pid"])
+    assert _wait_for(lambda: not Path(info["cluster_dir"]).exists())
+    assert _wait_for(lambda: not _alive(info["postmaster_pid"]))
 
     monkeypatch.setenv("ONLY_PURE", "1")
     result = pytester.runpytest_subprocess(
@@ -437,6 +437,38 @@ def test_a_killed_watchdog_takes_postgres_with_it_and_the_next_one_sweeps() -> N
     finally:
         harness.kill()
         harness.wait(timeout=10)
+
+
+def test_a_port_clash_is_retried_on_another_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from simulation.database import _cluster
+    from simulation.database._binaries import find_local
+
+    binaries = find_local(os.environ) or find_embedded()
+    assert binaries is not None
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        ports = iter([taken])
+        real_free_port = _cluster._free_port
+        # The first port handed to postgres is already in use, as if another process
+        # had grabbed it between our probe and postgres' bind.
+        monkeypatch.setattr(_cluster, "_free_port", lambda: next(ports, None) or real_free_port())
+        root = _cluster.make_root(_cluster.base_directory())
+        cluster = _cluster.Cluster(root, binaries, os.environ)
+        try:
+            cluster.initdb()
+            cluster.start()
+            assert cluster.port != taken
+            assert "could not bind" in (root / "postgres.log").read_text()
+            info = cluster.info("local")
+            assert fetch(info["dsn"], "SELECT 1") == 1
+        finally:
+            cluster.stop()
+            _cluster.remove_root(root)
+    assert not root.exists()
 
 
 # --- the embedded wheel's binaries ---------------------------------------------
