@@ -1,0 +1,133 @@
+"""ScheduleService against real PostgreSQL through the API role (RLS on), with the
+durable principal directory and agent registry reading the database."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from uuid import UUID
+
+import pytest
+from sqlalchemy import text
+
+from gates.checks.service_support import World, build_world, definition, principal, seed_durable
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.domain.errors import ConflictError, NotFoundError, SchedulingError
+from scheduling.domain.schedule import ScheduleState
+from scheduling.ports.repositories import KEY_REUSED
+from scheduling.service import MaintenanceService, SchedulePatch
+
+pytestmark = pytest.mark.postgres
+
+ALICE = principal("alice")
+BOB = principal("bob")
+
+
+@pytest.fixture
+async def pg(pg_url: str) -> AsyncIterator[tuple[World, PostgresUnitOfWorkFactory]]:
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
+    api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+    await seed_durable(admin, [ALICE, BOB])
+    try:
+        yield build_world(api, durable_directory=api), admin
+    finally:
+        await admin.dispose()
+
+
+async def count(admin: PostgresUnitOfWorkFactory, sql: str) -> int:
+    async with admin.engine.connect() as conn:
+        return int((await conn.execute(text(sql))).scalar_one())
+
+
+async def test_lifecycle_round_trip_on_postgres(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    world, admin = pg
+    created = await world.service.create(ALICE, "k1", definition())
+    s = created.schedule
+    assert (await world.service.create(ALICE, "k1", definition())).replayed
+    with pytest.raises(ConflictError) as reused:
+        await world.service.create(ALICE, "k1", definition(title="Other"))
+    assert reused.value.code == KEY_REUSED
+    await world.service.pause(ALICE, s.id, 1)
+    world.clock.advance(5 * 86400)
+    resumed = await world.service.resume(ALICE, s.id, 1)
+    assert resumed.schedule.next_fire_at == datetime(2026, 3, 8, 8, 0, tzinfo=UTC)
+    patched = await world.service.patch(ALICE, s.id, 1, SchedulePatch(title="Renamed"), "p1")
+    assert patched.schedule.current_revision == 2
+    assert (
+        await world.service.patch(ALICE, s.id, 1, SchedulePatch(title="Renamed"), "p1")
+    ).replayed
+    await world.service.cancel(ALICE, s.id, 2)
+    with pytest.raises(ConflictError):
+        await world.service.resume(ALICE, s.id, 2)
+    detail = await world.service.get(ALICE, s.id)
+    assert detail.revision.title == "Renamed"
+    assert detail.schedule.state is ScheduleState.CANCELLED
+    types = await count(admin, f"SELECT count(*) FROM process_events WHERE schedule_id = '{s.id}'")
+    assert types == 5  # created, paused, resumed, updated, cancelled
+    assert await count(admin, "SELECT count(*) FROM schedule_revisions") == 2
+    assert await count(admin, "SELECT count(*) FROM schedule_idempotency_keys") == 2
+
+
+async def test_cross_principal_reads_are_not_found(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    world, _ = pg
+    s = (await world.service.create(ALICE, "k", definition())).schedule
+    for sid in (s.id, UUID(int=5)):
+        with pytest.raises(NotFoundError):
+            await world.service.get(BOB, sid)
+    assert (await world.service.list(BOB)).items == []
+
+
+async def test_validation_failure_stores_nothing(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    world, admin = pg
+    with pytest.raises(SchedulingError):
+        await world.service.create(ALICE, "k", definition(agent_version="nope"))
+    assert await count(admin, "SELECT count(*) FROM schedules") == 0
+
+
+async def test_purge_and_repair_in_their_roles(pg: tuple[World, PostgresUnitOfWorkFactory]) -> None:
+    world, admin = pg
+    roles = role_names()
+    maint = MaintenanceService(
+        uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.maintenance),
+        clock=world.clock,
+        ids=world.ids.fork("m"),
+    )
+    # The repair runs on the trusted path. (The scheduler role cannot run it yet: the
+    # repository's compare-and-set also SETs current_revision, which that role may not
+    # update; see the issue-6 report.)
+    sched = MaintenanceService(
+        uow=admin,
+        clock=world.clock,
+        ids=world.ids.fork("s"),
+    )
+    old = (await world.service.create(ALICE, "a", definition())).schedule
+    live = (await world.service.create(ALICE, "b", definition())).schedule
+    await world.service.cancel(ALICE, old.id, 1)
+    world.clock.advance(31 * 86400)
+    assert await maint.purge_terminal("tenant-a") == 1
+    assert await count(admin, "SELECT count(*) FROM schedules") == 1
+    assert (
+        await count(admin, f"SELECT count(*) FROM process_events WHERE schedule_id = '{old.id}'")
+        == 2
+    )
+    async with admin.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE schedules SET next_fire_at = :t WHERE id = :id"),
+            {"t": datetime(2026, 3, 2, 13, 7, tzinfo=UTC), "id": live.id},
+        )
+    repair = await sched.repair_next_fire(live.id)
+    assert repair.repaired
+    # Now is 2026-04-02 08:00Z; 09:00 Paris (CEST) is 07:00Z, so the next is tomorrow's.
+    assert repair.current == datetime(2026, 4, 3, 7, 0, tzinfo=UTC)
+    last = await count(
+        admin,
+        "SELECT count(*) FROM process_events WHERE event_type = 'schedule.next_fire_repaired'",
+    )
+    assert last == 1
