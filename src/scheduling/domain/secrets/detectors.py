@@ -137,7 +137,8 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     _d(
         "azure_client_secret",
-        r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
+        # A trailing "." may end the sentence, so the lookahead does not forbid it.
+        r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~-])",
         ignore_case=False,
     ),
     _d("digitalocean_token", r"(?<![A-Za-z0-9])do[por]_v1_[a-f0-9]{64}"),

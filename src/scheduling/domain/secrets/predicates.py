@@ -14,7 +14,7 @@ import re
 from collections import Counter
 
 _PLACEHOLDER = re.compile(
-    r"^(?:\*{3,}|x{3,}|X{3,}|\.{3,}|_{3,}|-{3,}|<[^<>]{0,64}>|\$\{[^{}]{0,64}\}|\$[A-Za-z_][A-Za-z0-9_]{0,63}"
+    r"^(?:\*{3,}|x{3,}|X{3,}|\.{3,}|_{3,}|-{3,}|<[^<>]{0,64}>|\$\{[^{}]{0,64}\}|\$[A-Z_][A-Z0-9_]{0,63}"
     r"|\{\{?[^{}]{0,64}\}?\}|%s|REDACTED|redacted|\[redacted\]|\[REDACTED\])$"
 )
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -22,7 +22,11 @@ _WORD_SEPARATORS = re.compile(r"[-_./:,+]")
 
 
 def is_placeholder(value: str) -> bool:
-    """A masked or templated value (``***``, ``<password>``, ``${TOKEN}``, ``$PASS``...)."""
+    """A masked or templated value (``***``, ``<password>``, ``${TOKEN}``, ``$DB_PASS``...).
+
+    A ``$NAME`` reference counts only in environment-variable style (upper case), so a
+    real password that happens to start with ``$`` is still reported.
+    """
     return bool(_PLACEHOLDER.match(value))
 
 

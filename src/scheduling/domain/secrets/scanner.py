@@ -17,6 +17,7 @@ from scheduling.domain.secrets.views import (
     View,
     base64_pieces,
     has_odd_space,
+    join_lines,
     normalize,
     percent_decode,
 )
@@ -114,6 +115,9 @@ class SecretScanner:
         roots = [normalize(text)]
         if has_odd_space(text):
             roots.append(normalize(text, odd_space=" "))
+        unwrapped = join_lines(roots[0])
+        if unwrapped is not None:
+            roots.append(unwrapped)
         for root in roots:
             self._scan_tree(root, 0, state)
         findings = sorted(state.found.values(), key=lambda f: (f.start, f.end, f.kind))

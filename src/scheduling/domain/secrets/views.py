@@ -6,6 +6,7 @@ Obfuscation is undone before matching, so one detector table serves every encodi
   and removal of characters that only hide a split: format/control characters
   (zero-width space/joiners, BOM, soft hyphen, bidi marks), combining marks, and
   whitespace other than space, tab, CR and LF (NBSP, thin/hair/ideographic spaces).
+* ``join_lines``: line breaks removed, so wrapped tokens and base64 bodies rejoin.
 * ``percent_decode``: ``%XX`` escapes of printable ASCII become the character.
 * ``base64_pieces``: plausible base64/base64url runs, decoded in bounded aligned
   pieces; the decoded text becomes a child view whose every span maps to the run.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 # Characters that need per-character handling; everything else is copied in bulk.
 _SPECIAL = re.compile(r"[^\x20-\x7e\t\n\r]")
 _KEEP_WHITESPACE = frozenset(" \t\n\r")
+_LINE_BREAK = re.compile(r"[ \t]{0,64}\r?\n[ \t]{0,64}")
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 # A base64/base64url run. One character class, so matching is linear; the lookbehind
 # keeps the engine from re-entering the middle of a run.
@@ -167,6 +169,34 @@ def percent_decode(view: View) -> View | None:
         return None
     pieces.append(text[cursor:])
     transforms = (*view.transforms, "percent")
+    if not keep_map:
+        return View("".join(pieces), transforms, fixed=view.fixed)
+    _copy_map(view, cursor, len(text), starts, ends)
+    return View("".join(pieces), transforms, starts, ends)
+
+
+def join_lines(view: View) -> View | None:
+    """The view with line breaks (and the indentation around them) removed.
+
+    Reassembles tokens and base64 bodies wrapped at a line width (PEM, MIME, e-mail).
+    Ordinary spaces inside a line are kept: joining words would turn prose into
+    token-shaped runs. None when the text has no line break.
+    """
+    text = view.text
+    if "\n" not in text:
+        return None
+    keep_map = view.fixed is None
+    pieces: list[str] = []
+    starts: array[int] = array("q")
+    ends: array[int] = array("q")
+    cursor = 0
+    for match in _LINE_BREAK.finditer(text):
+        pieces.append(text[cursor : match.start()])
+        if keep_map:
+            _copy_map(view, cursor, match.start(), starts, ends)
+        cursor = match.end()
+    pieces.append(text[cursor:])
+    transforms = (*view.transforms, "unwrapped")
     if not keep_map:
         return View("".join(pieces), transforms, fixed=view.fixed)
     _copy_map(view, cursor, len(text), starts, ends)

@@ -1,0 +1,116 @@
+"""Ordinary instructions that the secret scanner must accept.
+
+They deliberately include what credentials are confused with: URLs (with users but
+no passwords, with query strings, long document ids), UUIDs, ISO timestamps, commit
+SHAs and SHA-256 digests, cron expressions, e-mail addresses, JSON snippets, prose
+that mentions passwords, tokens, cookies, bearers and keys without a value, and text in
+other scripts. Deterministic in the seed.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+DEFAULT_SEED = 20261130
+
+_TEMPLATES = (
+    "Summarize the news at 9am.",
+    "Every weekday at {time}, summarize the top stories about {topic} in {city}.",
+    "Remind me to change my password on Friday at {time}.",
+    "Check whether the nightly API token rotation job succeeded and tell me if it failed.",
+    "Every Monday, list the open pull requests in https://github.com/acme/{repo}/pulls.",
+    "Review commit {sha1} in acme/{repo} and summarize what changed.",
+    "Compare the checksum of the release tarball with sha256 {sha256}.",
+    "Look up chat session {uuid} and summarize the conversation.",
+    "The meeting starts at {iso}; send me the agenda 30 minutes before.",
+    "At {time} every day, fetch https://api.example.com/v2/reports?from={date}&limit=50&format=json.",
+    "Read https://docs.google.com/document/d/{docid}/edit and list the action items.",
+    "Watch https://www.youtube.com/watch?v=dQw4w9WgXcQ and give me the key points.",
+    "Email a digest to alice@example.com and bob.smith@example.org every Friday.",
+    "Clone ssh://git@github.com/acme/{repo}.git and report the test coverage trend.",
+    "Open https://user@intranet.example.com/wiki/Onboarding and summarize the changes.",
+    "Find a cookie recipe with oats and raisins and add the shopping list to my notes.",
+    "Be the bearer of good news: send the team a short note about the {topic} launch.",
+    "Run at cron 0 9 * * MON-FRI: summarize overnight alerts from the {topic} dashboard.",
+    "Track the price of {topic} stocks and alert me if it moves more than 5% since {date}.",
+    'Use these settings: {{"city": "{city}", "units": "metric", "days": 3}} for the forecast.',
+    "Limit yourself to max_tool_calls=20 and max_steps=40 while researching {topic}.",
+    "Ask IT whether the password policy requires rotation every 90 days.",
+    "Remind me that the session token expiry is configured in the admin console.",
+    "Explain the difference between OAuth access tokens and refresh tokens in 200 words.",
+    "Summarize the key findings of the {topic} report, especially the section on API keys.",
+    "Check the status page at https://status.example.com/incidents/{uuid}.",
+    "Translate this note into German: the key to success is consistency.",
+    "Every evening, count the words in my journal entry and log the number ({num}).",
+    "Book a table for 4 at 19:30 near {city} Hauptbahnhof, budget EUR {num}.",
+    "Compile the weekly metrics: DAU {num}, WAU {num}, churn 2.4%, NPS 41.",
+    "Ping me at {iso} to renew the domain acme-{repo}.com before it expires.",
+    "Fetch https://example.com/search?q={topic}&page=2&sort=date&lang=en and list titles.",
+    "Summarize the thread at https://news.ycombinator.com/item?id={num}.",
+    "Archive emails older than 30 days from the label Receipts/{city}.",
+    "Check the secret Santa spreadsheet and remind everyone of the {date} deadline.",
+    "Use the basic plan pricing from the website and compare it with the pro plan.",
+    "Monitor build {sha1_short} on the CI dashboard and report flaky tests.",
+    "Set the idempotency key to the schedule id {uuid} when you retry the export.",
+    "Write a haiku about {topic} every morning at {time}.",
+    "Summarize internationalization and accessibility issues labelled needs-triage.",
+    "List all TODO comments in src/scheduling/domain and group them by module.",
+    "The fencing_token of the lease is {num}; report if it stops increasing.",
+    "Create a short briefing on {topic} for the Tokyo office (東京オフィス向けの要約).",
+    "Résumé quotidien des actualités sur {topic} à {time}, en français s'il vous plaît.",
+    "Every hour, read /var/log/app/{repo}.log and count lines containing ERROR.",
+    "Prepare the Q3-2026-revenue-report draft and share it with the finance-team channel.",
+    "Check https://pypi.org/project/{repo}/ for a new release and summarize the changelog.",
+    "Authorization reviews are due {date}; remind the managers of pending approvals.",
+    "Look at issue #{num} and propose a fix; the failing test is test_token_bucket_refill.",
+    "Download https://data.example.gov/api/views/{uuid}/rows.csv?accessType=DOWNLOAD.",
+    "Every morning:\n- check the {topic} news\n- summarize the weather in {city}\n"
+    "- list my meetings",
+    "Password hygiene checklist for the team:\n  1. use a manager\n  2. enable 2FA\n  3. rotate "
+    "tokens\nSend it on {date}.",
+    "Steps:\n1) open https://example.com/reports/{num}\n2) export as CSV\n3) email it to "
+    "ops@example.com",
+    "Weekly digest\n\nTopics: {topic}, {topic}\nDeadline: {iso}\nOwner: session lead",
+)
+
+_TOPICS = ("climate", "semiconductors", "football", "AI safety", "housing", "rail strikes")
+_CITIES = ("Berlin", "Lisbon", "Osaka", "Toronto", "Nairobi", "Zurich")
+_REPOS = ("widgets", "billing-service", "mobile-app", "data-pipeline", "docs-site")
+
+
+def _hex(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice("0123456789abcdef") for _ in range(n))
+
+
+def _docid(rng: random.Random) -> str:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+    return "1" + "".join(rng.choice(alphabet) for _ in range(43))
+
+
+def benign_corpus(seed: int = DEFAULT_SEED, per_template: int = 6) -> list[str]:
+    """``per_template`` fillings of every template: a few hundred ordinary instructions."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    for template in _TEMPLATES:
+        for _ in range(per_template):
+            hour, minute = rng.randint(0, 23), rng.choice((0, 15, 30, 45))
+            day = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            sha1 = _hex(rng, 40)
+            out.append(
+                template.format(
+                    time=f"{hour:02d}:{minute:02d}",
+                    topic=rng.choice(_TOPICS),
+                    city=rng.choice(_CITIES),
+                    repo=rng.choice(_REPOS),
+                    sha1=sha1,
+                    sha1_short=sha1[:12],
+                    sha256=_hex(rng, 64),
+                    uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                    iso=f"{day}T{hour:02d}:{minute:02d}:00Z",
+                    date=day,
+                    docid=_docid(rng),
+                    num=rng.randint(10, 99_999),
+                )
+            )
+    return out
