@@ -35,14 +35,29 @@ class UnitOfWork(Protocol):
     a principal scope sees only that principal's rows; a tenant scope (maintenance)
     only that tenant's; the trusted scope (scheduler) every tenant's."""
 
-    schedules: ScheduleRepository
-    occurrences: ScheduleOccurrenceRepository
-    idempotency: ScheduleIdempotencyLedger
-    principals: PrincipalRepository
-    agents: AgentRepository
-    sessions: SessionRepository
-    runs: RunRepository
-    events: ProcessEventRepository
+    @property
+    def schedules(self) -> ScheduleRepository: ...
+
+    @property
+    def occurrences(self) -> ScheduleOccurrenceRepository: ...
+
+    @property
+    def idempotency(self) -> ScheduleIdempotencyLedger: ...
+
+    @property
+    def principals(self) -> PrincipalRepository: ...
+
+    @property
+    def agents(self) -> AgentRepository: ...
+
+    @property
+    def sessions(self) -> SessionRepository: ...
+
+    @property
+    def runs(self) -> RunRepository: ...
+
+    @property
+    def events(self) -> ProcessEventRepository: ...
 
     async def commit(self) -> None:
         """Make every write durable at once. Deferred constraints are checked here; a

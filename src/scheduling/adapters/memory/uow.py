@@ -110,3 +110,12 @@ class MemoryUnitOfWorkFactory:
         if principal is not None:
             return MemoryUnitOfWork(self.store, Scope(principal.tenant_id, principal.principal_id))
         return MemoryUnitOfWork(self.store, Scope(tenant_id, None))
+
+
+def _conforms(factory: MemoryUnitOfWorkFactory, uow: MemoryUnitOfWork) -> tuple[object, object]:
+    """Static proof (mypy) that the adapter implements the ports."""
+    from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+
+    checked_factory: UnitOfWorkFactory = factory
+    checked_uow: UnitOfWork = uow
+    return checked_factory, checked_uow

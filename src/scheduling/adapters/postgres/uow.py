@@ -177,3 +177,12 @@ class PostgresUnitOfWorkFactory:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+
+
+def _conforms(factory: PostgresUnitOfWorkFactory, uow: PostgresUnitOfWork) -> tuple[object, object]:
+    """Static proof (mypy) that the adapter implements the ports."""
+    from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+
+    checked_factory: UnitOfWorkFactory = factory
+    checked_uow: UnitOfWork = uow
+    return checked_factory, checked_uow
