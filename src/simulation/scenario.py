@@ -95,6 +95,18 @@ class WorkerContext:
         self.register_backend(conn.get_server_pid(), conn.close, conn.terminate)
         return conn
 
+    def sqlalchemy_engine(self, **kwargs: Any) -> Any:
+        """An ``AsyncEngine`` whose every connection comes from ``connect()`` (watched).
+
+        ``NullPool``: each checkout opens a new watched connection, none outlives its use.
+        """
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
+
+        return create_async_engine(
+            "postgresql+asyncpg://", async_creator=self.connect, poolclass=NullPool, **kwargs
+        )
+
     def register_backend(
         self, pid: int, close: Callable[[], Awaitable[None]], drop: Callable[[], None]
     ) -> None:
