@@ -1,0 +1,100 @@
+"""gate.schedule.no_credentials: no credential becomes schedule state.
+
+1. Structural: ``gates.credential_walk`` walks every pydantic model and dataclass of
+   the product's domain, ports and service packages and every table of the persistence
+   metadata; no field, column or table may read like a token, secret, cookie or
+   credential (the walk's allow-list names each exception with its reason). The walk
+   must also find a planted credential field, so it cannot pass vacuously.
+2. Corpus: the seeded credential corpus (several hundred cases across providers and
+   encodings) is submitted through ``ScheduleService`` on real PostgreSQL (API role)
+   by create (instruction and title), conversational patch and full update. Each must
+   fail with ``schedule.secret_detected``; afterwards no planted value may appear in
+   any error, in any row of any table, or in the captured logs (SQLAlchemy statement
+   and parameter logging switched on, so a value that reached the database would be
+   logged too). A benign control set must be accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy import text
+
+import scheduling.adapters.postgres.tables as tables_module
+from gates.checks.credential_support import run_corpus
+from gates.checks.service_support import build_world, principal, seed_durable
+from gates.corpora import benign_corpus, credential_corpus
+from gates.credential_walk import credential_fields, discover_models
+from gates.pytest_plugin import GateEvidence
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+
+GATE = "gate.schedule.no_credentials"
+PACKAGES = ("scheduling.domain", "scheduling.ports", "scheduling.service")
+CORPUS_SEED = 20261130
+BENIGN = 24
+
+
+@dataclass
+class _Planted:
+    schedule_id: str
+    api_token: str
+
+
+@pytest.mark.gate(GATE)
+def test_structural_walk_finds_no_credential_field(gate_evidence: GateEvidence) -> None:
+    models = discover_models(*PACKAGES)
+    metadata = tables_module.metadata
+    problems = credential_fields(models, metadata)
+    assert problems == [], "\n".join(str(p) for p in problems)
+    # The walk is sensitive: a planted credential field is reported.
+    assert [p.name for p in credential_fields([_Planted])] == ["api_token"]
+    gate_evidence.record("models_walked", len(models))
+    gate_evidence.record("tables_walked", sorted(metadata.tables))
+    gate_evidence.record("columns_walked", sum(len(t.columns) for t in metadata.tables.values()))
+
+
+@pytest.mark.postgres
+@pytest.mark.gate(GATE)
+async def test_credential_corpus_is_rejected_and_never_stored_or_logged(
+    pg_url: str, gate_evidence: GateEvidence, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.INFO, logger="sqlalchemy.engine")
+    cases = credential_corpus(CORPUS_SEED)
+    benign = benign_corpus(CORPUS_SEED)[:BENIGN]
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
+    who = principal("alice")
+    try:
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        await seed_durable(admin, [who])
+        world = build_world(api, durable_directory=api)
+
+        async def dump_database() -> str:
+            parts = []
+            async with admin.engine.connect() as conn:
+                for name in sorted(tables_module.metadata.tables):
+                    rows = await conn.execute(text(f"SELECT t::text FROM {name} t"))
+                    parts.extend(row[0] for row in rows)
+            return "\n".join(parts)
+
+        report = await run_corpus(
+            world, who, cases, benign, dump_database=dump_database, log_text=lambda: caplog.text
+        )
+    finally:
+        await admin.dispose()
+    gate_evidence.record("corpus_seed", CORPUS_SEED)
+    gate_evidence.record("cases", report.cases)
+    gate_evidence.record("rejected", report.rejected)
+    gate_evidence.record("by_path", report.by_path)
+    gate_evidence.record("encodings", sorted({c.encoding for c in cases}))
+    gate_evidence.record("kinds", len({c.kind for c in cases}))
+    gate_evidence.record("benign_accepted", report.benign_accepted)
+    gate_evidence.record("log_records_searched", len(caplog.records))
+    gate_evidence.record("database", "postgresql (API role); every table dumped as row text")
+    assert report.cases >= 300
+    assert report.failures == [], "\n".join(report.failures[:50])
+    assert report.rejected == report.cases
+    assert report.benign_accepted == len(benign)
