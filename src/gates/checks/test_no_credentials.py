@@ -73,7 +73,7 @@ async def test_credential_corpus_is_rejected_and_never_stored_or_logged(
         world = build_world(api, durable_directory=api)
 
         async def dump_database() -> str:
-            parts = []
+            parts: list[str] = []
             async with admin.engine.connect() as conn:
                 for name in sorted(tables_module.metadata.tables):
                     rows = await conn.execute(text(f"SELECT t::text FROM {name} t"))
