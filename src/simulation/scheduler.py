@@ -242,7 +242,7 @@ class Scheduler:
     async def run(self, workers: Sequence[tuple[SimTask, WorkerMain]]) -> PhaseResult:
         for task, main in workers:
             task.task = asyncio.create_task(self._main(task, main), name=f"sim:{task.name}")
-        status = "complete"
+        status = "error"  # an exception (stuck, divergence) also aborts every task
         try:
             status = await self._drive()
         finally:
@@ -262,6 +262,7 @@ class Scheduler:
         )
 
     async def _drive(self) -> str:
+        all_blocked_since: float | None = None
         while True:
             await self._quiesce()
             live = [t for t in self._tasks if t.live]
@@ -279,9 +280,15 @@ class Scheduler:
                     self.clock.advance_to(min(sleepers))
                     self._events.append(ClockMove(self._decisions, self.clock.now()))
                     continue
-                # Every live task is blocked: PostgreSQL's deadlock detector will act.
+                # Every live task is blocked: PostgreSQL's deadlock detector will act,
+                # unless the lock holder is outside the simulation (a hang: report it).
+                all_blocked_since = all_blocked_since or time.monotonic()
+                if time.monotonic() - all_blocked_since > self._stuck_timeout:
+                    names = ", ".join(t.name for t in live)
+                    raise SimulationStuck(f"every task blocked on a lock: {names}")
                 await self._wait_change(self._poll)
                 continue
+            all_blocked_since = None
             if self._decisions >= self._max_steps:
                 return "bounded"
             options = tuple(t.parked.transition for t in enabled if t.parked)

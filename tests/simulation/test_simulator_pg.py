@@ -307,3 +307,49 @@ async def test_step_bound_and_uncovered_steps_are_reported(simulator: Simulator)
     assert "step w.committed never reached" in missing
     with pytest.raises(GateNotCovered, match=r"never\.reached"):
         attach_evidence(GateEvidence(), result)
+
+
+async def _two_rows(world: World) -> None:
+    conn = await world.connect()
+    await conn.execute(
+        "DROP TABLE IF EXISTS sim_rows; CREATE TABLE sim_rows (id int PRIMARY KEY, v int);"
+        "INSERT INTO sim_rows VALUES (1, 0), (2, 0)"
+    )
+    await conn.close()
+
+
+async def _cross_update(ctx: WorkerContext) -> None:
+    first, second = (1, 2) if ctx.name == "a" else (2, 1)
+    conn = await ctx.connect()
+    async with conn.transaction():
+        await conn.execute("UPDATE sim_rows SET v = v + 1 WHERE id = $1", first)
+        await ctx.probe.step("x.first")
+        await conn.execute("UPDATE sim_rows SET v = v + 1 WHERE id = $1", second)
+        await ctx.probe.step("x.second")
+
+
+async def test_deadlock_with_every_task_blocked_is_resolved_not_hung(
+    simulator: Simulator,
+) -> None:
+    scenario = Scenario(
+        name="test.deadlock",
+        summary="",
+        setup=_two_rows,
+        workers={"a": _cross_update, "b": _cross_update},
+        check=_nothing,
+        steps=("x.first", "x.second"),
+        allow_worker_errors=True,
+    )
+    execution = await simulator.guided(scenario, 0, ["a", "b", "a", "b"], [])
+    outcomes = sorted(execution.phase.outcomes.values())
+    assert outcomes == ["ok", "raised:DeadlockDetectedError"]
+    assert any(d.blocked for d in execution.decisions)
+
+
+async def test_crash_sweep_traces_replay_exactly(simulator: Simulator) -> None:
+    result = await simulator.explore(RETRY, mode="crash", seed=2, kinds=[FaultKind.LOSE_COMMIT_ACK])
+    assert result.last is not None
+    trace = result.last.trace
+    assert trace["crash_point"]["kind"] == "lose_commit_ack"
+    again = await simulator.replay(RETRY, trace)
+    assert again.text == result.last.text
