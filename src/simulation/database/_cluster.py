@@ -124,22 +124,38 @@ def _process_start(pid: int) -> str | None:
     return "alive"
 
 
-def _children(pid: int) -> list[int]:
+def _processes_in(data: Path) -> list[int]:
+    """Every process whose working directory is ``data``: PostgreSQL's postmaster and
+    all its children chdir there, so this finds backends orphaned by a killed postmaster.
+    """
+    target = os.path.realpath(data)
     found: list[int] = []
     for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+        with contextlib.suppress(OSError, ValueError):
+            if os.readlink(entry / "cwd") == target:
                 found.append(int(entry.name))
     return found
+
+
+def _kill_processes_in(data: Path, timeout: float = STOP_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while (pids := _processes_in(data)) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 def _release_shared_memory(data: Path) -> None:
     """After an unclean stop, drop the SysV segment named in ``postmaster.pid``."""
     pid_file = data / "postmaster.pid"
     with contextlib.suppress(OSError, IndexError, ValueError):
-        lines = pid_file.read_text().splitlines()
-        shmid = int(lines[6].split()[1])
-        if _libc is not None:
+        key, shmid = (int(v) for v in pid_file.read_text().splitlines()[6].split()[:2])
+        # Only if key and id still match: an id freed earlier may belong to someone else now.
+        segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+        if _libc is not None and any(
+            line.split()[:2] == [str(key), str(shmid)] for line in segments
+        ):
             _libc.shmctl(shmid, _IPC_RMID, None)
 
 
@@ -296,21 +312,20 @@ class Cluster:
         }
 
     def stop(self) -> None:
-        """Fast shutdown; SIGKILL the postmaster and its children after a timeout."""
+        """Fast shutdown; SIGKILL every process of the cluster after a timeout."""
         proc = self.proc
         if proc is None:
             return
         if proc.poll() is None:
-            children = _children(proc.pid)
             proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(timeout=STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                for child in children:
-                    with contextlib.suppress(OSError):
-                        os.kill(child, signal.SIGKILL)
+        # After a clean shutdown there is nothing left; after a killed postmaster its
+        # children are orphans that still hold the shared memory.
+        _kill_processes_in(self.data)
         _release_shared_memory(self.data)
         self.proc = None
 
@@ -334,18 +349,6 @@ def remove_root(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _kill_orphan_postmaster(data: Path) -> None:
-    with contextlib.suppress(OSError, IndexError, ValueError):
-        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        if str(data).encode() in cmdline:
-            for child in _children(pid):
-                with contextlib.suppress(OSError):
-                    os.kill(child, signal.SIGKILL)
-            os.kill(pid, signal.SIGKILL)
-            time.sleep(0.05)
-
-
 def owner_alive(root: Path) -> bool:
     """Whether the watchdog that made ``root`` is still running."""
     try:
@@ -363,7 +366,7 @@ def sweep_stale(base: Path) -> list[Path]:
     for root in base.glob(PREFIX + "*"):
         if owner_alive(root):
             continue
-        _kill_orphan_postmaster(root / "data")
+        _kill_processes_in(root / "data")
         _release_shared_memory(root / "data")
         remove_root(root)
         removed.append(root)
