@@ -1,0 +1,640 @@
+"""Gate checks of the persistence layer on real PostgreSQL.
+
+gate.schedule.persistence_schema, uow_atomic, erasure_audited, persistence_isolated.
+The structural check is a function returning problems; the check runs it against
+the migrated schema (must be empty) and then against the same schema with one
+constraint, index, policy or trigger removed at a time, inside a rolled-back
+transaction (each mutation must be reported), so the check is shown able to fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from gates.checks.persistence_support import (
+    ALICE,
+    BOB,
+    MALLORY,
+    OWNED_TABLES,
+    OWNERS,
+    T0,
+    World,
+    admin_connection,
+    row_counts,
+    seeded_world,
+    table_snapshot,
+)
+from gates.pytest_plugin import GateEvidence
+from scheduling.adapters.postgres.errors import sqlstate_of
+from scheduling.adapters.postgres.inspection import (
+    REQUIRED_INDEXES,
+    TENANT_TABLES,
+    schema_problems,
+)
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.tables import metadata
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.domain.errors import (
+    AuthorizationError,
+    ConflictError,
+    NotFoundError,
+    UnavailableError,
+)
+from scheduling.domain.occurrence import OccurrenceDisposition
+from scheduling.domain.paging import PageRequest
+from scheduling.domain.schedule import ScheduleState
+from scheduling.ports.records import IdempotencyEntry, ProcessEvent
+from scheduling.ports.repositories import FORBIDDEN, MISSING_REFERENCE, ScheduleCommand
+from scheduling.ports.unit_of_work import UnitOfWork
+
+ROLES = role_names()
+OCC = "schedule_occurrences"
+
+# (what is broken, DDL that breaks it, a phrase the problem report must contain)
+SCHEMA_MUTATIONS: tuple[tuple[str, list[str], str], ...] = (
+    (
+        "occurrence natural key dropped",
+        [f"ALTER TABLE {OCC} DROP CONSTRAINT uq_schedule_occurrences_schedule_id_nominal_fire_at"],
+        "UNIQUE (schedule_id, nominal_fire_at) missing",
+    ),
+    (
+        "one-run-one-occurrence index dropped",
+        ["DROP INDEX uq_schedule_occurrences_run_id"],
+        "uq_schedule_occurrences_run_id",
+    ),
+    (
+        "session link made immediate",
+        [
+            f"ALTER TABLE {OCC} ALTER CONSTRAINT fk_schedule_occurrences_session_id_sessions"
+            " NOT DEFERRABLE"
+        ],
+        "DEFERRABLE INITIALLY DEFERRED",
+    ),
+    (
+        "run link cascades into history",
+        [
+            f"ALTER TABLE {OCC} DROP CONSTRAINT fk_schedule_occurrences_run_id_runs",
+            f"ALTER TABLE {OCC} ADD CONSTRAINT fk_schedule_occurrences_run_id_runs FOREIGN KEY"
+            " (run_id) REFERENCES runs(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED",
+        ],
+        "ON DELETE",
+    ),
+    (
+        "materialized link rule dropped",
+        [f"ALTER TABLE {OCC} DROP CONSTRAINT ck_schedule_occurrences_materialized_links"],
+        "accepts MATERIALIZED",
+    ),
+    (
+        "unlinked rule weakened (reason code no longer required)",
+        [
+            f"ALTER TABLE {OCC} DROP CONSTRAINT ck_schedule_occurrences_unlinked_dispositions",
+            f"ALTER TABLE {OCC} ADD CONSTRAINT ck_schedule_occurrences_unlinked_dispositions"
+            " CHECK (disposition = 'MATERIALIZED' OR (session_id IS NULL AND run_id IS NULL))",
+        ],
+        "accepts MISSED",
+    ),
+    (
+        "erasure evidence column dropped",
+        [f"ALTER TABLE {OCC} DROP COLUMN links_erased_at CASCADE"],
+        "links_erased_at: column missing",
+    ),
+    (
+        "state/pause_reason rule dropped",
+        ["ALTER TABLE schedules DROP CONSTRAINT ck_schedules_pause_reason_matches_state"],
+        "schedules accepts",
+    ),
+    (
+        "tenant column made nullable",
+        ["ALTER TABLE schedules ALTER COLUMN tenant_id DROP NOT NULL"],
+        "schedules.tenant_id: nullability differs",
+    ),
+    (
+        "idempotency primary key dropped",
+        ["ALTER TABLE schedule_idempotency_keys DROP CONSTRAINT pk_schedule_idempotency_keys"],
+        "primary key pk_schedule_idempotency_keys missing",
+    ),
+    (
+        "immutable revision reference dropped",
+        [f"ALTER TABLE {OCC} DROP CONSTRAINT fk_schedule_occurrences_revision"],
+        "no reference to its immutable revision",
+    ),
+    (
+        "revision immutability trigger dropped",
+        ["DROP TRIGGER schedule_revisions_immutable ON schedule_revisions"],
+        "revisions are immutable",
+    ),
+    (
+        "due-scan index dropped",
+        ["DROP INDEX ix_schedules_state_next_fire_at"],
+        "(state, next_fire_at)",
+    ),
+    (
+        "listing index dropped",
+        ["DROP INDEX ix_schedules_tenant_id_principal_id_updated_at_id"],
+        "(tenant_id, principal_id, updated_at, id)",
+    ),
+    (
+        "history index dropped",
+        ["DROP INDEX ix_schedule_occurrences_history"],
+        "nominal_fire_at DESC",
+    ),
+    (
+        "retention index no longer partial",
+        [
+            "DROP INDEX ix_schedules_terminal_retention",
+            "CREATE INDEX ix_schedules_terminal_retention ON schedules (tenant_id, updated_at, id)",
+        ],
+        "ix_schedules_terminal_retention",
+    ),
+    (
+        "row-level security disabled",
+        ["ALTER TABLE schedules DISABLE ROW LEVEL SECURITY"],
+        "schedules: row-level security not enabled",
+    ),
+    (
+        "row-level security not forced",
+        [f"ALTER TABLE {OCC} NO FORCE ROW LEVEL SECURITY"],
+        f"{OCC}: row-level security not forced",
+    ),
+    (
+        "API policy dropped",
+        ["DROP POLICY schedule_idempotency_keys_api ON schedule_idempotency_keys"],
+        "schedule_idempotency_keys: no row-level policy",
+    ),
+    (
+        "API policy lets the role see every row",
+        [
+            "DROP POLICY sessions_api ON sessions",
+            f"CREATE POLICY sessions_api ON sessions FOR ALL TO {ROLES.api} USING (true)",
+        ],
+        "lets",
+    ),
+)
+
+
+async def _problems(conn: Any) -> list[str]:
+    result: list[str] = await conn.run_sync(schema_problems, ROLES.api)
+    return result
+
+
+@pytest.mark.gate("gate.schedule.persistence_schema")
+async def test_schema_encodes_trust_boundaries(pg_url: str, gate_evidence: GateEvidence) -> None:
+    async with admin_connection(pg_url) as conn:
+        problems = await _problems(conn)
+        await conn.rollback()
+        assert problems == [], problems
+        tables = [t.name for t in metadata.sorted_tables]
+        gate_evidence.record("tables_inspected", tables)
+        gate_evidence.record(
+            "constraints_checked",
+            sorted(str(c.name) for t in metadata.sorted_tables for c in t.constraints),
+        )
+        gate_evidence.record("indexes_required", [name for _, name, _, _ in REQUIRED_INDEXES])
+        gate_evidence.record("rls_enabled_and_forced", list(TENANT_TABLES))
+        gate_evidence.record("link_rule_combinations_evaluated", 5 * 2**6)
+        for label, statements, phrase in SCHEMA_MUTATIONS:
+            async with conn.begin():
+                for statement in statements:
+                    await conn.execute(text(statement))
+                broken = await _problems(conn)
+                await conn.rollback()
+            assert any(phrase in p for p in broken), (label, broken)
+            gate_evidence.append("mutations_detected", {"mutation": label, "reported": broken[:3]})
+        # The rollbacks restored the schema.
+        assert await _problems(conn) == []
+
+
+# --------------------------------------------------------------------------- uow_atomic
+
+
+async def _write_everything(uow: UnitOfWork, world: World, steps: int | None = None) -> int:
+    """The writes of a create + materialize + update, in order; stop after ``steps``."""
+    owner = ALICE
+    w = World(counter=1000)
+    temp = World(counter=2000)
+    await temp._seed_owner(_NoopUow(), owner)  # build values only (see _NoopUow)
+    o = temp.of(owner)
+    schedule1 = o.schedule.model_copy(update={"current_revision": 1, "id": w.uuid()})
+    rev1 = w.revision(schedule1.id, 1, owner)
+    rev2 = w.revision(schedule1.id, 2, owner)
+    schedule2 = schedule1.model_copy(update={"current_revision": 2})
+    session = replace(o.session, id=w.uuid(), metadata={"schedule_id": str(schedule1.id)})
+    run = replace(o.run, id=w.uuid(), session_id=session.id)
+    occurrence = o.materialized.model_copy(
+        update={
+            "id": w.uuid(),
+            "schedule_id": schedule1.id,
+            "schedule_revision": 1,
+            "session_id": session.id,
+            "run_id": run.id,
+        }
+    )
+    writes: list[Callable[[], Awaitable[object]]] = [
+        lambda: uow.schedules.create(schedule1, rev1),
+        lambda: uow.idempotency.record(
+            IdempotencyEntry("tenant-a", "alice", "atomic-key", "sha256:a", schedule1.id, T0)
+        ),
+        lambda: uow.occurrences.insert(occurrence),
+        lambda: uow.sessions.create(session),
+        lambda: uow.runs.create(run),
+        lambda: uow.events.append(
+            ProcessEvent(
+                w.uuid(), "tenant-a", "alice", "schedule.created", "api", {}, T0, schedule1.id
+            )
+        ),
+        lambda: uow.schedules.mutate(
+            ScheduleCommand(expected=schedule1, updated=schedule2, revision=rev2)
+        ),
+    ]
+    for index, write in enumerate(writes):
+        if steps is not None and index >= steps:
+            break
+        await write()
+    return len(writes)
+
+
+class _NoopUow:
+    """Lets ``World._seed_owner`` build an owner's values without writing anything."""
+
+    def __getattr__(self, name: str) -> Any:
+        return _NoopRepo()
+
+
+class _NoopRepo:
+    def __getattr__(self, name: str) -> Any:
+        async def noop(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        return noop
+
+
+class _Crash(Exception):
+    pass
+
+
+@pytest.mark.gate("gate.schedule.uow_atomic")
+async def test_repositories_commit_or_roll_back_together(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    world = await seeded_world(pg_url)
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=3)
+    try:
+        before = await table_snapshot(pg_url)
+        total = await _write_everything(_NoopUow(), world)  # type: ignore[arg-type]
+        # A crash after every single write leaves nothing behind.
+        for steps in range(1, total + 1):
+
+            async def crash_after(n: int = steps) -> None:
+                async with factory.begin() as uow:
+                    await _write_everything(uow, world, n)
+                    raise _Crash
+
+            with pytest.raises(_Crash):
+                await crash_after()
+            assert await table_snapshot(pg_url) == before, f"partial state after write {steps}"
+            gate_evidence.append("crash_after_write", steps)
+        # A deferred link that is missing at commit fails the whole transaction.
+        async with factory.begin() as uow:
+            await _write_everything(uow, world)
+            dangling = world.of(BOB).missed.model_copy(
+                update={
+                    "id": world.uuid(),
+                    "nominal_fire_at": T0 + timedelta(days=5),
+                    "disposition": OccurrenceDisposition.MATERIALIZED,
+                    "reason_code": None,
+                    "materialized_at": T0 + timedelta(days=5),
+                    "authority_version": "av-1",
+                    "session_id": world.uuid(),
+                    "run_id": world.uuid(),
+                    "schedule_revision": 2,
+                }
+            )
+            await uow.occurrences.insert(dangling)
+            with pytest.raises(ConflictError) as caught:
+                await uow.commit()
+        assert caught.value.code == MISSING_REFERENCE
+        assert await table_snapshot(pg_url) == before
+        gate_evidence.record("deferred_violation_rolled_back", True)
+        # A backend killed mid-transaction loses everything it wrote.
+        async with factory.begin() as uow:
+            await _write_everything(uow, world)
+            pid = (await uow.tx.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            async with admin_connection(pg_url) as admin:
+                await admin.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+                await admin.commit()
+            with pytest.raises(UnavailableError):
+                await uow.commit()
+        assert await table_snapshot(pg_url) == before
+        gate_evidence.record("killed_backend_rolled_back", True)
+        # Uncommitted writes are invisible to others; committed ones appear all at once.
+        async with factory.begin() as uow:
+            await _write_everything(uow, world)
+            async with factory.begin() as other:
+                assert (await other.schedules.list(ALICE, PageRequest(limit=50))).items == [
+                    world.of(ALICE).schedule
+                ]
+                assert await other.idempotency.lookup(ALICE, "atomic-key") is None
+            await uow.commit()
+        after = await row_counts(pg_url)
+        grown = {t: after[t] - len(before[t]) for t in OWNED_TABLES if after[t] != len(before[t])}
+        assert grown == {
+            "schedules": 1,
+            "schedule_revisions": 2,
+            "schedule_idempotency_keys": 1,
+            "schedule_occurrences": 1,
+            "sessions": 1,
+            "runs": 1,
+            "process_events": 1,
+        }, grown
+        gate_evidence.record("rows_committed_together", grown)
+    finally:
+        await factory.dispose()
+
+
+# --------------------------------------------------------------------------- erasure
+
+
+async def _find_marker(url: str, marker: str) -> list[str]:
+    """Tables in which any row's text contains ``marker``."""
+    async with admin_connection(url) as conn:
+        found = []
+        for table in metadata.sorted_tables:
+            sql = f"SELECT count(*) FROM {table.name} t WHERE t::text LIKE :m"  # noqa: S608
+            if (await conn.execute(text(sql), {"m": f"%{marker}%"})).scalar_one():
+                found.append(table.name)
+        return found
+
+
+@pytest.mark.gate("gate.schedule.erasure_audited")
+async def test_session_erasure_keeps_an_explicit_occurrence_audit_state(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    world = await seeded_world(pg_url)
+    api = PostgresUnitOfWorkFactory.from_url(pg_url, assume_role=ROLES.api, pool_size=2)
+    alice, bob, mallory = world.of(ALICE), world.of(BOB), world.of(MALLORY)
+    try:
+        assert set(await _find_marker(pg_url, alice.marker)) == {
+            "session_events",
+            "run_checkpoints",
+        }
+        others_before = {
+            p.principal_id + "@" + p.tenant_id: await _owner_rows(pg_url, world, p)
+            for p in (BOB, MALLORY)
+        }
+        erased_at = T0 + timedelta(days=3)
+        async with api.begin(ALICE) as uow:
+            result = await uow.sessions.erase(alice.session.id, ALICE, erased_at)
+            await uow.commit()
+        gate_evidence.record(
+            "erasure",
+            {
+                "occurrences_marked": result.occurrences_marked,
+                "runs_deleted": result.runs_deleted,
+                "events_deleted": result.events_deleted,
+                "role": ROLES.api,
+            },
+        )
+        assert (result.occurrences_marked, result.runs_deleted, result.events_deleted) == (1, 1, 2)
+        async with admin_connection(pg_url) as conn:
+            row = (
+                await conn.execute(
+                    text("SELECT * FROM schedule_occurrences WHERE id = :i"),
+                    {"i": alice.materialized.id},
+                )
+            ).one()
+        assert row.disposition == "MATERIALIZED"
+        assert (row.session_id, row.run_id, row.links_erased_at) == (None, None, erased_at)
+        assert (row.materialized_at, row.authority_version) == (T0, "av-7")
+        # Erased content is gone from every table; the audit facts remain.
+        assert await _find_marker(pg_url, alice.marker) == []
+        counts = await _owner_rows(pg_url, world, ALICE)
+        assert counts["sessions"] == counts["session_events"] == counts["runs"] == 0
+        assert counts["run_checkpoints"] == 0
+        assert counts["schedules"] == 1 and counts["schedule_revisions"] == 2
+        assert counts["schedule_occurrences"] == 2 and counts["process_events"] == 1
+        gate_evidence.record("alice_rows_after_erasure", counts)
+        for p in (BOB, MALLORY):
+            assert (
+                await _owner_rows(pg_url, world, p)
+                == others_before[p.principal_id + "@" + p.tenant_id]
+            )
+
+        # Erasure is atomic: a failure after marking leaves the live link and the graph.
+        async def erase_then_fail() -> None:
+            async with api.begin(BOB) as uow:
+                await uow.sessions.erase(bob.session.id, BOB, erased_at)
+                raise _Crash
+
+        with pytest.raises(_Crash):
+            await erase_then_fail()
+        async with api.begin(BOB) as uow:
+            kept = await uow.occurrences.get(bob.materialized.id, BOB)
+            assert (kept.session_id, kept.run_id, kept.links_erased_at) == (
+                bob.session.id,
+                bob.run.id,
+                None,
+            )
+            assert (await uow.sessions.get(bob.session.id, BOB)).id == bob.session.id
+        gate_evidence.record("failed_erasure_left_live_link", True)
+        # No shortcut: deleting a session without marking its occurrence is refused, so a
+        # generic null link can never be mistaken for erasure or a failed materialization.
+        async with admin_connection(pg_url) as conn:
+            with pytest.raises(Exception) as refused:
+                await conn.execute(
+                    text("DELETE FROM sessions WHERE id = :i"), {"i": mallory.session.id}
+                )
+            await conn.rollback()
+        assert sqlstate_of(refused.value) == "23514", refused.value
+        gate_evidence.record("unmarked_session_delete_refused_sqlstate", "23514")
+        assert await _owner_rows(pg_url, world, MALLORY) == others_before["alice@tenant-b"]
+    finally:
+        await api.dispose()
+
+
+async def _owner_rows(url: str, world: World, owner: Any) -> dict[str, int]:
+    """Row counts of one owner's graph, by ids (admin view)."""
+    o = world.of(owner)
+    queries = {
+        "schedules": ("SELECT count(*) FROM schedules WHERE id = :s", {"s": o.schedule.id}),
+        "schedule_revisions": (
+            "SELECT count(*) FROM schedule_revisions WHERE schedule_id = :s",
+            {"s": o.schedule.id},
+        ),
+        "schedule_occurrences": (
+            "SELECT count(*) FROM schedule_occurrences WHERE schedule_id = :s",
+            {"s": o.schedule.id},
+        ),
+        "process_events": (
+            "SELECT count(*) FROM process_events WHERE schedule_id = :s",
+            {"s": o.schedule.id},
+        ),
+        "sessions": ("SELECT count(*) FROM sessions WHERE id = :x", {"x": o.session.id}),
+        "session_events": (
+            "SELECT count(*) FROM session_events WHERE session_id = :x",
+            {"x": o.session.id},
+        ),
+        "runs": ("SELECT count(*) FROM runs WHERE id = :r", {"r": o.run.id}),
+        "run_checkpoints": (
+            "SELECT count(*) FROM run_checkpoints WHERE run_id = :r",
+            {"r": o.run.id},
+        ),
+    }
+    async with admin_connection(url) as conn:
+        return {
+            name: int((await conn.execute(text(sql), params)).scalar_one())
+            for name, (sql, params) in queries.items()
+        }
+
+
+# --------------------------------------------------------------------------- isolation
+
+# Statements without any tenant or principal predicate: RLS alone must confine them.
+_BLIND_WRITES = (
+    "UPDATE schedules SET consecutive_failures = consecutive_failures + 1",
+    "UPDATE runs SET priority = priority + 1",
+    "UPDATE sessions SET title = 'overwritten'",
+    "DELETE FROM session_events",
+    "DELETE FROM run_checkpoints",
+)
+
+
+@pytest.mark.gate("gate.schedule.persistence_isolated")
+async def test_api_role_sees_and_changes_only_its_own_rows(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    world = await seeded_world(pg_url)
+    api = PostgresUnitOfWorkFactory.from_url(pg_url, assume_role=ROLES.api, pool_size=2)
+    try:
+        async with admin_connection(pg_url) as conn:
+            attrs = (
+                await conn.execute(
+                    text(
+                        "SELECT rolname, rolsuper, rolbypassrls FROM pg_roles"
+                        " WHERE rolname = ANY(:r)"
+                    ),
+                    {"r": list(ROLES.all())},
+                )
+            ).all()
+        assert len(attrs) == 4 and not any(r.rolsuper or r.rolbypassrls for r in attrs)
+        gate_evidence.record("roles_checked", sorted(r.rolname for r in attrs))
+        per_owner = {t: 1 for t in OWNED_TABLES} | {
+            "schedule_revisions": 2,
+            "schedule_occurrences": 2,
+            "session_events": 2,
+        }
+        for viewer in OWNERS:
+            others = [p for p in OWNERS if p != viewer]
+            async with api.begin(viewer) as uow:
+                for table in OWNED_TABLES:
+                    sql = f"SELECT count(*) FROM {table}"  # noqa: S608 - no predicate on purpose
+                    seen = (await uow.tx.execute(text(sql))).scalar_one()
+                    assert seen == per_owner[table], (viewer, table, seen)
+                for other in others:
+                    o = world.of(other)
+                    for read in (
+                        uow.schedules.get(o.schedule.id, viewer),
+                        uow.schedules.get_revision(o.schedule.id, 2, viewer),
+                        uow.occurrences.get(o.materialized.id, viewer),
+                        uow.occurrences.list(o.schedule.id, viewer, PageRequest()),
+                        uow.sessions.get(o.session.id, viewer),
+                        uow.runs.get(o.run.id, viewer),
+                    ):
+                        with pytest.raises(NotFoundError):
+                            await read
+                    assert await uow.sessions.events(o.session.id, viewer) == []
+                    assert await uow.events.for_schedule(o.schedule.id) == []
+                    # Even a trusted-path read (no principal predicate) sees nothing.
+                    with pytest.raises(NotFoundError):
+                        await uow.schedules.get(o.schedule.id, None)
+                listed = await uow.schedules.list(viewer, PageRequest(limit=50))
+                assert [s.id for s in listed.items] == [world.of(viewer).schedule.id]
+            gate_evidence.append("viewers", f"{viewer.principal_id}@{viewer.tenant_id}")
+        # Blind writes by alice change only alice's rows.
+        before = {
+            f"{p.principal_id}@{p.tenant_id}": await _owner_snapshot(pg_url, world, p)
+            for p in (BOB, MALLORY)
+        }
+        async with api.begin(ALICE) as uow:
+            for statement in _BLIND_WRITES:
+                changed = (await uow.tx.execute(text(statement))).rowcount
+                gate_evidence.append("blind_writes", {"sql": statement, "rows": changed})
+                assert changed >= 1
+            await uow.commit()
+        for p in (BOB, MALLORY):
+            assert (
+                await _owner_snapshot(pg_url, world, p) == before[f"{p.principal_id}@{p.tenant_id}"]
+            ), p
+        # Writing a row for another tenant or principal is refused by the policy.
+        foreign = world.of(MALLORY)
+        moved = world.of(ALICE).schedule
+        forged_id = world.uuid()
+        attempts: list[Callable[[UnitOfWork], Awaitable[object]]] = [
+            lambda u: u.schedules.create(
+                foreign.schedule.model_copy(update={"id": forged_id, "current_revision": 1}),
+                world.revision(forged_id, 1, MALLORY),
+            ),
+            lambda u: u.tx.execute(  # type: ignore[attr-defined]
+                text("UPDATE schedules SET tenant_id = 'tenant-b' WHERE id = :i"),
+                {"i": moved.id},
+            ),
+            lambda u: u.idempotency.record(
+                IdempotencyEntry("tenant-a", "bob", "k", "h", world.of(BOB).schedule.id, T0)
+            ),
+            lambda u: u.events.append(
+                ProcessEvent(world.uuid(), "tenant-b", "alice", "x", "api", {}, T0)
+            ),
+        ]
+        for attempt in attempts:
+            async with api.begin(ALICE) as uow:
+                with pytest.raises(AuthorizationError) as caught:
+                    await attempt(uow)
+                assert caught.value.code == FORBIDDEN
+            gate_evidence.count("foreign_writes_refused")
+        # A unit of work with no principal scope sees nothing under the API role.
+        async with api.begin() as uow:
+            for table in OWNED_TABLES:
+                sql = f"SELECT count(*) FROM {table}"  # noqa: S608
+                assert (await uow.tx.execute(text(sql))).scalar_one() == 0, table
+            with pytest.raises(NotFoundError):
+                await uow.schedules.get(world.of(ALICE).schedule.id, None)
+        gate_evidence.record("unscoped_api_transaction_rows_seen", 0)
+        async with admin_connection(pg_url) as conn:
+            state = (
+                await conn.execute(
+                    text("SELECT state FROM schedules WHERE id = :i"), {"i": moved.id}
+                )
+            ).scalar_one()
+        assert state == ScheduleState.ACTIVE.value
+    finally:
+        await api.dispose()
+
+
+async def _owner_snapshot(url: str, world: World, owner: Any) -> dict[str, list[str]]:
+    o = world.of(owner)
+    queries = {
+        "schedules": "SELECT t::text FROM schedules t WHERE id = :s",
+        "runs": "SELECT t::text FROM runs t WHERE session_id = :x",
+        "sessions": "SELECT t::text FROM sessions t WHERE id = :x",
+        "session_events": "SELECT t::text FROM session_events t WHERE session_id = :x ORDER BY 1",
+        "run_checkpoints": "SELECT t::text FROM run_checkpoints t WHERE run_id = :r",
+        "principals": "SELECT t::text FROM principals t WHERE tenant_id = :tn AND principal_id = :p",
+    }
+    params = {
+        "s": o.schedule.id,
+        "x": o.session.id,
+        "r": o.run.id,
+        "tn": owner.tenant_id,
+        "p": owner.principal_id,
+    }
+    async with admin_connection(url) as conn:
+        out = {}
+        for name, sql in queries.items():
+            needed = {k: v for k, v in params.items() if f":{k}" in sql}
+            out[name] = [r[0] for r in await conn.execute(text(sql), needed)]
+        return out
