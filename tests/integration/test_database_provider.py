@@ -526,5 +526,8 @@ def test_server_info_round_trips_and_urls_convert() -> None:
     )
     assert ServerInfo.from_dict(json.loads(json.dumps(info.to_dict()))) == info
     assert async_url("postgresql://u@h:1/db?x=1") == "postgresql+asyncpg://u@h:1/db?x=1"
+    secret = ServerInfo("url", "16.4", 160004, "postgresql://app:s3cret@db:5432/postgres")
+    assert secret.redacted().dsn == "postgresql://app:***@db:5432/postgres"
+    assert info.redacted() == info
     with pytest.raises(ValueError, match="unknown PostgreSQL source"):
         ServerInfo.from_dict({**info.to_dict(), "source": "sqlite"})

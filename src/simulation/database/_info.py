@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -39,6 +39,14 @@ class ServerInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def redacted(self) -> ServerInfo:
+        """The same info with any password in ``dsn`` masked (for reports and logs)."""
+        parts = urlsplit(self.dsn)
+        if parts.password is None:
+            return self
+        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+        return replace(self, dsn=urlunsplit(parts._replace(netloc=netloc)))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ServerInfo:

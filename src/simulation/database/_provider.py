@@ -6,7 +6,6 @@ import json
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from simulation.database._broker import BROKER_ENV, Broker, BrokerError, request
 from simulation.database._info import SOURCES, ProviderUnavailable, ServerInfo, version_num_of
@@ -19,11 +18,7 @@ PROVIDER_ENV = "SCHEDULING_DB_PROVIDER"
 
 def redact(url: str) -> str:
     """``url`` without its password (for messages and reports)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    return ServerInfo("url", "", 0, url).redacted().dsn
 
 
 def forced_provider(environ: Mapping[str, str]) -> str | None:
