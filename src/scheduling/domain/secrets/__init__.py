@@ -4,7 +4,8 @@ Public surface::
 
     SecretScanner().scan(text) -> list[SecretFinding]     # kind + span, never the value
     SecretScanner().inspect(text) -> ScanReport           # findings + work counters
-    reject_secrets(field_name, text)                      # raises ValidationError
+    reject_secrets(field_name, text, scanner=None)        # raises ValidationError
+    ScansSecrets                                          # Protocol: anything with .scan
     SECRET_DETECTED                                       # "schedule.secret_detected"
     DETECTOR_KINDS                                        # every kind a finding can carry
 
@@ -13,7 +14,7 @@ the borderline decisions.
 """
 
 from scheduling.domain.secrets.detectors import DETECTOR_KINDS, DETECTORS, MAX_MATCH_CHARS, Detector
-from scheduling.domain.secrets.reject import SECRET_DETECTED, reject_secrets
+from scheduling.domain.secrets.reject import SECRET_DETECTED, ScansSecrets, reject_secrets
 from scheduling.domain.secrets.scanner import (
     EXTEND_MAX_CHARS,
     MAX_DECODE_DEPTH,
@@ -37,6 +38,7 @@ __all__ = [
     "WINDOW_CHARS",
     "Detector",
     "ScanReport",
+    "ScansSecrets",
     "SecretFinding",
     "SecretScanner",
     "reject_secrets",

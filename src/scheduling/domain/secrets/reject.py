@@ -6,9 +6,11 @@ so it is safe to return to the caller, log, and put in an audit event.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import reason
-from scheduling.domain.secrets.scanner import SecretScanner
+from scheduling.domain.secrets.scanner import SecretFinding, SecretScanner
 
 SECRET_DETECTED = reason(
     "schedule.secret_detected",
@@ -18,7 +20,15 @@ SECRET_DETECTED = reason(
 _DEFAULT_SCANNER = SecretScanner()
 
 
-def reject_secrets(field_name: str, text: str, scanner: SecretScanner | None = None) -> None:
+class ScansSecrets(Protocol):
+    """Anything with ``SecretScanner.scan``'s contract (the service's scanner port)."""
+
+    def scan(self, text: str) -> list[SecretFinding]:
+        """Findings (kind and span, never the value); empty when ``text`` is clean."""
+        ...
+
+
+def reject_secrets(field_name: str, text: str, scanner: ScansSecrets | None = None) -> None:
     """Raise ``ValidationError(SECRET_DETECTED)`` when ``text`` holds a credential.
 
     ``field_name`` must be a fixed name chosen by the caller (``"title"``,
