@@ -131,9 +131,7 @@ class World:
         from scheduling.ports.records import PrincipalRecord
 
         await uow.principals.put(
-            PrincipalRecord(
-                owner.tenant_id, owner.principal_id, True, owner.scopes, {}, T0, T0
-            )
+            PrincipalRecord(owner.tenant_id, owner.principal_id, True, owner.scopes, {}, T0, T0)
         )
         sid = self.uuid()
         schedule = Schedule(

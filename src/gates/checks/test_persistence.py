@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from gates.checks.persistence_support import (
     ALICE,
@@ -282,11 +283,18 @@ class _Crash(Exception):
 async def test_repositories_commit_or_roll_back_together(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    world = await seeded_world(pg_url)
     factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=3)
+    await check_uow_atomic(pg_url, factory, gate_evidence)
+
+
+async def check_uow_atomic(
+    pg_url: str, factory: PostgresUnitOfWorkFactory, gate_evidence: GateEvidence
+) -> None:
+    """Every repository's writes commit or roll back together (disposes ``factory``)."""
+    world = await seeded_world(pg_url)
     try:
         before = await table_snapshot(pg_url)
-        total = await _write_everything(_NoopUow(), world)  # type: ignore[arg-type]
+        total = await _write_everything(_NoopUow(), world)
         # A crash after every single write leaves nothing behind.
         for steps in range(1, total + 1):
 
@@ -365,7 +373,7 @@ async def _find_marker(url: str, marker: str) -> list[str]:
     async with admin_connection(url) as conn:
         found = []
         for table in metadata.sorted_tables:
-            sql = f"SELECT count(*) FROM {table.name} t WHERE t::text LIKE :m"  # noqa: S608
+            sql = f"SELECT count(*) FROM {table.name} t WHERE t::text LIKE :m"
             if (await conn.execute(text(sql), {"m": f"%{marker}%"})).scalar_one():
                 found.append(table.name)
         return found
@@ -375,6 +383,11 @@ async def _find_marker(url: str, marker: str) -> list[str]:
 async def test_session_erasure_keeps_an_explicit_occurrence_audit_state(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
+    await check_erasure_audited(pg_url, gate_evidence)
+
+
+async def check_erasure_audited(pg_url: str, gate_evidence: GateEvidence) -> None:
+    """Erasure through the API role marks the occurrence, then deletes the graph."""
     world = await seeded_world(pg_url)
     api = PostgresUnitOfWorkFactory.from_url(pg_url, assume_role=ROLES.api, pool_size=2)
     alice, bob, mallory = world.of(ALICE), world.of(BOB), world.of(MALLORY)
@@ -416,8 +429,10 @@ async def test_session_erasure_keeps_an_explicit_occurrence_audit_state(
         counts = await _owner_rows(pg_url, world, ALICE)
         assert counts["sessions"] == counts["session_events"] == counts["runs"] == 0
         assert counts["run_checkpoints"] == 0
-        assert counts["schedules"] == 1 and counts["schedule_revisions"] == 2
-        assert counts["schedule_occurrences"] == 2 and counts["process_events"] == 1
+        assert counts["schedules"] == 1
+        assert counts["schedule_revisions"] == 2
+        assert counts["schedule_occurrences"] == 2
+        assert counts["process_events"] == 1
         gate_evidence.record("alice_rows_after_erasure", counts)
         for p in (BOB, MALLORY):
             assert (
@@ -445,7 +460,7 @@ async def test_session_erasure_keeps_an_explicit_occurrence_audit_state(
         # No shortcut: deleting a session without marking its occurrence is refused, so a
         # generic null link can never be mistaken for erasure or a failed materialization.
         async with admin_connection(pg_url) as conn:
-            with pytest.raises(Exception) as refused:
+            with pytest.raises(DBAPIError) as refused:
                 await conn.execute(
                     text("DELETE FROM sessions WHERE id = :i"), {"i": mallory.session.id}
                 )
@@ -508,6 +523,11 @@ _BLIND_WRITES = (
 async def test_api_role_sees_and_changes_only_its_own_rows(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
+    await check_isolation(pg_url, gate_evidence)
+
+
+async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
+    """As the API role, cross-tenant and cross-principal access sees and changes nothing."""
     world = await seeded_world(pg_url)
     api = PostgresUnitOfWorkFactory.from_url(pg_url, assume_role=ROLES.api, pool_size=2)
     try:
@@ -521,7 +541,8 @@ async def test_api_role_sees_and_changes_only_its_own_rows(
                     {"r": list(ROLES.all())},
                 )
             ).all()
-        assert len(attrs) == 4 and not any(r.rolsuper or r.rolbypassrls for r in attrs)
+        assert len(attrs) == 4
+        assert not any(r.rolsuper or r.rolbypassrls for r in attrs)
         gate_evidence.record("roles_checked", sorted(r.rolname for r in attrs))
         per_owner = {t: 1 for t in OWNED_TABLES} | {
             "schedule_revisions": 2,
@@ -532,7 +553,7 @@ async def test_api_role_sees_and_changes_only_its_own_rows(
             others = [p for p in OWNERS if p != viewer]
             async with api.begin(viewer) as uow:
                 for table in OWNED_TABLES:
-                    sql = f"SELECT count(*) FROM {table}"  # noqa: S608 - no predicate on purpose
+                    sql = f"SELECT count(*) FROM {table}"
                     seen = (await uow.tx.execute(text(sql))).scalar_one()
                     assert seen == per_owner[table], (viewer, table, seen)
                 for other in others:
@@ -599,7 +620,7 @@ async def test_api_role_sees_and_changes_only_its_own_rows(
         # A unit of work with no principal scope sees nothing under the API role.
         async with api.begin() as uow:
             for table in OWNED_TABLES:
-                sql = f"SELECT count(*) FROM {table}"  # noqa: S608
+                sql = f"SELECT count(*) FROM {table}"
                 assert (await uow.tx.execute(text(sql))).scalar_one() == 0, table
             with pytest.raises(NotFoundError):
                 await uow.schedules.get(world.of(ALICE).schedule.id, None)
@@ -623,7 +644,9 @@ async def _owner_snapshot(url: str, world: World, owner: Any) -> dict[str, list[
         "sessions": "SELECT t::text FROM sessions t WHERE id = :x",
         "session_events": "SELECT t::text FROM session_events t WHERE session_id = :x ORDER BY 1",
         "run_checkpoints": "SELECT t::text FROM run_checkpoints t WHERE run_id = :r",
-        "principals": "SELECT t::text FROM principals t WHERE tenant_id = :tn AND principal_id = :p",
+        "principals": (
+            "SELECT t::text FROM principals t WHERE tenant_id = :tn AND principal_id = :p"
+        ),
     }
     params = {
         "s": o.schedule.id,
