@@ -16,6 +16,7 @@ from scheduling.domain.recurrence.engine import (
     latest_firing,
     next_after,
     next_firing,
+    span_inclusive,
     upcoming,
 )
 from scheduling.domain.recurrence.resolve import Firing, Resolution
@@ -33,5 +34,6 @@ __all__ = [
     "latest_firing",
     "next_after",
     "next_firing",
+    "span_inclusive",
     "upcoming",
 ]

@@ -20,10 +20,9 @@ from datetime import datetime, timedelta
 from scheduling.domain.cadence import Cadence
 from scheduling.domain.recurrence.counter import OperationCounter, ensure
 from scheduling.domain.recurrence.engine import (
-    count_inclusive,
-    first_at_or_after,
     latest_at_or_before,
     next_after,
+    span_inclusive,
     utc_instant,
 )
 from scheduling.domain.revision import ScheduleRevision
@@ -73,10 +72,7 @@ def calculate_due(
     first = last = None
     count = 0
     if since is not None and since < latest:
-        count = count_inclusive(cadence, since, latest - _TICK, ops)
-        if count:
-            first = first_at_or_after(cadence, since, ops)
-            last = latest_at_or_before(cadence, latest - _TICK, ops)
+        count, first, last = span_inclusive(cadence, since, latest - _TICK, ops)
     return DueCalculation(now, latest, within, first, last, count, future)
 
 

@@ -155,20 +155,29 @@ def count_inclusive(
     cadence: Cadence, start: datetime, end: datetime, counter: OperationCounter | None = None
 ) -> int:
     """How many nominal instants ``n`` satisfy ``start <= n <= end``."""
+    return span_inclusive(cadence, start, end, counter)[0]
+
+
+def span_inclusive(
+    cadence: Cadence, start: datetime, end: datetime, counter: OperationCounter | None = None
+) -> tuple[int, datetime | None, datetime | None]:
+    """(count, first, last) of the nominal instants ``n`` with ``start <= n <= end``."""
     start = utc_instant(start, "start")
     end = utc_instant(end, "end")
     ops = ensure(counter)
     if end < start:
-        return 0
+        return 0, None, None
     if isinstance(cadence, OnceCadence):
-        return int(start <= cadence.at <= end)
+        inside = start <= cadence.at <= end
+        return (1, cadence.at, cadence.at) if inside else (0, None, None)
     first = next_firing(cadence, start - _TICK, ops)
     last = latest_firing(cadence, end, ops)
     if first is None or last is None or first.instant > last.instant:
-        return 0
+        return 0, None, None
     selector = selector_for(cadence)
     selected = count_between(selector, first.local_date, last.local_date, ops)
-    return selected - _missing_dates(cadence, selector, first, last, ops)
+    count = selected - _missing_dates(cadence, selector, first, last, ops)
+    return count, first.instant, last.instant
 
 
 def _missing_dates(

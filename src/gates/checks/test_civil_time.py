@@ -1,0 +1,173 @@
+"""gate.schedule.civil_time: civil-time recurrence is deterministic across the IANA corpus.
+
+Properties (checked against the independent oracle in ``recurrence_support``): an
+ambiguous wall time takes the earlier UTC instant, a nonexistent one the first valid
+instant, each civil occurrence fires once, and next_fire_at is reconstructible from
+the last recorded nominal instant. Cases are aimed at every zone's real transitions.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gates.checks.recurrence_support import (
+    REAL,
+    ZONES,
+    Aim,
+    Tally,
+    aims,
+    assert_next_and_latest,
+    assert_resolution_matches,
+    assert_sequence,
+    civil_cadences,
+    reproduction,
+    transitions_of,
+)
+from gates.pytest_plugin import GateEvidence, gate_profile
+from scheduling.domain.cadence import DailyCadence, WeeklyCadence
+from scheduling.domain.recurrence.tzif import Transition
+from scheduling.recurrence import next_after, next_firing, upcoming
+from scheduling.timezones import tzdata_version
+
+GATE = "gate.schedule.civil_time"
+
+
+@pytest.mark.gate(GATE)
+def test_generated_cases_aimed_at_real_transitions(gate_evidence: GateEvidence) -> None:
+    tally = Tally()
+
+    @given(st.data())
+    def property_(data: st.DataObject) -> None:
+        aim = data.draw(aims())
+        tally.note(aim, assert_resolution_matches(aim))
+        cadence = data.draw(civil_cadences(aim, ("DAILY", "WEEKLY")))
+        assert_next_and_latest(REAL, cadence, aim.reference)
+        assert_sequence(REAL, cadence, aim.reference, 4)
+
+    property_()
+    gate_evidence.record("tzdata", tzdata_version())
+    gate_evidence.record("generated", tally.evidence())
+    gate_evidence.record("reproduction", reproduction())
+    if tally.resolutions.get("fold", 0) == 0 or tally.resolutions.get("gap", 0) == 0:
+        gate_evidence.not_covered("no generated case hit both a fold and a gap")
+
+
+def _sweep_transitions(key: str, deep: bool) -> list[Transition]:
+    found = transitions_of(key)
+    if deep:
+        return list(found)
+    gaps = [t for t in found if t.is_gap]
+    folds = [t for t in found if t.is_fold]
+    picked = {id(t): t for t in (gaps[-1:] + folds[-1:])}
+    return list(picked.values())
+
+
+@pytest.mark.gate(GATE)
+def test_every_zone_of_the_corpus(gate_evidence: GateEvidence) -> None:
+    """Deterministic sweep: every zone; in quick, its latest gap and latest fold
+    (all of its transitions in deep), wall times just before, at, inside, at the end of
+    and just after each, with next/latest checked on either side of the transition."""
+    deep = gate_profile() == "deep"
+    zones_with_transitions = 0
+    hits = {"gap": 0, "fold": 0, "thirty_minute": 0, "midnight": 0, "missing_date": 0}
+    cases = 0
+    for key in ZONES:
+        chosen = _sweep_transitions(key, deep)
+        zones_with_transitions += bool(chosen)
+        for t in chosen:
+            low, high = sorted([t.wall_before(), t.wall_after()])
+            hits["gap" if t.is_gap else "fold"] += 1
+            hits["thirty_minute"] += abs(t.after - t.before) == 1800
+            hits["midnight"] += time(0) in (low.time(), high.time())
+            middle = (low + (high - low) / 2).replace(microsecond=0)
+            for wall in (
+                low - timedelta(seconds=1),
+                low,
+                middle,
+                high,
+                high + timedelta(minutes=1),
+            ):
+                aim = Aim(key, t, wall.time(), wall.date(), t.instant, "sweep")
+                kind = assert_resolution_matches(aim)
+                hits["missing_date"] += kind == "missing-date"
+                cadence = DailyCadence(aim.wall_time, key)
+                # Both sides of the transition: alternate between the wall times.
+                side = t.instant - timedelta(seconds=cases % 2)
+                assert_next_and_latest(REAL, cadence, side)
+                cases += 1
+    gate_evidence.record("tzdata", tzdata_version())
+    gate_evidence.record("zones_swept", len(ZONES))
+    gate_evidence.record("zones_with_transitions", zones_with_transitions)
+    gate_evidence.record("transition_kinds_hit", hits)
+    gate_evidence.record("wall_time_cases", cases)
+    if not all(hits[k] for k in ("gap", "fold", "thirty_minute", "midnight")):
+        gate_evidence.not_covered(f"sweep missed a transition kind: {hits}")
+
+
+# (zone, local date, wall time) -> (expected UTC instant, resolution); each was checked
+# by hand against the zone's published rules.
+KNOWN = [
+    # New York spring forward: 02:30 does not exist; 03:00 EDT is 07:00Z, not 07:30Z.
+    ("America/New_York", date(2026, 3, 8), time(2, 30), "2026-03-08T07:00:00", "gap->first valid"),
+    # New York fall back: 01:30 happens twice; the earlier (EDT) is 05:30Z.
+    ("America/New_York", date(2026, 11, 1), time(1, 30), "2026-11-01T05:30:00", "fold->earlier"),
+    # Southern hemisphere, both folds of the year: Sydney.
+    ("Australia/Sydney", date(2026, 4, 5), time(2, 30), "2026-04-04T15:30:00", "fold->earlier"),
+    ("Australia/Sydney", date(2026, 10, 4), time(2, 30), "2026-10-03T16:00:00", "gap->first valid"),
+    # Lord Howe: 30-minute daylight saving.
+    (
+        "Australia/Lord_Howe",
+        date(2026, 10, 4),
+        time(2, 15),
+        "2026-10-03T15:30:00",
+        "gap->first valid",
+    ),
+    ("Australia/Lord_Howe", date(2026, 4, 5), time(1, 45), "2026-04-04T14:45:00", "fold->earlier"),
+    # Nuuk: 23:00 -> 00:00 on the last Saturday night of March; 23:30 fires at 00:00.
+    ("America/Nuuk", date(2026, 3, 28), time(23, 30), "2026-03-29T01:00:00", "gap->first valid"),
+    # Sao Paulo 2018: midnight gap 00:00 -> 01:00.
+    ("America/Sao_Paulo", date(2018, 11, 4), time(0, 0), "2018-11-04T03:00:00", "gap->first valid"),
+    # Europe/London: both ends of summer time.
+    ("Europe/London", date(2026, 3, 29), time(1, 0), "2026-03-29T01:00:00", "gap->first valid"),
+    ("Europe/London", date(2026, 10, 25), time(1, 0), "2026-10-25T00:00:00", "fold->earlier"),
+]
+
+
+@pytest.mark.gate(GATE)
+@pytest.mark.parametrize(("zone", "day", "wall", "expected", "resolution"), KNOWN)
+def test_known_transitions(
+    gate_evidence: GateEvidence, zone: str, day: date, wall: time, expected: str, resolution: str
+) -> None:
+    cadence = DailyCadence(wall, zone)
+    start = datetime.combine(day, time(0), tzinfo=UTC) - timedelta(days=3)
+    firings = [f for f in upcoming(cadence, start, 6) if f.local_date == day]
+    assert len(firings) == 1, "the civil date fires exactly once"
+    firing = firings[0]
+    assert firing.instant == datetime.fromisoformat(expected).replace(tzinfo=UTC)
+    assert firing.resolution.value == resolution
+    # Fires once: the next firing is the following day's, not a second one in the fold.
+    following = next_after(cadence, firing.instant)
+    assert following is not None
+    assert following - firing.instant > timedelta(hours=20)
+    gate_evidence.record("case", firing.describe())
+
+
+@pytest.mark.gate(GATE)
+def test_a_civil_date_missing_from_the_zone_has_no_occurrence(gate_evidence: GateEvidence) -> None:
+    """Pacific/Apia skipped 2011-12-30: daily 09:00 goes from the 29th to the 31st,
+    and a weekly Friday (2011-12-30 was a Friday) skips that week."""
+    daily = DailyCadence(time(9), "Pacific/Apia")
+    firing = next_firing(daily, datetime(2011, 12, 29, 19, 0, tzinfo=UTC))
+    assert firing is not None
+    assert firing.local_date == date(2011, 12, 31)
+    assert firing.instant == datetime(2011, 12, 30, 19, 0, tzinfo=UTC)
+    friday = WeeklyCadence(time(9), "Pacific/Apia", (5,))
+    after = next_firing(friday, datetime(2011, 12, 24, tzinfo=UTC))
+    assert after is not None
+    assert after.local_date == date(2012, 1, 6)
+    gate_evidence.record("apia_daily_after_29th", firing.describe())
+    gate_evidence.record("apia_friday_after_24th", after.describe())
