@@ -144,9 +144,9 @@ def _start_database(stack: ExitStack, env: dict[str, str]) -> PostgresInfo:
     except Exception as exc:  # ProviderUnavailable or a failed start: checks will ERROR
         return PostgresInfo(error=str(exc))
     stack.callback(server.close)
-    info: dict[str, Any] = server.info.to_dict()
     env["SCHEDULING_DATABASE_URL"] = server.info.dsn
-    env["SCHEDULING_DATABASE_INFO"] = json.dumps(info)
+    env["SCHEDULING_DATABASE_INFO"] = json.dumps(server.info.to_dict())
+    info: dict[str, Any] = server.info.redacted().to_dict()  # no password in a report
     return PostgresInfo(
         source=str(info.get("source")),
         version=str(info.get("version")),
