@@ -1,0 +1,191 @@
+"""The sequential model and the history driver of gate.schedule.lifecycle_linear.
+
+``LifecycleModel`` is the spec's closed state machine for one schedule, extended with
+the cached ``next_fire_at`` and the due scan, so a checked history also proves "paused
+time never backfills" (resume and an ACTIVE update fire at the first instant strictly
+after their own time; a due scan sees a schedule only while it is ACTIVE and its
+instant has come) and "cancellation never reopens" (CANCELLED has no way out).
+
+Every operation records the clock instant it ran at (the virtual clock stands still
+inside a concurrent batch), so the model is a pure function of its arguments.
+Results are ``("ok", state, revision, next_fire_at, changed)`` or
+``("conflict", current_revision)``; a due scan returns whether the schedule was due.
+
+``run_history`` executes batches of operations concurrently against a service and a
+unit-of-work factory (PostgreSQL in the gate), recording a ``simulation.history.History``
+whose epoch is a global event counter, so "A completed before B was invoked" is
+exactly the real-time order the linearizability checker respects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from gates.checks.service_support import World, definition
+from scheduling.domain.cadence import format_instant, parse_cadence
+from scheduling.domain.errors import ConflictError, SchedulingError
+from scheduling.domain.identity import Principal
+from scheduling.domain.recurrence.engine import next_after
+from scheduling.domain.schedule import Schedule
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
+from simulation.history import History
+
+CADENCES: tuple[dict[str, Any], ...] = (
+    {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"},
+    {"kind": "WEEKLY", "local_time": "07:30", "weekdays": [1, 3, 5], "timezone": "UTC"},
+    {"kind": "DAILY", "local_time": "23:15", "timezone": "America/New_York"},
+)
+LIFECYCLE_OPS = ("update", "pause", "resume", "cancel")
+TERMINAL = frozenset({"COMPLETED", "CANCELLED"})
+_TARGET = {"pause": "PAUSED", "resume": "ACTIVE", "cancel": "CANCELLED"}
+_FROM = {
+    "pause": frozenset({"ACTIVE"}),
+    "resume": frozenset({"PAUSED"}),
+    "cancel": frozenset({"ACTIVE", "PAUSED"}),
+}
+
+
+def fire_after(cadence: int, now: str) -> str | None:
+    instant = next_after(parse_cadence(CADENCES[cadence]), datetime.fromisoformat(now))
+    return None if instant is None else format_instant(instant)
+
+
+@dataclass(frozen=True)
+class LifecycleModel:
+    """One schedule created ACTIVE at ``created_at`` with cadence 0 (see module doc)."""
+
+    created_at: str
+
+    def initial(self) -> Hashable:
+        return ("ACTIVE", 1, fire_after(0, self.created_at), 0)
+
+    def apply(self, state: Hashable, op: str, args: Mapping[str, Any]) -> tuple[Hashable, Any]:
+        assert isinstance(state, tuple)
+        current, revision, fire, cadence = state
+        now = args["now"]
+        if op == "due":
+            due = (
+                current == "ACTIVE"
+                and fire is not None
+                and datetime.fromisoformat(fire) <= datetime.fromisoformat(now)
+            )
+            return state, due
+        if args["expected_revision"] != revision:
+            return state, ("conflict", revision)
+        if op == "update":
+            if current in TERMINAL:
+                return state, ("conflict", revision)
+            new_cadence = args["cadence"]
+            new_fire = fire_after(new_cadence, now) if current == "ACTIVE" else None
+            after = (current, revision + 1, new_fire, new_cadence)
+            return after, ("ok", current, revision + 1, new_fire, True)
+        target = _TARGET[op]
+        if current == target:
+            return state, ("ok", current, revision, fire, False)
+        if current not in _FROM[op]:
+            return state, ("conflict", revision)
+        new_fire = fire_after(cadence, now) if target == "ACTIVE" else None
+        return (target, revision, new_fire, cadence), ("ok", target, revision, new_fire, True)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One generated operation: ``kind`` on schedule ``target`` with a revision offset
+    (0 current, -1 stale, +1 ahead) relative to the revision read before its batch."""
+
+    kind: str
+    target: int
+    offset: int = 0
+    cadence: int = 0
+
+
+def observed(schedule: Schedule, changed: bool) -> tuple[Any, ...]:
+    fire = None if schedule.next_fire_at is None else format_instant(schedule.next_fire_at)
+    return ("ok", schedule.state.value, schedule.current_revision, fire, changed)
+
+
+class HistoryDriver:
+    """Runs batches of operations concurrently and records them in a History."""
+
+    def __init__(self, world: World, scheduler: UnitOfWorkFactory, who: Principal) -> None:
+        self.world = world
+        self.scheduler = scheduler
+        self.who = who
+        self.history = History(world.clock, epoch=lambda: len(self.history.events))
+        self.schedules: list[UUID] = []
+        self.created_at: list[str] = []
+        self._titles = 0
+
+    async def create(self, count: int, prefix: str = "lin") -> None:
+        for n in range(count):
+            result = await self.world.service.create(self.who, f"{prefix}-{n}", definition())
+            self.schedules.append(result.schedule.id)
+            self.created_at.append(self.world.clock.now().isoformat())
+
+    async def revisions(self) -> list[int]:
+        out = []
+        for sid in self.schedules:
+            out.append((await self.world.service.get(self.who, sid)).schedule.current_revision)
+        return out
+
+    async def batch(self, ops: Sequence[Op]) -> None:
+        known = await self.revisions()
+        now = self.world.clock.now().isoformat()
+        await asyncio.gather(*(self._run(i, op, known, now) for i, op in enumerate(ops)))
+
+    async def _run(self, index: int, op: Op, known: list[int], now: str) -> None:
+        process = f"p{index}"
+        if op.kind == "due":
+            await self._due(process, now)
+            return
+        sid = self.schedules[op.target]
+        args: dict[str, Any] = {
+            "schedule": op.target,
+            "expected_revision": max(1, known[op.target] + op.offset),
+            "now": now,
+        }
+        if op.kind == "update":
+            args["cadence"] = op.cadence
+        ref = self.history.invoke(process, op.kind, **args)
+        try:
+            result = await self._call(op, sid, args)
+        except ConflictError as exc:
+            ref.ok(("conflict", exc.details.get("current_revision")))
+        except SchedulingError as exc:
+            ref.fail(("error", exc.code))
+        else:
+            ref.ok(result)
+
+    async def _call(self, op: Op, sid: UUID, args: Mapping[str, Any]) -> tuple[Any, ...]:
+        service, expected = self.world.service, args["expected_revision"]
+        if op.kind == "update":
+            self._titles += 1
+            changed = definition(title=f"T{self._titles}", cadence=CADENCES[op.cadence])
+            result = await service.update(self.who, sid, expected, changed)
+        elif op.kind == "pause":
+            result = await service.pause(self.who, sid, expected)
+        elif op.kind == "resume":
+            result = await service.resume(self.who, sid, expected)
+        else:
+            result = await service.cancel(self.who, sid, expected)
+        return observed(result.schedule, result.changed)
+
+    async def _due(self, process: str, now: str) -> None:
+        # One read-only due scan, recorded as one due read per schedule (same window).
+        refs = [
+            self.history.invoke(process, "due", schedule=k, now=now)
+            for k in range(len(self.schedules))
+        ]
+        async with self.scheduler.begin() as uow:
+            due = set(await uow.schedules.due(datetime.fromisoformat(now), 10_000))
+        for k, ref in enumerate(refs):
+            ref.ok(self.schedules[k] in due)
+
+    def model_for(self, key: Hashable) -> LifecycleModel:
+        assert isinstance(key, int)
+        return LifecycleModel(self.created_at[key])
