@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import ForeignKeyConstraint, Index, Table, UniqueConstraint, text
+from sqlalchemy import ForeignKeyConstraint, Index, MetaData, Table, UniqueConstraint, text
 from sqlalchemy.engine import Connection
 
 from scheduling.adapters.postgres.tables import DISPOSITIONS, metadata
@@ -383,3 +383,32 @@ def schema_problems(conn: Connection, api_role: str) -> list[str]:
         + pause_rule_problems(conn)
         + rls_problems(conn, api_role)
     )
+
+
+def substrate_metadata() -> MetaData:
+    """The metadata of the predecessor revision: the substrate tables only."""
+    from scheduling.adapters.postgres.tables import NAMING_CONVENTION, SUBSTRATE_TABLES
+
+    target = MetaData(naming_convention=NAMING_CONVENTION)
+    for table in SUBSTRATE_TABLES:
+        table.to_metadata(target)
+    return target
+
+
+def schema_diff(conn: Connection, target: MetaData | None = None) -> list[str]:
+    """What Alembic autogenerate would change to make the database equal ``target``
+    (default: the product metadata). Empty means the migrated schema equals it."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from scheduling.adapters.postgres.migrations import include_object
+
+    context = MigrationContext.configure(
+        conn,
+        opts={
+            "compare_type": True,
+            "compare_server_default": True,
+            "include_object": include_object,
+        },
+    )
+    return [repr(d) for d in compare_metadata(context, target if target is not None else metadata)]
