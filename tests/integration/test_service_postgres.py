@@ -131,3 +131,33 @@ async def test_purge_and_repair_in_their_roles(pg: tuple[World, PostgresUnitOfWo
         "SELECT count(*) FROM process_events WHERE event_type = 'schedule.next_fire_repaired'",
     )
     assert last == 1
+
+
+async def test_concurrent_identical_creates_make_one_schedule(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    import asyncio
+
+    world, admin = pg
+    results = await asyncio.gather(
+        *(world.service.create(ALICE, "same-key", definition()) for _ in range(4))
+    )
+    assert len({r.schedule.id for r in results}) == 1
+    assert sum(not r.replayed for r in results) == 1
+    assert await count(admin, "SELECT count(*) FROM schedules") == 1
+    assert await count(admin, "SELECT count(*) FROM schedule_revisions") == 1
+    assert await count(admin, "SELECT count(*) FROM process_events") == 1
+
+
+async def test_concurrent_pauses_make_one_transition(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    import asyncio
+
+    world, admin = pg
+    s = (await world.service.create(ALICE, "k", definition())).schedule
+    results = await asyncio.gather(*(world.service.pause(ALICE, s.id, 1) for _ in range(4)))
+    assert sum(r.changed for r in results) == 1
+    assert {r.schedule.state for r in results} == {ScheduleState.PAUSED}
+    paused = "SELECT count(*) FROM process_events WHERE event_type = 'schedule.paused'"
+    assert await count(admin, paused) == 1
