@@ -123,7 +123,7 @@ def test_work_is_linear_in_the_input(name: str) -> None:
     half = scanner.inspect(text[: len(text) // 2])
     full = scanner.inspect(text)
     # Every view is at most a constant multiple of the input (18 for NFKC), views per
-    # input are bounded (3 roots x 3 percent rounds, plus decoded pieces of at most
+    # input are bounded (4 roots x 3 percent rounds, plus decoded pieces of at most
     # 4/3 of a run each), and windows overlap by 1/8: the constant is generous.
     bound = len(DETECTORS) * 40 * len(text)
     assert full.chars_searched <= bound

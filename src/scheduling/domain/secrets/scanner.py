@@ -115,9 +115,10 @@ class SecretScanner:
         roots = [normalize(text)]
         if has_odd_space(text):
             roots.append(normalize(text, odd_space=" "))
-        unwrapped = join_lines(roots[0])
-        if unwrapped is not None:
-            roots.append(unwrapped)
+        for word_wrap in (False, True):
+            unwrapped = join_lines(roots[0], word_wrap=word_wrap)
+            if unwrapped is not None:
+                roots.append(unwrapped)
         for root in roots:
             self._scan_tree(root, 0, state)
         findings = sorted(state.found.values(), key=lambda f: (f.start, f.end, f.kind))

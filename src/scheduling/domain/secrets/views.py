@@ -28,7 +28,8 @@ from dataclasses import dataclass
 # Characters that need per-character handling; everything else is copied in bulk.
 _SPECIAL = re.compile(r"[^\x20-\x7e\t\n\r]")
 _KEEP_WHITESPACE = frozenset(" \t\n\r")
-_LINE_BREAK = re.compile(r"[ \t]{0,64}\r?\n[ \t]{0,64}")
+_LINE_BREAK = re.compile(r"[ \t]{0,64}\r?\n")
+_INDENT = re.compile(r"[ \t]{0,64}")
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 # A base64/base64url run. One character class, so matching is linear; the lookbehind
 # keeps the engine from re-entering the middle of a run.
@@ -175,12 +176,33 @@ def percent_decode(view: View) -> View | None:
     return View("".join(pieces), transforms, starts, ends)
 
 
-def join_lines(view: View) -> View | None:
-    """The view with line breaks (and the indentation around them) removed.
+def _indent(text: str, at: int) -> int:
+    match = _INDENT.match(text, at)
+    return match.end() - at if match else 0
 
-    Reassembles tokens and base64 bodies wrapped at a line width (PEM, MIME, e-mail).
-    Ordinary spaces inside a line are kept: joining words would turn prose into
-    token-shaped runs. None when the text has no line break.
+
+def _ends_word(text: str, end: int) -> bool:
+    """Whether the non-space run before ``end`` reads as a word (a word-wrap point)."""
+    start = end
+    while start > 0 and end - start < 64 and not text[start - 1].isspace():
+        start -= 1
+    segment = text[start:end]
+    if not segment or segment[-1] in ".,;:!?)]}\"'":
+        return True
+    return segment.isdigit() or (
+        segment.isalpha() and (segment.islower() or segment.isupper() or segment.istitle())
+    )
+
+
+def join_lines(view: View, *, word_wrap: bool) -> View | None:
+    """The view with line breaks removed, so wrapped tokens and base64 bodies rejoin.
+
+    Blanks around a break go too (hanging indents, indented PEM/base64 blocks). With
+    ``word_wrap`` a break after a plain word or punctuation becomes a space instead (a
+    wrapper replaced a space there), so a token that starts a wrapped line is not glued
+    to the word before it; the scanner matches both variants. Ordinary spaces inside a
+    line are kept: joining words would turn prose into token-shaped runs. None when the
+    text has no line break.
     """
     text = view.text
     if "\n" not in text:
@@ -194,9 +216,14 @@ def join_lines(view: View) -> View | None:
         pieces.append(text[cursor : match.start()])
         if keep_map:
             _copy_map(view, cursor, match.start(), starts, ends)
-        cursor = match.end()
+        if word_wrap and _ends_word(text, match.start()):
+            pieces.append(" ")
+            if keep_map:
+                starts.append(view.origin(match.start(), match.start() + 1)[0])
+                ends.append(view.origin(match.end() - 1, match.end())[1])
+        cursor = match.end() + _indent(text, match.end())
     pieces.append(text[cursor:])
-    transforms = (*view.transforms, "unwrapped")
+    transforms = (*view.transforms, "rewrapped" if word_wrap else "unwrapped")
     if not keep_map:
         return View("".join(pieces), transforms, fixed=view.fixed)
     _copy_map(view, cursor, len(text), starts, ends)
