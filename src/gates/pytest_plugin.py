@@ -50,8 +50,7 @@ class GateEvidence:
 
     def record(self, key: str, value: Any) -> None:
         """Set ``key`` to a JSON-serializable ``value`` (replaces an earlier value)."""
-        json.dumps(value)
-        self.values[key] = value
+        self.values[key] = _plain(value)
 
     def count(self, key: str, n: int = 1) -> None:
         """Add ``n`` to the counter ``key``."""
@@ -59,12 +58,17 @@ class GateEvidence:
 
     def append(self, key: str, value: Any) -> None:
         """Append ``value`` to the list ``key``."""
-        json.dumps(value)
-        self.values.setdefault(key, []).append(value)
+        self.values.setdefault(key, []).append(_plain(value))
 
     def not_covered(self, reason: str) -> None:
         """Abort the check: it could not exercise its claim, so the gate is ERROR."""
         raise GateNotCovered(reason)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON types (str subclasses such as SQLAlchemy's quoted_name
+    would not survive pytest-xdist's serializer); raises on anything not JSON."""
+    return json.loads(json.dumps(value))
 
 
 def gate_profile() -> str:

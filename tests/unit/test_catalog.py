@@ -70,3 +70,18 @@ def test_a_bad_binding_fails_collection(
     result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider")
     assert result.ret != 0
     assert message in "\n".join(result.outlines + result.errlines)
+
+
+def test_evidence_is_stored_as_plain_json() -> None:
+    from gates.pytest_plugin import GateEvidence
+
+    class Name(str):
+        pass
+
+    evidence = GateEvidence()
+    evidence.record("tables", [Name("schedules")])
+    evidence.append("seen", {"k": Name("v")})
+    assert type(evidence.values["tables"][0]) is str
+    assert type(evidence.values["seen"][0]["k"]) is str
+    with pytest.raises(TypeError):
+        evidence.record("bad", object())
