@@ -10,6 +10,7 @@ long span must cost what a one-week span costs, give or take a constant.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,13 @@ from gates.checks.recurrence_support import oracle_instants
 from gates.pytest_plugin import GateEvidence
 from scheduling import parse_cadence
 from scheduling.domain.cadence import Cadence
-from scheduling.recurrence import OperationCounter, calculate_due, first_at_or_after, next_after
+from scheduling.recurrence import (
+    DueCalculation,
+    OperationCounter,
+    calculate_due,
+    first_at_or_after,
+    next_after,
+)
 
 MISFIRE = "gate.schedule.misfire_bounded"
 CALENDAR = "gate.schedule.calendar_misfire_bounded"
@@ -31,11 +38,18 @@ MAX_RESOLUTIONS = 40
 MAX_CALENDAR_STEPS = 200
 
 
+DueFunction = Callable[..., DueCalculation]
+
+
 def _check_due(
-    cadence: Cadence, since: datetime, now: datetime, grace: timedelta
+    cadence: Cadence,
+    since: datetime,
+    now: datetime,
+    grace: timedelta,
+    due_function: DueFunction = calculate_due,
 ) -> tuple[dict[str, Any], OperationCounter]:
     counter = OperationCounter()
-    due = calculate_due(cadence, grace, now, next_fire_at=since, counter=counter)
+    due = due_function(cadence, grace, now, next_fire_at=since, counter=counter)
     first_day = since.date() - timedelta(days=2)
     expected = oracle_instants(cadence, first_day, now.date() + timedelta(days=9 * 366))
     due_instants = [n for n in expected if since <= n <= now]
@@ -56,15 +70,21 @@ def _check_due(
     )
 
 
-def _bounded(cadence: Cadence, since: datetime, long_now: datetime) -> dict[str, Any]:
+def assert_bounded(
+    cadence: Cadence,
+    since: datetime,
+    long_now: datetime,
+    due_function: DueFunction = calculate_due,
+) -> dict[str, Any]:
+    """``due`` over one week and over ``long_now`` agrees with the oracle, at the same cost."""
     grace = timedelta(hours=1)
     first = first_at_or_after(cadence, since)
     second = None if first is None else next_after(cadence, first)
     assert first is not None
     # One week of downtime, long enough to coalesce at least one older instant.
     short_now = max(first + timedelta(days=7), (second or first) + timedelta(minutes=1))
-    short, short_ops = _check_due(cadence, since, short_now, grace)
-    long, long_ops = _check_due(cadence, since, long_now, grace)
+    short, short_ops = _check_due(cadence, since, short_now, grace, due_function)
+    long, long_ops = _check_due(cadence, since, long_now, grace, due_function)
     # The long span may meet a few more gaps to bisect; it must not meet more dates.
     assert long_ops.resolutions <= short_ops.resolutions + 6, (short_ops, long_ops)
     assert long_ops.total <= 2 * short_ops.total + 120, (short_ops, long_ops)
@@ -99,7 +119,7 @@ def test_daily_weekly_once_catch_up_is_bounded(gate_evidence: GateEvidence) -> N
     for payload, days in DAILY_CASES:
         cadence = parse_cadence(payload)
         gate_evidence.append(
-            "cases", _bounded(cadence, since, since + timedelta(days=days, hours=5))
+            "cases", assert_bounded(cadence, since, since + timedelta(days=days, hours=5))
         )
     largest = max(c["long_span"]["coalesced"] for c in gate_evidence.values["cases"])
     gate_evidence.record("largest_coalesced", largest)
@@ -165,7 +185,7 @@ def test_monthly_yearly_catch_up_is_bounded(gate_evidence: GateEvidence) -> None
     for payload, days in CALENDAR_CASES:
         cadence = parse_cadence(payload)
         gate_evidence.append(
-            "cases", _bounded(cadence, since, since + timedelta(days=days, hours=7))
+            "cases", assert_bounded(cadence, since, since + timedelta(days=days, hours=7))
         )
     largest = max(c["long_span"]["coalesced"] for c in gate_evidence.values["cases"])
     gate_evidence.record("largest_coalesced", largest)
