@@ -1,7 +1,7 @@
 """gate.schedule.no_credentials: no credential becomes schedule state.
 
 1. Structural: ``gates.credential_walk`` walks every pydantic model and dataclass of
-   the product's domain, ports and service packages and every table of the persistence
+   the product (domain, ports, service, adapters) and every table of the persistence
    metadata; no field, column or table may read like a token, secret, cookie or
    credential (the walk's allow-list names each exception with its reason). The walk
    must also find a planted credential field, so it cannot pass vacuously.
@@ -32,7 +32,8 @@ from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 
 GATE = "gate.schedule.no_credentials"
-PACKAGES = ("scheduling.domain", "scheduling.ports", "scheduling.service")
+# The whole product: domain values, port records, service results, adapter models.
+PACKAGES = ("scheduling",)
 CORPUS_SEED = 20261130
 BENIGN = 24
 
