@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 import pytest
 
 from scheduling.domain.errors import NotFoundError, UnavailableError
+from scheduling.ports.records import IdempotencyEntry, PrincipalRecord, ProcessEvent
 from scheduling.ports.repositories import CLOSED
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
+
+AGENT = UUID("00000000-0000-4000-8000-00000000a9e1")  # seeded by conftest
 
 
 class _Boom(Exception):
@@ -64,3 +68,46 @@ class TestUnitOfWorkContract:
                 pass
         async with uow_factory.begin(build.alice) as fresh:
             assert await fresh.schedules.get(schedule.id, build.alice) == schedule
+
+    async def test_every_repository_joins_the_one_transaction(
+        self, uow_factory: UnitOfWorkFactory, build: Any
+    ) -> None:
+        schedule, revision = build.schedule()
+        session = build.session(schedule_id=schedule.id)
+        run = build.run(session)
+        principal = PrincipalRecord("tenant-a", "carol", True, frozenset(), {}, build.t0, build.t0)
+        event = ProcessEvent(
+            build.ids.next(),
+            "tenant-a",
+            "alice",
+            "schedule.created",
+            "api",
+            {},
+            build.t0,
+            schedule.id,
+        )
+        async with uow_factory.begin() as uow:
+            await uow.principals.put(principal)
+            await uow.agents.set_active(AGENT, "1.0.0", build.t0)
+            await uow.schedules.create(schedule, revision)
+            await uow.idempotency.record(
+                IdempotencyEntry("tenant-a", "alice", "k", "h", schedule.id, build.t0)
+            )
+            await uow.sessions.create(session)
+            await uow.runs.create(run)
+            await uow.occurrences.insert(build.materialized(schedule, build.t0, session.id, run.id))
+            await uow.events.append(event)
+            # Each write is visible inside the transaction...
+            assert await uow.principals.get("tenant-a", "carol") == principal
+            assert (await uow.agents.active(AGENT)) is not None
+            assert await uow.events.for_schedule(schedule.id) == [event]
+            await uow.rollback()
+        # ...and none of them outside it after the rollback.
+        async with uow_factory.begin() as uow:
+            assert await uow.principals.get("tenant-a", "carol") is None
+            assert await uow.agents.active(AGENT) is None
+            assert await uow.idempotency.lookup(build.alice, "k") is None
+            assert await uow.events.for_schedule(schedule.id) == []
+            assert await uow.occurrences.for_run(run.id) is None
+            with pytest.raises(NotFoundError):
+                await uow.runs.get(run.id, None)
