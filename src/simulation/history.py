@@ -125,7 +125,10 @@ class OpRef:
         self._complete("fail", value)
 
     def info(self, value: Any = None) -> None:
+        """Indeterminate: the operation may or may not have taken effect."""
         self._complete("info", value)
+
+    indeterminate = info
 
     def _complete(self, kind: EventType, value: Any) -> None:
         if self.done:

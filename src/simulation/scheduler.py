@@ -327,6 +327,9 @@ class Scheduler:
             await self._observer.wait_gone(pids)
         elif fault is FaultKind.TERMINATE_BACKEND:
             await self._observer.terminate(pids)
+        # Let the driver see the closed socket now, so the error the worker meets next
+        # does not depend on timing.
+        await asyncio.sleep(0.001)
         return _FAULT_EXCEPTIONS[fault]
 
     async def _wait_change(self, seconds: float) -> None:
