@@ -68,10 +68,16 @@ class DomainModel(BaseModel):
 
 def field_codes(area: str) -> tuple[str, str, str]:
     """Register and return the (missing, unknown, invalid) field codes of ``area``."""
+    article = "An" if area[:1] in "aeiou" else "A"
     return (
         reason(f"schedule.{area}.missing_field", f"A required {area} field is absent"),
-        reason(f"schedule.{area}.unknown_field", f"A {area} field is not part of the closed model"),
-        reason(f"schedule.{area}.invalid_field", f"A {area} field has the wrong type or form"),
+        reason(
+            f"schedule.{area}.unknown_field",
+            f"{article} {area} field is not part of the closed model",
+        ),
+        reason(
+            f"schedule.{area}.invalid_field", f"{article} {area} field has the wrong type or form"
+        ),
     )
 
 
