@@ -181,10 +181,13 @@ class PostgresScheduleRepository:
         expected = schedule_row(command.expected)
         updated = schedule_row(command.updated)
         matches = [schedules.c[name].is_not_distinct_from(expected[name]) for name in _MUTABLE]
+        # Only changed columns are written, so a role with column-level UPDATE (the
+        # scheduler) can advance its fields; the CAS predicate still covers them all.
+        changed = [name for name in _MUTABLE if expected[name] != updated[name]] or ["updated_at"]
         statement = (
             update(schedules)
             .where(schedules.c.id == command.updated.id, owned_by(command.principal), *matches)
-            .values({name: updated[name] for name in _MUTABLE})
+            .values({name: updated[name] for name in changed})
         )
         result = await self._tx.execute(statement)
         if result.rowcount != 1:

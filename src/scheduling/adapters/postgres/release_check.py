@@ -1,0 +1,170 @@
+"""Release validation of the schedule worker's database login.
+
+``scheduler_release_problems(url)`` connects AS the scheduler login and verifies that
+it holds exactly the privileges the materializer needs (the allowlist below): read the
+schema head, read definitions and authority, insert the occurrence, session, seed
+events, run and checkpoint, append process events, and advance the schedule's
+control fields. Anything more (UPDATE on an event log, DELETE anywhere, a column it
+does not advance), superuser or BYPASSRLS authority, or membership in another
+deployment role is a problem. An empty list means the login may be released.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from scheduling.adapters.postgres.migrations import head_revision, to_asyncpg_url
+from scheduling.adapters.postgres.roles import RoleNames, role_names
+
+TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+COLUMN_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "REFERENCES")
+
+# Table privileges of the scheduler role; every table not listed gets none.
+SCHEDULER_TABLES: dict[str, frozenset[str]] = {
+    "alembic_version": frozenset({"SELECT"}),
+    "principals": frozenset({"SELECT"}),
+    "agent_versions": frozenset({"SELECT"}),
+    "agent_active_versions": frozenset({"SELECT"}),
+    "schedules": frozenset({"SELECT"}),
+    "schedule_revisions": frozenset({"SELECT"}),
+    "schedule_occurrences": frozenset({"SELECT", "INSERT"}),
+    "sessions": frozenset({"SELECT", "INSERT"}),
+    "session_events": frozenset({"SELECT", "INSERT"}),
+    "runs": frozenset({"SELECT", "INSERT"}),
+    "run_checkpoints": frozenset({"SELECT", "INSERT"}),
+    "process_events": frozenset({"SELECT", "INSERT"}),
+}
+# Column-level UPDATE: the control fields a materialization or accounting advances.
+SCHEDULER_COLUMN_UPDATES: dict[str, frozenset[str]] = {
+    "schedules": frozenset(
+        {"state", "pause_reason", "next_fire_at", "consecutive_failures", "updated_at"}
+    ),
+}
+# Never UPDATE on an event log: it could take the row lock that serializes session
+# history projection with erasure (spec "Configuration and deployment").
+EVENT_TABLES = ("session_events", "process_events")
+
+
+async def scheduler_release_problems(
+    url: str, roles: RoleNames | None = None, *, expected_head: str | None = None
+) -> list[str]:
+    """Connect as the login in ``url`` and list every deviation from the allowlist."""
+    roles = roles or role_names()
+    engine = create_async_engine(to_asyncpg_url(url), poolclass=NullPool)
+    try:
+        async with engine.connect() as conn:
+            problems = await _authority_problems(conn, roles)
+            problems += await _privilege_problems(conn)
+            problems += await _head_problems(conn, expected_head or head_revision())
+            await conn.rollback()
+            return problems
+    finally:
+        await engine.dispose()
+
+
+async def _rows(conn: AsyncConnection, sql: str, **params: Any) -> list[Any]:
+    return list((await conn.execute(text(sql), params)).all())
+
+
+async def _authority_problems(conn: AsyncConnection, roles: RoleNames) -> list[str]:
+    problems = []
+    me = (
+        await _rows(
+            conn,
+            "SELECT current_user AS name, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb"
+            " FROM pg_roles WHERE rolname = current_user",
+        )
+    )[0]
+    if me.rolsuper:
+        problems.append(f"{me.name} is a superuser")
+    if me.rolbypassrls:
+        problems.append(f"{me.name} has BYPASSRLS")
+    if me.rolcreaterole or me.rolcreatedb:
+        problems.append(f"{me.name} may create roles or databases")
+    for role, wanted in (
+        (roles.scheduler, True),
+        (roles.owner, False),
+        (roles.api, False),
+        (roles.maintenance, False),
+    ):
+        member = await _rows(
+            conn,
+            "SELECT pg_has_role(current_user, oid, 'USAGE') AS m FROM pg_roles WHERE rolname = :r",
+            r=role,
+        )
+        has = bool(member and member[0].m)
+        if has != wanted:
+            problems.append(
+                f"{me.name} {'lacks' if wanted else 'holds'} the privileges of role {role}"
+            )
+    # Superuser or BYPASSRLS inherited through any granted role is as bad as holding it.
+    inherited = await _rows(
+        conn,
+        "SELECT rolname FROM pg_roles WHERE (rolsuper OR rolbypassrls)"
+        " AND rolname <> current_user AND pg_has_role(current_user, oid, 'USAGE')",
+    )
+    problems += [f"{me.name} inherits superuser/BYPASSRLS from {r.rolname}" for r in inherited]
+    return problems
+
+
+async def _privilege_problems(conn: AsyncConnection) -> list[str]:
+    problems = []
+    tables = [
+        r.relname
+        for r in await _rows(
+            conn,
+            "SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace"
+            " AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY 1",
+        )
+    ]
+    for table in tables:
+        allowed = SCHEDULER_TABLES.get(table, frozenset())
+        for privilege in TABLE_PRIVILEGES:
+            held = (
+                await _rows(conn, "SELECT has_table_privilege(:t, :p) AS h", t=table, p=privilege)
+            )[0].h
+            if held and privilege not in allowed:
+                problems.append(f"{table}: holds {privilege} beyond the allowlist")
+            if not held and privilege in allowed:
+                problems.append(f"{table}: lacks {privilege} the materializer needs")
+        for privilege in COLUMN_PRIVILEGES:
+            if privilege in allowed:
+                continue
+            columns = {
+                r.attname
+                for r in await _rows(
+                    conn,
+                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(:t)"
+                    " AND attnum > 0 AND NOT attisdropped"
+                    " AND has_column_privilege(:t, attname, :p)",
+                    t=table,
+                    p=privilege,
+                )
+            }
+            wanted = (
+                SCHEDULER_COLUMN_UPDATES.get(table, frozenset())
+                if privilege == "UPDATE"
+                else frozenset()
+            )
+            if columns - wanted:
+                problems.append(f"{table}: holds column {privilege} on {sorted(columns - wanted)}")
+            if wanted - columns:
+                problems.append(f"{table}: lacks column {privilege} on {sorted(wanted - columns)}")
+    missing = sorted(set(SCHEDULER_TABLES) - set(tables))
+    problems += [f"{table}: missing" for table in missing]
+    return problems
+
+
+async def _head_problems(conn: AsyncConnection, expected_head: str) -> list[str]:
+    try:
+        rows = await _rows(conn, "SELECT version_num FROM alembic_version")
+    except Exception as exc:
+        return [f"cannot read the schema head: {type(exc).__name__}"]
+    heads = sorted(r.version_num for r in rows)
+    if heads != [expected_head]:
+        return [f"schema head is {heads}, expected [{expected_head!r}]"]
+    return []
