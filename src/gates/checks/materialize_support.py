@@ -1,0 +1,158 @@
+"""Wiring of the materializer on PostgreSQL for gate checks and tests (not a test module).
+
+``Harness.open(url)`` seeds a principal and the agent through an admin login, wires the
+schedule service through the API role and the materializer through the least-privilege
+scheduler role (``SET LOCAL ROLE``), both over the durable directories, on one virtual
+clock. ``ledger(...)`` reads the rows the checkers need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+
+from gates.checks.service_support import (
+    CEILINGS,
+    START,
+    World,
+    build_world,
+    definition,
+    principal,
+    seed_durable,
+)
+from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+from scheduling.adapters.postgres.admission import PostgresAdmissionController
+from scheduling.adapters.postgres.directories import (
+    DurableAgentRegistry,
+    DurablePrincipalDirectory,
+)
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.domain.identity import Principal
+from scheduling.ports.admission import ScheduleAdmissionController
+from scheduling.ports.clock import Clock
+from scheduling.ports.ids import IdGenerator
+from scheduling.ports.probe import Probe
+from scheduling.service.materializer import ScheduleMaterializer
+from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+
+WHO = principal("materializer-owner")
+
+Row = dict[str, Any]
+
+
+@dataclass
+class Ledger:
+    occurrences: list[Row]
+    runs: list[Row]
+    sessions: list[Row]
+    session_events: list[Row]
+    checkpoints: list[Row]
+    events: list[Row]
+    schedules: list[Row]
+
+    def of(self, schedule_id: UUID) -> Ledger:
+        sid = str(schedule_id)
+        occ = [o for o in self.occurrences if str(o["schedule_id"]) == sid]
+        sessions = [s for s in self.sessions if s["metadata"].get("schedule_id") == sid]
+        session_ids = {s["id"] for s in sessions}
+        runs = [r for r in self.runs if r["session_id"] in session_ids]
+        run_ids = {r["id"] for r in runs}
+        return Ledger(
+            occ,
+            runs,
+            sessions,
+            [e for e in self.session_events if e["session_id"] in session_ids],
+            [c for c in self.checkpoints if c["run_id"] in run_ids],
+            [e for e in self.events if str(e["schedule_id"]) == sid],
+            [s for s in self.schedules if str(s["id"]) == sid],
+        )
+
+    def event_types(self) -> list[str]:
+        return [str(e["event_type"]) for e in self.events]
+
+
+@dataclass
+class Harness:
+    admin: PostgresUnitOfWorkFactory
+    api: PostgresUnitOfWorkFactory
+    scheduler: PostgresUnitOfWorkFactory
+    world: World
+    tenants: ConfiguredTenantConfiguration
+    created: list[UUID] = field(default_factory=list)
+
+    @classmethod
+    async def open(
+        cls, url: str, *, seed: int = 0, start: datetime = START, who: Principal = WHO
+    ) -> Harness:
+        admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=10)
+        roles = role_names()
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.api)
+        scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.scheduler)
+        await seed_durable(admin, [who], at=start)
+        world = build_world(api, seed=seed, start=start, durable_directory=api)
+        tenants = ConfiguredTenantConfiguration(default=CEILINGS)
+        return cls(admin, api, scheduler, world, tenants)
+
+    @property
+    def clock(self) -> Any:
+        return self.world.clock
+
+    def materializer(
+        self,
+        *,
+        uow: PostgresUnitOfWorkFactory | None = None,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+        probe: Probe | None = None,
+        admission: ScheduleAdmissionController | None = None,
+    ) -> ScheduleMaterializer:
+        factory = uow or self.scheduler
+        return ScheduleMaterializer(
+            uow=factory,
+            clock=clock or self.world.clock,
+            ids=ids or self.world.ids.fork("materializer"),
+            principals=DurablePrincipalDirectory(factory),
+            agents=DurableAgentRegistry(factory),
+            tenants=self.tenants,
+            admission=admission or PostgresAdmissionController(self.tenants, probe=probe),
+            probe=probe,
+        )
+
+    def worker(self, materializer: ScheduleMaterializer, **settings: Any) -> ScheduleWorker:
+        return ScheduleWorker(
+            uow=self.scheduler,
+            materializer=materializer,
+            clock=self.world.clock,
+            settings=WorkerSettings(**settings),
+        )
+
+    async def create(self, who: Principal = WHO, key: str | None = None, **overrides: Any) -> UUID:
+        result = await self.world.service.create(
+            who, key or f"k-{len(self.created)}", definition(**overrides)
+        )
+        self.created.append(result.schedule.id)
+        return result.schedule.id
+
+    async def sql(self, statement: str, **params: Any) -> list[Row]:
+        async with self.admin.engine.begin() as conn:
+            result = await conn.execute(text(statement), params)
+            return [dict(r._mapping) for r in result.all()] if result.returns_rows else []
+
+    async def ledger(self) -> Ledger:
+        return Ledger(
+            await self.sql("SELECT * FROM schedule_occurrences ORDER BY nominal_fire_at, id"),
+            await self.sql("SELECT * FROM runs ORDER BY created_at, id"),
+            await self.sql("SELECT * FROM sessions ORDER BY created_at, id"),
+            await self.sql("SELECT * FROM session_events ORDER BY session_id, seq"),
+            await self.sql("SELECT * FROM run_checkpoints ORDER BY run_id, seq"),
+            await self.sql("SELECT * FROM process_events ORDER BY occurred_at, id"),
+            await self.sql("SELECT * FROM schedules ORDER BY id"),
+        )
+
+    async def close(self) -> None:
+        await self.admin.dispose()

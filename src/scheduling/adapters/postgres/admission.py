@@ -1,0 +1,98 @@
+"""The PostgreSQL ``ScheduleAdmissionController`` (spec "Ports", "Capacity, fairness, and cost").
+
+Inside the materialization transaction it first takes a transaction-scoped advisory
+lock on the tenant (``pg_advisory_xact_lock``), then reads the tenant's committed
+scheduled runs in one statement: active runs and their ``max_cost`` reservations,
+runs created in the last minute (the rate), and the committed cost of scheduled runs
+finished in the rolling day and the rolling 30 days. The lock is held until the
+materializer commits, so two schedules racing for the last slot serialize before
+either creates a run. A scheduled run is one whose ``metadata`` names a schedule.
+Every instant is the Clock-supplied ``now`` parameter; SQL never reads ``now()``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import Numeric, and_, case, cast, func, select
+
+from scheduling.adapters.postgres.repositories.schedules import advisory_key
+from scheduling.adapters.postgres.tables import runs
+from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.domain.reasons import reason
+from scheduling.domain.revision import ScheduleRevision
+from scheduling.ports.admission import AdmissionOutcome, ScheduleAdmissionDecision
+from scheduling.ports.directories import TenantConfiguration
+from scheduling.ports.probe import NullProbe, Probe
+from scheduling.ports.unit_of_work import UnitOfWork
+from scheduling.service.admission import DEFAULT_BACKOFF_SECONDS, TenantUsage, decide_admission
+
+NOT_CONFIGURED = reason(
+    "schedule.admission.not_configured", "The tenant has no scheduling ceilings to admit against"
+)
+
+ACTIVE = ("QUEUED", "RUNNING")
+DAY = timedelta(days=1)
+MONTH = timedelta(days=30)
+
+
+def admission_lock_key(tenant_id: str) -> int:
+    """The advisory-lock key that serializes one tenant's admissions."""
+    return advisory_key(f"scheduling.admission:{tenant_id}")
+
+
+async def tenant_usage(uow: PostgresUnitOfWork, tenant_id: str, now: datetime) -> TenantUsage:
+    """The tenant's committed scheduled-run usage at ``now`` (one statement)."""
+    active = runs.c.status.in_(ACTIVE)
+    finished = runs.c.finished_at
+    # The reservation is the run's pinned max_cost (RunLimits JSON: a decimal string).
+    reserve = func.coalesce(cast(runs.c.limits["max_cost"].astext, Numeric(18, 6)), 0)
+    zero = Decimal(0)
+    query = select(
+        func.count().filter(active),
+        func.count().filter(runs.c.created_at > now - timedelta(minutes=1)),
+        func.coalesce(func.sum(case((active, reserve), else_=zero)), zero),
+        func.coalesce(
+            func.sum(case((and_(~active, finished > now - DAY), runs.c.cost), else_=zero)), zero
+        ),
+        func.coalesce(
+            func.sum(case((and_(~active, finished > now - MONTH), runs.c.cost), else_=zero)), zero
+        ),
+    ).where(runs.c.tenant_id == tenant_id, runs.c.metadata.has_key("schedule_id"))
+    row = (await uow.tx.execute(query)).one()
+    return TenantUsage(
+        active_runs=int(row[0]),
+        materialized_last_minute=int(row[1]),
+        active_reserved_cost=Decimal(row[2]),
+        daily_committed_cost=Decimal(row[3]),
+        monthly_committed_cost=Decimal(row[4]),
+    )
+
+
+class PostgresAdmissionController:
+    """Admission from committed rows under a tenant-scoped transaction advisory lock."""
+
+    def __init__(
+        self,
+        tenants: TenantConfiguration,
+        *,
+        backoff_seconds: float = DEFAULT_BACKOFF_SECONDS,
+        probe: Probe | None = None,
+    ) -> None:
+        self._tenants = tenants
+        self._backoff = backoff_seconds
+        self._probe: Probe = probe or NullProbe()
+
+    async def check(
+        self, uow: UnitOfWork, tenant_id: str, revision: ScheduleRevision, now: datetime
+    ) -> ScheduleAdmissionDecision:
+        if not isinstance(uow, PostgresUnitOfWork):
+            raise TypeError("PostgresAdmissionController needs the PostgreSQL unit of work")
+        ceilings = await self._tenants.ceilings(tenant_id)
+        if ceilings is None:
+            return ScheduleAdmissionDecision(AdmissionOutcome.REJECT, NOT_CONFIGURED)
+        await uow.tx.execute(select(func.pg_advisory_xact_lock(admission_lock_key(tenant_id))))
+        await self._probe.step("materialize.admission_locked")
+        usage = await tenant_usage(uow, tenant_id, now)
+        return decide_admission(usage, ceilings, revision, backoff_seconds=self._backoff)

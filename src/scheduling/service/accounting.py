@@ -1,0 +1,197 @@
+"""Post-run accounting (spec "State transitions"): one idempotent hook per occurrence.
+
+When the run linked to a MATERIALIZED occurrence is terminal:
+
+* COMPLETED resets ``consecutive_failures`` to zero;
+* FAILED increments it; a user-cancelled run (CANCELLED) leaves it unchanged;
+* reaching the current revision's ``max_consecutive_failures`` pauses an ACTIVE
+  schedule with ``failure_limit`` and emits ``schedule.auto_paused``;
+* ``schedule.run_accounted`` records the terminal run status, the resulting count and
+  the sanitized failure classification (reason, error class and any provider,
+  provider_code, http_status, provider_parameter) - never the failure message.
+
+Misses, authorization and configuration failures have no run: the materializer counts
+them in the transaction that records them, and overlap skips count nothing.
+
+Idempotency: the ``schedule.run_accounted`` event id is derived from the occurrence
+id, the schedule row is locked first, and the event is written before the schedule,
+so a second accounting of one occurrence meets the primary key and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from scheduling.domain.cadence import format_instant
+from scheduling.domain.errors import ConflictError
+from scheduling.domain.events import ScheduleEventType, state_event
+from scheduling.domain.lifecycle import Action, apply, decide
+from scheduling.domain.schedule import Schedule, ScheduleState
+from scheduling.ports.clock import Clock
+from scheduling.ports.ids import IdGenerator
+from scheduling.ports.records import TERMINAL_RUN_STATUSES, ProcessEvent, RunRecord, RunStatus
+from scheduling.ports.repositories import DUPLICATE, ScheduleCommand
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
+from scheduling.service.schedules import to_record
+
+RUN_ACCOUNTED = "schedule.run_accounted"
+ACCOUNTANT_ACTOR = "scheduler"
+SANITIZED_FAILURE_FIELDS = (
+    "reason",
+    "error_class",
+    "provider",
+    "provider_code",
+    "http_status",
+    "provider_parameter",
+)
+_NAMESPACE = uuid5(NAMESPACE_URL, "urn:scheduling:run-accounted")
+
+
+def accounted_event_id(occurrence_id: UUID) -> UUID:
+    """The one id the accounting event of ``occurrence_id`` can have."""
+    return uuid5(_NAMESPACE, str(occurrence_id))
+
+
+def sanitized_failure(run: RunRecord) -> dict[str, Any] | None:
+    """The failure classification a schedule event may carry (no message, no details)."""
+    if run.status is not RunStatus.FAILED:
+        return None
+    failure = run.failure or {}
+    return {k: failure[k] for k in SANITIZED_FAILURE_FIELDS if failure.get(k) is not None}
+
+
+def next_failure_count(current: int, status: RunStatus) -> int:
+    """The spec's rule for a terminal run status."""
+    if status is RunStatus.COMPLETED:
+        return 0
+    if status is RunStatus.FAILED:
+        return current + 1
+    return current
+
+
+@dataclass(frozen=True)
+class AccountResult:
+    run_id: UUID
+    occurrence_id: UUID
+    run_status: RunStatus
+    consecutive_failures: int
+    """The count after accounting (-1 when it was accounted before)."""
+    auto_paused: bool
+    already_accounted: bool = False
+
+
+class PendingAccounts(Protocol):
+    """Finds terminal scheduled runs whose occurrence was not yet accounted."""
+
+    async def pending(self, limit: int) -> list[UUID]:
+        """At most ``limit`` run ids, oldest first (deterministic order)."""
+        ...
+
+
+class RunAccountant:
+    """Applies post-run accounting; safe to call any number of times per run."""
+
+    def __init__(self, *, uow: UnitOfWorkFactory, clock: Clock, ids: IdGenerator) -> None:
+        self._uow = uow
+        self._clock = clock
+        self._ids = ids
+
+    async def account_run(self, run_id: UUID) -> AccountResult | None:
+        """Account the occurrence linked to ``run_id`` if the run is terminal; ``None``
+        when the run is not a scheduled one (or its links were erased) or not terminal."""
+        now = self._clock.now()
+        try:
+            async with self._uow.begin() as uow:
+                occurrence = await uow.occurrences.for_run(run_id)
+                if occurrence is None:
+                    return None
+                run = await uow.runs.get(run_id, None)
+                if run.status not in TERMINAL_RUN_STATUSES:
+                    return None
+                schedule = await uow.schedules.get(occurrence.schedule_id, None, for_update=True)
+                revision = await uow.schedules.get_revision(
+                    schedule.id, schedule.current_revision, None
+                )
+                accounted = AccountResult(run_id, occurrence.id, run.status, -1, False, True)
+                failures = next_failure_count(schedule.consecutive_failures, run.status)
+                updated = schedule.model_copy(
+                    update={
+                        "consecutive_failures": failures,
+                        "updated_at": max(now, schedule.updated_at),
+                    }
+                )
+                pause = (
+                    schedule.state is ScheduleState.ACTIVE
+                    and failures >= revision.max_consecutive_failures
+                )
+                if pause:
+                    decision = decide(Action.AUTO_PAUSE, schedule.state, 0, None)
+                    updated = apply(updated, decision, now=now, next_fire_at=None)
+                updated = Schedule.model_validate(updated.model_dump())
+                await uow.events.append(
+                    self._accounted(schedule, occurrence.id, run, failures, now)
+                )
+                if updated != schedule:
+                    await uow.schedules.mutate(ScheduleCommand(expected=schedule, updated=updated))
+                if pause:
+                    event = state_event(
+                        self._ids.new_uuid(),
+                        ScheduleEventType.AUTO_PAUSED,
+                        before=schedule,
+                        after=updated,
+                        actor=ACCOUNTANT_ACTOR,
+                        at=now,
+                    )
+                    await uow.events.append(to_record(event))
+                await uow.commit()
+        except ConflictError as exc:
+            if exc.code != DUPLICATE:
+                raise
+            # Accounted before: the event's primary key refused a second effect.
+            return AccountResult(
+                run_id, accounted.occurrence_id, accounted.run_status, -1, False, True
+            )
+        return AccountResult(run_id, occurrence.id, run.status, failures, pause)
+
+    async def account_pending(self, pending: PendingAccounts, limit: int = 50) -> int:
+        """Account every pending run of one bounded batch; returns how many were new."""
+        done = 0
+        for run_id in await pending.pending(limit):
+            result = await self.account_run(run_id)
+            done += result is not None and not result.already_accounted
+        return done
+
+    def _accounted(
+        self,
+        schedule: Schedule,
+        occurrence_id: UUID,
+        run: RunRecord,
+        failures: int,
+        now: datetime,
+    ) -> ProcessEvent:
+        payload = {
+            "schedule_id": str(schedule.id),
+            "revision": schedule.current_revision,
+            "tenant_id": schedule.tenant_id,
+            "principal_id": schedule.principal_id,
+            "actor": ACCOUNTANT_ACTOR,
+            "occurred_at": format_instant(now),
+            "occurrence_id": str(occurrence_id),
+            "run_id": str(run.id),
+            "run_status": run.status.value,
+            "consecutive_failures": failures,
+            "failure": sanitized_failure(run),
+        }
+        return ProcessEvent(
+            id=accounted_event_id(occurrence_id),
+            tenant_id=schedule.tenant_id,
+            principal_id=schedule.principal_id,
+            event_type=RUN_ACCOUNTED,
+            actor=ACCOUNTANT_ACTOR,
+            payload=payload,
+            occurred_at=now,
+            schedule_id=schedule.id,
+        )

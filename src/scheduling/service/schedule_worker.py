@@ -1,0 +1,191 @@
+"""ScheduleWorker (spec "Ports", "Materialization transaction").
+
+``run_once()`` reads one deterministic, bounded batch of due ids (``next_fire_at``
+then id) and materializes each in its own transaction, so one corrupt definition can
+neither roll back nor block its siblings: its error is logged, counted, and the
+schedule is set aside for a bounded backoff (in memory) while the rest proceed.
+An admission RETRY sets the schedule aside for the controller's backoff the same way.
+
+``run(stop)`` loops: a pass, then (optionally) a post-run accounting sweep, then sleep
+on the Clock until the earliest of the next known ``next_fire_at``, the earliest
+backoff expiry and the fallback poll; a LISTEN/NOTIFY wake source may cut the sleep
+short. Correctness never depends on a notification: the table scan finds every due
+schedule on the next pass. Cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+from uuid import UUID
+
+from scheduling.ports.clock import Clock
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
+from scheduling.service.accounting import PendingAccounts, RunAccountant
+from scheduling.service.materializer import (
+    MaterializeResult,
+    MaterializeStatus,
+    ScheduleMaterializer,
+)
+
+_log = logging.getLogger(__name__)
+
+
+class WakeSource(Protocol):
+    """Returns from ``wait`` when a notification suggests looking again (best effort)."""
+
+    async def wait(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    batch_size: int = 100
+    fallback_poll_seconds: float = 30.0
+    failure_backoff_seconds: float = 60.0
+    accounting_batch: int = 50
+
+    def __post_init__(self) -> None:
+        if self.batch_size <= 0 or self.fallback_poll_seconds <= 0:
+            raise ValueError("batch_size and fallback_poll_seconds must be positive")
+        if self.failure_backoff_seconds <= 0 or self.accounting_batch <= 0:
+            raise ValueError("failure_backoff_seconds and accounting_batch must be positive")
+
+
+@dataclass
+class PassReport:
+    """What one ``run_once`` did."""
+
+    scanned: list[UUID] = field(default_factory=list)
+    results: list[MaterializeResult] = field(default_factory=list)
+    errors: dict[UUID, str] = field(default_factory=dict)
+    deferred: list[UUID] = field(default_factory=list)
+
+    def count(self, status: MaterializeStatus) -> int:
+        return sum(r.status is status for r in self.results)
+
+
+class ScheduleWorker:
+    def __init__(
+        self,
+        *,
+        uow: UnitOfWorkFactory,
+        materializer: ScheduleMaterializer,
+        clock: Clock,
+        settings: WorkerSettings | None = None,
+        wake: WakeSource | None = None,
+        accountant: RunAccountant | None = None,
+        pending: PendingAccounts | None = None,
+    ) -> None:
+        self._uow = uow
+        self._materializer = materializer
+        self._clock = clock
+        self.settings = settings or WorkerSettings()
+        self._wake = wake
+        self._accountant = accountant
+        self._pending = pending
+        self._backoff: dict[UUID, datetime] = {}
+
+    async def run_once(self) -> PassReport:
+        """Materialize one bounded batch of due schedules, each in its own transaction."""
+        now = self._clock.now()
+        self._backoff = {k: v for k, v in self._backoff.items() if v > now}
+        limit = self.settings.batch_size
+        async with self._uow.begin() as uow:
+            # Over-read by the set-aside count so deferred ids cannot fill the batch.
+            due = await uow.schedules.due(now, limit + len(self._backoff))
+        report = PassReport()
+        for schedule_id in due:
+            if schedule_id in self._backoff:
+                report.deferred.append(schedule_id)
+                continue
+            if len(report.scanned) >= limit:
+                break
+            report.scanned.append(schedule_id)
+            try:
+                result = await self._materializer.materialize(schedule_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # one definition's failure is isolated
+                _log.exception("materializing schedule %s failed", schedule_id)
+                report.errors[schedule_id] = type(exc).__name__
+                self._set_aside(schedule_id, self.settings.failure_backoff_seconds)
+                continue
+            report.results.append(result)
+            if result.status is MaterializeStatus.RETRY:
+                self._set_aside(schedule_id, result.retry_after_seconds or 1.0)
+        return report
+
+    async def account(self) -> int:
+        """One bounded post-run accounting sweep (if an accountant is wired)."""
+        if self._accountant is None or self._pending is None:
+            return 0
+        return await self._accountant.account_pending(self._pending, self.settings.accounting_batch)
+
+    async def sleep_seconds(self) -> float:
+        """How long to sleep: until the next known firing, backoff expiry or poll."""
+        now = self._clock.now()
+        async with self._uow.begin() as uow:
+            next_fire = await uow.schedules.next_fire_at()
+        bound = now + timedelta(seconds=self.settings.fallback_poll_seconds)
+        candidates = [bound, *self._backoff.values()]
+        if next_fire is not None:
+            candidates.append(next_fire)
+        return max((min(candidates) - now).total_seconds(), 0.0)
+
+    async def run(self, stop: asyncio.Event | Callable[[], bool]) -> None:
+        """Loop until ``stop`` is set (or returns True)."""
+
+        def stopped() -> bool:
+            return stop.is_set() if isinstance(stop, asyncio.Event) else stop()
+
+        while not stopped():
+            try:
+                report = await self.run_once()
+                await self.account()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a scan failure (database away): retry after the poll
+                _log.exception("schedule scan failed")
+                report = PassReport()
+            if stopped():
+                return
+            seconds = 0.0 if report.scanned and not _all_idle(report) else None
+            if seconds is None:
+                try:
+                    seconds = await self.sleep_seconds()
+                except Exception:
+                    _log.exception("reading the next firing failed")
+                    seconds = self.settings.fallback_poll_seconds
+            if seconds > 0:
+                await self._sleep(seconds)
+
+    async def _sleep(self, seconds: float) -> None:
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        waits: list[asyncio.Future[None]] = [sleeper]
+        if self._wake is not None:
+            waits.append(asyncio.ensure_future(_await(self._wake.wait)))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in waits:
+                if not pending.done():
+                    pending.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    def _set_aside(self, schedule_id: UUID, seconds: float) -> None:
+        self._backoff[schedule_id] = self._clock.now() + timedelta(seconds=seconds)
+
+
+def _all_idle(report: PassReport) -> bool:
+    """True when the pass decided nothing (every scanned schedule was deferred/idle)."""
+    return all(
+        r.status in (MaterializeStatus.NOT_DUE, MaterializeStatus.RETRY) for r in report.results
+    )
+
+
+async def _await(call: Callable[[], Awaitable[None]]) -> None:
+    await call()

@@ -1,0 +1,49 @@
+"""The materializer on PostgreSQL through the scheduler role: one complete occurrence."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from gates.checks.materialize_support import Harness
+from scheduling.service.materializer import MaterializeStatus
+from simulation.checkers import check_ledger
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_materializes_one_complete_occurrence(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create()
+        schedule = (await h.sql("SELECT next_fire_at FROM schedules WHERE id = :i", i=sid))[0]
+        fire = schedule["next_fire_at"]
+        h.clock.advance_to(fire + timedelta(seconds=5))
+        result = await h.materializer().materialize(sid)
+        assert result.status is MaterializeStatus.DECIDED
+        assert result.occurrence is not None
+        assert result.occurrence.disposition.value == "MATERIALIZED"
+        ledger = (await h.ledger()).of(sid)
+        assert len(ledger.occurrences) == len(ledger.runs) == len(ledger.sessions) == 1
+        run = ledger.runs[0]
+        assert run["priority"] == 10
+        assert run["status"] == "QUEUED"
+        assert set(run["requested_scopes"]) == {"memory.read"}
+        assert run["deadline_at"] == h.clock.now() + timedelta(seconds=600)
+        assert [e["event_type"] for e in ledger.session_events] == [
+            "session.created",
+            "message.user",
+            "run.queued",
+        ]
+        assert [e["context_only"] for e in ledger.session_events] == [False, True, False]
+        assert len(ledger.checkpoints) == 1
+        assert ledger.event_types()[-1] == "schedule.occurrence.materialized"
+        assert ledger.schedules[0]["next_fire_at"] > h.clock.now()
+        assert check_ledger(ledger.occurrences, ledger.runs, ledger.sessions) == []
+        again = await h.materializer().materialize(sid)
+        assert again.status is MaterializeStatus.NOT_DUE
+        assert again.occurrence is not None
+        assert again.occurrence.id == result.occurrence.id
+    finally:
+        await h.close()
