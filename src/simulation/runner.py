@@ -72,7 +72,11 @@ class Execution:
         return [e for e in self.phase.events if isinstance(e, Decision)]
 
     def step_order(self) -> list[str]:
-        return [f"{d.chosen.task}:{d.chosen.step}" for d in self.decisions]
+        """``task:step`` per decision, with ``[fault]`` where one was injected."""
+        return [
+            f"{d.chosen.task}:{d.chosen.step}" + (f"[{d.fault.value}]" if d.fault else "")
+            for d in self.decisions
+        ]
 
 
 @dataclass

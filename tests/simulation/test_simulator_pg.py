@@ -18,6 +18,8 @@ from simulation.faults import FaultSpec
 from simulation.runner import Simulator
 from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
 from simulation.scenarios.demo import DUPLICATE, UNIQUE
+from simulation.scenarios.ledger_demo import ATOMIC as LEDGER_ATOMIC
+from simulation.scenarios.ledger_demo import SPLIT as LEDGER_SPLIT
 from simulation.shrink import shrink
 from simulation.store import FailureStore
 from simulation.trace import read_trace, trace_text, write_trace
@@ -353,3 +355,24 @@ async def test_crash_sweep_traces_replay_exactly(simulator: Simulator) -> None:
     assert trace["crash_point"]["kind"] == "lose_commit_ack"
     again = await simulator.replay(RETRY, trace)
     assert again.text == result.last.text
+
+
+async def test_toy_materializer_atomic_survives_every_crash_point(simulator: Simulator) -> None:
+    kinds = [FaultKind.DROP_CONNECTION, FaultKind.LOSE_COMMIT_ACK]
+    result = await simulator.explore(LEDGER_ATOMIC, mode="crash", seed=3, kinds=kinds)
+    assert result.failures == [], failure_report(result)
+    assert result.not_covered() == []
+    for step in LEDGER_ATOMIC.steps:
+        assert result.faults_fired[f"drop_connection@{step}"] >= 1
+
+
+async def test_toy_materializer_split_is_caught_leaving_a_partial_occurrence(
+    simulator: Simulator,
+) -> None:
+    result = await simulator.explore(LEDGER_SPLIT, mode="crash", seed=3, kinds=[FaultKind.RAISE])
+    partial = [
+        f for f in result.failures if any(v.invariant == "ledger.not_partial" for v in f.violations)
+    ]
+    assert partial, failure_report(result)
+    order = partial[0].step_order()
+    assert any(entry.endswith("[raise]") for entry in order)

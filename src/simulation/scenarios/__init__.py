@@ -11,7 +11,10 @@ import importlib
 from simulation.errors import SimulationError
 from simulation.scenario import Scenario
 
-SCENARIO_MODULES: tuple[str, ...] = ("simulation.scenarios.demo",)
+SCENARIO_MODULES: tuple[str, ...] = (
+    "simulation.scenarios.demo",
+    "simulation.scenarios.ledger_demo",
+)
 
 _REGISTRY: dict[str, Scenario] = {}
 
