@@ -99,11 +99,9 @@ async def test_purge_and_repair_in_their_roles(pg: tuple[World, PostgresUnitOfWo
         clock=world.clock,
         ids=world.ids.fork("m"),
     )
-    # The repair runs on the trusted path. (The scheduler role cannot run it yet: the
-    # repository's compare-and-set also SETs current_revision, which that role may not
-    # update; see the issue-6 report.)
+    # The repair runs on the trusted path, in the scheduler role.
     sched = MaintenanceService(
-        uow=admin,
+        uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.scheduler),
         clock=world.clock,
         ids=world.ids.fork("s"),
     )
