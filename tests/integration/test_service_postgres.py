@@ -159,3 +159,96 @@ async def test_concurrent_pauses_make_one_transition(
     assert {r.schedule.state for r in results} == {ScheduleState.PAUSED}
     paused = "SELECT count(*) FROM process_events WHERE event_type = 'schedule.paused'"
     assert await count(admin, paused) == 1
+
+
+async def test_occurrences_page_with_run_views(pg: tuple[World, PostgresUnitOfWorkFactory]) -> None:
+    from datetime import timedelta
+
+    from gates.checks.service_support import AGENT_ID, AGENT_VERSION, LIMITS, POLICY
+    from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
+    from scheduling.ports.records import RunRecord, RunStatus, SessionRecord
+
+    world, admin = pg
+    s = (await world.service.create(ALICE, "k", definition())).schedule
+    first = s.next_fire_at
+    assert first is not None
+    second = first + timedelta(days=1)
+    at = second + timedelta(seconds=5)
+    ids = world.ids.fork("occ")
+    session_id, run_id = ids.new_uuid(), ids.new_uuid()
+    async with admin.begin() as uow:
+        await uow.occurrences.insert(
+            ScheduleOccurrence(
+                id=ids.new_uuid(),
+                schedule_id=s.id,
+                schedule_revision=1,
+                nominal_fire_at=first,
+                disposition=OccurrenceDisposition.MISSED,
+                session_id=None,
+                run_id=None,
+                reason_code="schedule.test.missed",
+                authority_version="sha256:x",
+                materialized_at=None,
+                links_erased_at=None,
+                created_at=at,
+            )
+        )
+        await uow.occurrences.insert(
+            ScheduleOccurrence(
+                id=ids.new_uuid(),
+                schedule_id=s.id,
+                schedule_revision=1,
+                nominal_fire_at=second,
+                disposition=OccurrenceDisposition.MATERIALIZED,
+                session_id=session_id,
+                run_id=run_id,
+                reason_code=None,
+                authority_version="sha256:x",
+                materialized_at=at,
+                links_erased_at=None,
+                created_at=at,
+            )
+        )
+        await uow.sessions.create(
+            SessionRecord(
+                id=session_id,
+                tenant_id=ALICE.tenant_id,
+                principal_id=ALICE.principal_id,
+                agent_id=AGENT_ID,
+                agent_version=AGENT_VERSION,
+                metadata={"schedule_id": str(s.id)},
+                created_at=at,
+                updated_at=at,
+            )
+        )
+        await uow.runs.create(
+            RunRecord(
+                id=run_id,
+                tenant_id=ALICE.tenant_id,
+                principal_id=ALICE.principal_id,
+                session_id=session_id,
+                agent_id=AGENT_ID,
+                agent_version=AGENT_VERSION,
+                policy_profile=POLICY,
+                status=RunStatus.QUEUED,
+                priority=10,
+                scheduled_for=at,
+                requested_scopes=frozenset({"memory.read"}),
+                limits=LIMITS.to_json(),
+                created_at=at,
+                updated_at=at,
+            )
+        )
+        await uow.commit()
+    page = await world.service.occurrences(ALICE, s.id, limit=1)
+    assert [v.occurrence.nominal_fire_at for v in page.items] == [second]
+    assert page.items[0].run is not None
+    assert page.items[0].run.run_id == run_id
+    assert page.items[0].run.status == "QUEUED"
+    assert page.next_cursor is not None
+    rest = await world.service.occurrences(ALICE, s.id, limit=1, cursor=page.next_cursor)
+    assert [v.occurrence.disposition for v in rest.items] == [OccurrenceDisposition.MISSED]
+    assert rest.items[0].run is None
+    assert rest.next_cursor is None
+    with pytest.raises(NotFoundError):
+        await world.service.occurrences(BOB, s.id)
