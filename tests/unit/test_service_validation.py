@@ -10,6 +10,7 @@ import pytest
 
 from gates.checks.service_support import (
     AGENT_ID,
+    CEILINGS,
     LIMITS,
     World,
     build_world,
@@ -17,6 +18,7 @@ from gates.checks.service_support import (
     principal,
 )
 from scheduling.adapters.memory import MemoryUnitOfWorkFactory
+from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.domain.errors import SchedulingError
 from scheduling.ports.directories import BrowserProfile, BrowserProfileState
 from scheduling.service import SchedulePatch
@@ -250,3 +252,24 @@ async def test_disabled_principal_cannot_create(world: World) -> None:
     with pytest.raises(SchedulingError) as info:
         await world.service.create(ALICE, "k", definition())
     assert info.value.code == "schedule.auth.principal_unavailable"
+
+
+def test_tenant_ceilings_must_be_finite_and_positive() -> None:
+    from scheduling.domain.tenancy import NON_POSITIVE_CEILING, TenantCeilings
+
+    for field, bad in (("max_active_runs", 0), ("max_daily_cost", "Infinity"), ("max_steps", -1)):
+        with pytest.raises(SchedulingError) as info:
+            TenantCeilings(**{**CEILINGS.model_dump(), field: bad})
+        assert info.value.code == NON_POSITIVE_CEILING
+
+
+async def test_an_unconfigured_tenant_cannot_schedule() -> None:
+    outsider = principal("carol", tenant_id="tenant-z")
+    world = build_world(
+        MemoryUnitOfWorkFactory(),
+        principals=[outsider],
+        tenants=ConfiguredTenantConfiguration({"tenant-a": CEILINGS}),
+    )
+    with pytest.raises(SchedulingError) as info:
+        await world.service.create(outsider, "k", definition())
+    assert info.value.code == "schedule.tenancy.not_configured"

@@ -30,7 +30,11 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.revision import RunLimits
 from scheduling.domain.secrets import SecretScanner
 from scheduling.domain.tenancy import TenantCeilings
-from scheduling.ports.directories import AgentRegistry, SchedulePrincipalDirectory
+from scheduling.ports.directories import (
+    AgentRegistry,
+    SchedulePrincipalDirectory,
+    TenantConfiguration,
+)
 from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service import (
@@ -156,6 +160,7 @@ def build_world(
     scanner: Scanner | None = None,
     durable_directory: UnitOfWorkFactory | None = None,
     principals: Iterable[Principal] = (),
+    tenants: TenantConfiguration | None = None,
 ) -> World:
     """The service over ``uow``; ``durable_directory`` (a unit-of-work factory with read
     access to the principal and agent tables) selects the durable directories."""
@@ -180,7 +185,7 @@ def build_world(
         principals=directory,
         agents=agents,
         browser_profiles=profiles,
-        tenants=ConfiguredTenantConfiguration(default=CEILINGS),
+        tenants=tenants or ConfiguredTenantConfiguration(default=CEILINGS),
         scanner=scanner or SecretScanner(),
     )
     notified: list[UUID] = []
