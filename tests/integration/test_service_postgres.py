@@ -252,3 +252,9 @@ async def test_occurrences_page_with_run_views(pg: tuple[World, PostgresUnitOfWo
     assert rest.next_cursor is None
     with pytest.raises(NotFoundError):
         await world.service.occurrences(BOB, s.id)
+    # Cancelling the schedule never cancels the materialized run.
+    await world.service.cancel(ALICE, s.id, 1)
+    after = await world.service.occurrences(ALICE, s.id, limit=1)
+    assert after.items[0].run is not None
+    assert after.items[0].run.status == "QUEUED"
+    assert await count(admin, "SELECT count(*) FROM runs WHERE status = 'QUEUED'") == 1
