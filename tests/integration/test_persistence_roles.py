@@ -57,6 +57,15 @@ async def test_exact_scheduler_login_passes_release_validation(
     scheduler_login: tuple[str, str],
 ) -> None:
     assert await scheduler_release_problems(scheduler_login[1]) == []
+    cli = subprocess.run(
+        [sys.executable, "-m", "scheduling.adapters.postgres.release_check", scheduler_login[1]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "matches the release allowlist" in cli.stdout
 
 
 @pytest.mark.parametrize(

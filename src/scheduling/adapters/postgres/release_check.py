@@ -168,3 +168,27 @@ async def _head_problems(conn: AsyncConnection, expected_head: str) -> list[str]
     if heads != [expected_head]:
         return [f"schema head is {heads}, expected [{expected_head!r}]"]
     return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m scheduling.adapters.postgres.release_check [URL]`` (default: the
+    ``SCHEDULING_SCHEDULER_DATABASE_URL`` environment variable). Exit 0 when clean."""
+    import asyncio
+    import os
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    url = args[0] if args else os.environ.get("SCHEDULING_SCHEDULER_DATABASE_URL", "")
+    if not url:
+        print("usage: release_check URL (a libpq URL of the scheduler login)", file=sys.stderr)
+        return 2
+    problems = asyncio.run(scheduler_release_problems(url))
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    if not problems:
+        print("scheduler login matches the release allowlist")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
