@@ -33,14 +33,24 @@ from scheduling.adapters.postgres.directories import (
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.identity import Principal
+from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
+from scheduling.ports.records import PrincipalRecord
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
 
 WHO = principal("materializer-owner")
+WRITTEN_TABLES = (
+    "schedule_occurrences",
+    "sessions",
+    "session_events",
+    "runs",
+    "run_checkpoints",
+    "process_events",
+)
 
 Row = dict[str, Any]
 
@@ -110,6 +120,7 @@ class Harness:
         ids: IdGenerator | None = None,
         probe: Probe | None = None,
         admission: ScheduleAdmissionController | None = None,
+        calculator: RecurrenceCalculator | None = None,
     ) -> ScheduleMaterializer:
         factory = uow or self.scheduler
         return ScheduleMaterializer(
@@ -121,6 +132,7 @@ class Harness:
             tenants=self.tenants,
             admission=admission or PostgresAdmissionController(self.tenants, probe=probe),
             probe=probe,
+            calculator=calculator,
         )
 
     def worker(self, materializer: ScheduleMaterializer, **settings: Any) -> ScheduleWorker:
@@ -153,6 +165,47 @@ class Harness:
             await self.sql("SELECT * FROM process_events ORDER BY occurred_at, id"),
             await self.sql("SELECT * FROM schedules ORDER BY id"),
         )
+
+    async def schedule(self, schedule_id: UUID) -> Row:
+        rows = await self.sql("SELECT * FROM schedules WHERE id = :i", i=schedule_id)
+        return rows[0]
+
+    async def next_fire(self, schedule_id: UUID) -> datetime:
+        value = (await self.schedule(schedule_id))["next_fire_at"]
+        assert isinstance(value, datetime), f"schedule {schedule_id} has no next firing"
+        return value
+
+    async def set_principal(
+        self,
+        who: Principal = WHO,
+        *,
+        scopes: frozenset[str] | None = None,
+        enabled: bool = True,
+        roles: tuple[str, ...] = ("member",),
+    ) -> None:
+        """Replace the principal's durable authority (the directory reads it fresh)."""
+        now = self.clock.now()
+        async with self.admin.begin() as uow:
+            await uow.principals.put(
+                PrincipalRecord(
+                    tenant_id=who.tenant_id,
+                    principal_id=who.principal_id,
+                    enabled=enabled,
+                    scopes=who.scopes if scopes is None else scopes,
+                    authority_inputs={"roles": list(roles)},
+                    created_at=START,
+                    updated_at=now,
+                )
+            )
+            await uow.commit()
+
+    async def counts(self) -> dict[str, int]:
+        """Row counts of every table a materialization writes."""
+        out = {}
+        for table in WRITTEN_TABLES:
+            rows = await self.sql(f"SELECT count(*) AS n FROM {table}")
+            out[table] = int(rows[0]["n"])
+        return out
 
     async def close(self) -> None:
         await self.admin.dispose()

@@ -1,0 +1,364 @@
+"""Materializer scenarios on the migrated schema (the race and crash gates use them).
+
+* ``materialize.once`` - two schedule workers race on one due daily schedule;
+* ``materialize.once3`` - the same with three workers (random walks);
+* ``materialize.atomic`` - one worker, meant for the crash sweep (a fault of every kind
+  after every write); the quiet phase first records what survived the crash, then
+  retries without faults.
+
+Each worker is the real ``ScheduleMaterializer`` over the least-privilege scheduler role
+(``SET LOCAL ROLE``) on watched connections, with the durable principal directory and
+agent registry and the PostgreSQL admission controller. The check applies the
+simulator's ledger checker plus exact counts: one occurrence, session, run, seed
+checkpoint, creation-event sequence and ``schedule.occurrence.materialized`` event.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+from scheduling.adapters.postgres.admission import PostgresAdmissionController
+from scheduling.adapters.postgres.directories import (
+    DurableAgentRegistry,
+    DurablePrincipalDirectory,
+)
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.domain.errors import SchedulingError
+from scheduling.ports.clock import Clock
+from scheduling.ports.ids import IdGenerator
+from scheduling.ports.probe import NullProbe, Probe
+from scheduling.service import materializer as m
+from scheduling.service.materializer import MaterializeResult, ScheduleMaterializer
+from simulation.checkers import check_ledger
+from simulation.checkers.violation import Violation
+from simulation.errors import injected_fault_of
+from simulation.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.scenarios import register
+
+# The steps of a MATERIALIZED transaction, in the order the materializer reaches them.
+STEPS = (
+    m.STEP_LOCKED,
+    m.STEP_ADMISSION,
+    m.STEP_OCCURRENCE,
+    m.STEP_SESSION,
+    m.STEP_SESSION_EVENT,
+    m.STEP_SEED,
+    m.STEP_RUN,
+    m.STEP_CHECKPOINT,
+    m.STEP_RUN_EVENT,
+    m.STEP_ADVANCED,
+    m.STEP_EVENT,
+    m.STEP_COMMITTED,
+)
+BEFORE_COMMIT = STEPS[:-1]
+SCHEDULING_TABLES = (
+    "schedules",
+    "schedule_occurrences",
+    "sessions",
+    "session_events",
+    "runs",
+    "run_checkpoints",
+    "process_events",
+)
+
+# What the code after each step may touch (over-approximated; see docs/simulator.md).
+# The row lock taken after sim.start counts as a write of ``schedules``; the COMMIT after
+# the last event makes every write visible, so that step writes everything.
+FOOTPRINTS = {
+    "sim.start": Footprint.of(reads=["schedules", "schedule_occurrences"], writes=["schedules"]),
+    m.STEP_LOCKED: Footprint.of(
+        reads=[
+            "schedule_revisions",
+            "principals",
+            "agent_versions",
+            "schedule_occurrences",
+            "runs",
+        ],
+        writes=["admission_lock"],
+    ),
+    m.STEP_ADMISSION: Footprint.of(reads=["runs"], writes=["schedule_occurrences"]),
+    m.STEP_OCCURRENCE: Footprint.of(writes=["sessions"]),
+    m.STEP_SESSION: Footprint.of(writes=["session_events"]),
+    m.STEP_SESSION_EVENT: Footprint.of(writes=["session_events"]),
+    m.STEP_SEED: Footprint.of(writes=["runs"]),
+    m.STEP_RUN: Footprint.of(writes=["run_checkpoints"]),
+    m.STEP_CHECKPOINT: Footprint.of(writes=["session_events"]),
+    m.STEP_RUN_EVENT: Footprint.of(writes=["schedules"]),
+    m.STEP_ADVANCED: Footprint.of(writes=["process_events"]),
+    m.STEP_EVENT: Footprint.of(
+        writes=[*SCHEDULING_TABLES, "admission_lock", "schedule_revisions"],
+    ),
+    m.STEP_COMMITTED: Footprint.of(),
+}
+
+
+def _template(server: Any) -> str:
+    from simulation.database.pytest_plugin import build_migrated, migrated_template_key
+
+    name: str = server.ensure_template(migrated_template_key(), build_migrated)
+    return name
+
+
+def scheduler_factory(engine: Any) -> PostgresUnitOfWorkFactory:
+    return PostgresUnitOfWorkFactory(engine, assume_role=role_names().scheduler)
+
+
+def build_materializer(
+    uow: PostgresUnitOfWorkFactory, clock: Clock, ids: IdGenerator, probe: Probe
+) -> ScheduleMaterializer:
+    from gates.checks.service_support import CEILINGS
+
+    tenants = ConfiguredTenantConfiguration(default=CEILINGS)
+    return ScheduleMaterializer(
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        principals=DurablePrincipalDirectory(uow),
+        agents=DurableAgentRegistry(uow),
+        tenants=tenants,
+        admission=PostgresAdmissionController(tenants, probe=probe),
+        probe=probe,
+    )
+
+
+async def setup(world: World) -> None:
+    """One principal, the agent, one daily schedule created through the service (API
+    role) before its first instant; then the clock moves 30 s past that instant."""
+    from gates.checks.service_support import build_world, definition, principal, seed_durable
+
+    who = principal("sim-owner")
+    admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    try:
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        await seed_durable(admin, [who], at=world.clock.now())
+        # The service's own virtual clock starts at this execution's instant; its ids
+        # are seeded, so the setup is a function of the code alone.
+        service = build_world(api, start=world.clock.now(), durable_directory=api).service
+        created = await service.create(who, "sim-1", definition())
+    finally:
+        await admin.dispose()
+    fire = created.schedule.next_fire_at
+    assert fire is not None
+    world.vars["schedule_id"] = created.schedule.id
+    world.vars["nominal"] = fire
+    world.clock.advance_to(fire + timedelta(seconds=30))
+
+
+async def materialize_worker(ctx: WorkerContext) -> None:
+    """One schedule worker pass over the one schedule; faults are indeterminate."""
+    engine = ctx.sqlalchemy_engine()
+    sid: UUID = ctx.vars["schedule_id"]
+    op = ctx.history.invoke("materialize", schedule=str(sid))
+    try:
+        result = await build_materializer(
+            scheduler_factory(engine), ctx.clock, ctx.ids, ctx.probe
+        ).materialize(sid)
+    except (SchedulingError, asyncpg.PostgresError, OSError, ConnectionError) as exc:
+        if injected_fault_of(exc) is None and not isinstance(exc, SchedulingError):
+            raise
+        op.info(type(exc).__name__)
+        return
+    except Exception as exc:
+        if injected_fault_of(exc) is None:
+            raise
+        op.info(type(exc).__name__)
+        return
+    finally:
+        await engine.dispose()
+    op.ok(_summary(result))
+
+
+def _summary(result: MaterializeResult) -> dict[str, Any]:
+    occ = result.occurrence
+    return {
+        "status": result.status.value,
+        "occurrence_id": None if occ is None else str(occ.id),
+        "run_id": None if result.run_id is None else str(result.run_id),
+    }
+
+
+async def _rows(world: World) -> dict[str, list[dict[str, Any]]]:
+    conn = await world.connect()
+    try:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for table in SCHEDULING_TABLES:
+            out[table] = [dict(r) for r in await conn.fetch(f"SELECT * FROM {table}")]  # noqa: S608
+        for row in out["sessions"]:
+            row["metadata"] = _json(row["metadata"])
+        for row in out["session_events"]:
+            row["payload"] = _json(row["payload"])
+        return out
+    finally:
+        await conn.close()
+
+
+def _json(value: Any) -> Any:
+    import json
+
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def complete_ledger(
+    rows: dict[str, list[dict[str, Any]]], sid: UUID, nominal: datetime
+) -> list[Violation]:
+    """Exactly one complete MATERIALIZED occurrence for ``nominal`` and nothing more."""
+    found = check_ledger(
+        rows["schedule_occurrences"], rows["runs"], rows["sessions"], expected={sid: [nominal]}
+    )
+    occurrences = rows["schedule_occurrences"]
+    counts = {
+        "occurrences": len(occurrences),
+        "sessions": len(rows["sessions"]),
+        "runs": len(rows["runs"]),
+        "checkpoints": len(rows["run_checkpoints"]),
+        "session.created": _count(rows["session_events"], "session.created"),
+        "message.user": _count(rows["session_events"], "message.user"),
+        "run.queued": _count(rows["session_events"], "run.queued"),
+        "schedule.occurrence.materialized": _count(
+            rows["process_events"], "schedule.occurrence.materialized"
+        ),
+    }
+    wrong = {k: v for k, v in counts.items() if v != 1}
+    if wrong:
+        found.append(Violation("materialize.exactly_one", f"counts other than one: {wrong}"))
+    if occurrences and occurrences[0]["disposition"] != "MATERIALIZED":
+        found.append(
+            Violation("materialize.exactly_one", f"disposition {occurrences[0]['disposition']}")
+        )
+    schedule = rows["schedules"][0]
+    if schedule["next_fire_at"] is None or schedule["next_fire_at"] <= nominal:
+        found.append(Violation("materialize.advanced", "next_fire_at did not advance"))
+    return found
+
+
+def _count(rows: list[dict[str, Any]], event_type: str) -> int:
+    return sum(r["event_type"] == event_type for r in rows)
+
+
+async def check_once(world: World, view: ExecutionView) -> list[Violation]:
+    rows = await _rows(world)
+    found = complete_ledger(rows, world.vars["schedule_id"], world.vars["nominal"])
+    decided = [
+        op
+        for op in world.history.operations()
+        if isinstance(op.value, dict) and op.value.get("status") == "decided"
+    ]
+    if len(decided) != 1:
+        found.append(
+            Violation("materialize.one_winner", f"{len(decided)} workers reported a decision")
+        )
+    occ_ids = {str(r["id"]) for r in rows["schedule_occurrences"]}
+    for op in world.history.operations():
+        value = op.value
+        if isinstance(value, dict) and value.get("occurrence_id") not in occ_ids | {None}:
+            found.append(Violation("materialize.one_winner", f"{op.process} saw a phantom row"))
+    return found
+
+
+async def quiet_atomic(world: World, view: ExecutionView) -> None:
+    """Record what survived the crash, then retry once without faults."""
+    world.vars["after_crash"] = await _rows(world)
+    engine_factory = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    try:
+        retry = build_materializer(
+            scheduler_factory(engine_factory.engine),
+            world.clock,
+            world.ids.fork("retry"),
+            NullProbe(),
+        )
+        world.vars["retry"] = await retry.materialize(world.vars["schedule_id"])
+    finally:
+        await engine_factory.dispose()
+
+
+async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:
+    sid, nominal = world.vars["schedule_id"], world.vars["nominal"]
+    before: dict[str, list[dict[str, Any]]] = world.vars["after_crash"]
+    fault_steps = [t.step for t, _ in view.faults_fired]
+    committed = not fault_steps or fault_steps[0] == m.STEP_COMMITTED
+    found: list[Violation] = []
+    if committed:
+        found += [
+            Violation(v.invariant, "after commit: " + v.message, v.details)
+            for v in complete_ledger(before, sid, nominal)
+        ]
+    else:
+        left = {t: len(before[t]) for t in SCHEDULING_TABLES if t != "schedules"}
+        left["process_events"] = sum(
+            not str(e["event_type"]).startswith("schedule.created")
+            for e in before["process_events"]
+        )
+        survivors = {t: n for t, n in left.items() if n}
+        if survivors:
+            found.append(
+                Violation("materialize.atomic", f"crash at {fault_steps[0]} left rows: {survivors}")
+            )
+        schedule = before["schedules"][0]
+        if schedule["next_fire_at"] != nominal or schedule["state"] != "ACTIVE":
+            found.append(
+                Violation("materialize.atomic", f"crash at {fault_steps[0]}: schedule not due")
+            )
+    result: MaterializeResult = world.vars["retry"]
+    expected_status = "not_due" if committed else "decided"
+    if result.status.value != expected_status or result.occurrence is None:
+        found.append(
+            Violation(
+                "materialize.retry", f"retry returned {result.status.value}, not {expected_status}"
+            )
+        )
+    found += complete_ledger(await _rows(world), sid, nominal)
+    if result.occurrence is not None and not found:
+        stored = (await _rows(world))["schedule_occurrences"][0]
+        if stored["id"] != result.occurrence.id or stored["run_id"] != result.occurrence.run_id:
+            found.append(Violation("materialize.retry", "retry returned another occurrence"))
+    return found
+
+
+ONCE = register(
+    Scenario(
+        name="materialize.once",
+        summary="two schedule workers race on one due schedule: exactly one occurrence",
+        setup=setup,
+        workers={"a": materialize_worker, "b": materialize_worker},
+        check=check_once,
+        steps=STEPS,
+        footprints=FOOTPRINTS,
+        template=_template,
+        max_steps=120,
+    )
+)
+
+ONCE3 = register(
+    Scenario(
+        name="materialize.once3",
+        summary="three schedule workers race on one due schedule: exactly one occurrence",
+        setup=setup,
+        workers={"a": materialize_worker, "b": materialize_worker, "c": materialize_worker},
+        check=check_once,
+        steps=STEPS,
+        footprints=FOOTPRINTS,
+        template=_template,
+        max_steps=160,
+    )
+)
+
+ATOMIC = register(
+    Scenario(
+        name="materialize.atomic",
+        summary="crash after every write of one materialization; retry recovers",
+        setup=setup,
+        workers={"a": materialize_worker},
+        quiet=quiet_atomic,
+        check=check_atomic,
+        steps=STEPS,
+        fault_steps=STEPS,
+        template=_template,
+        max_steps=60,
+    )
+)
