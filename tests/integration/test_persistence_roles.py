@@ -57,7 +57,8 @@ async def test_exact_scheduler_login_passes_release_validation(
     scheduler_login: tuple[str, str],
 ) -> None:
     assert await scheduler_release_problems(scheduler_login[1]) == []
-    cli = subprocess.run(
+    cli = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "scheduling.adapters.postgres.release_check", scheduler_login[1]],
         capture_output=True,
         text=True,
