@@ -46,7 +46,10 @@ DECLARED_TOOLS = ("memory.recall", "web.search", "bulk.output")
 
 
 class Autojump:
-    """A ``ClockDriver``: jump the clock when every participant sleeps."""
+    """A ``ClockDriver``: jump the clock when every participant sleeps.
+
+    A participant is one sequential task (``spawn``): it must not run sleeping
+    sub-tasks concurrently (spawn each claim loop, not ``RunWorker.serve``)."""
 
     def __init__(self, clock: VirtualClock) -> None:
         self.clock = clock

@@ -188,22 +188,22 @@ class RunWorker:
             self._on_claim(claimed)
         return await self.execute(claimed)
 
-    async def serve(self, slots: int, stop: asyncio.Event) -> None:
-        """Run ``slots`` claim loops until ``stop`` is set; idle loops sleep on the clock.
-        An unexpected error abandons the run (its lease expires and another worker
+    async def slot(self, stop: asyncio.Event) -> None:
+        """One claim loop until ``stop`` is set; when idle it sleeps on the clock. An
+        unexpected error abandons the run (its lease expires and another worker
         recovers it), as a crash would."""
+        while not stop.is_set():
+            try:
+                outcome = await self.run_once()
+            except Exception:
+                log.exception("run worker %s: execution abandoned", self.owner)
+                outcome = None
+            if outcome is None and not stop.is_set():
+                await self._clock.sleep(self.settings.poll_seconds)
 
-        async def slot() -> None:
-            while not stop.is_set():
-                try:
-                    outcome = await self.run_once()
-                except Exception:
-                    log.exception("run worker %s: execution abandoned", self.owner)
-                    outcome = None
-                if outcome is None and not stop.is_set():
-                    await self._clock.sleep(self.settings.poll_seconds)
-
-        await asyncio.gather(*(slot() for _ in range(slots)))
+    async def serve(self, slots: int, stop: asyncio.Event) -> None:
+        """Run ``slots`` claim loops concurrently until ``stop`` is set."""
+        await asyncio.gather(*(self.slot(stop) for _ in range(slots)))
 
     # ------------------------------------------------------------------ execution
 

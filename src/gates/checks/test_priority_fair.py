@@ -1,0 +1,251 @@
+"""gate.schedule.priority_fair: scheduled load cannot starve interactive work.
+
+Real PostgreSQL, two run workers with three claim loops each (six loops for four fleet
+slots), driven on one virtual clock by ``Autojump`` (every wait is a clock sleep, so
+latencies are measured in virtual seconds and do not depend on the machine).
+
+Phase A saturates async capacity: a backlog of long priority-10 runs fills every slot
+async work may use while short interactive runs arrive one by one. Every interactive
+claim latency (claim instant - ``scheduled_for``) must stay within the configured bound.
+Phase B floods interactive work: async work must keep progressing, i.e. the longest
+stretch with no async run holding a slot stays within the same bound. The fleet caps
+(total, async <= total - interactive reserve, interactive <= total - async reserve) must
+hold at every instant. Claim instants come from the durable ``run.started`` events.
+
+The same scenario without reserves (``QueueCapacity(4, 0, 0)``) must violate both
+bounds: that run is the check's own proof that it can fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from gates.checks.runtime_support import Autojump, limits, run_worker, submission, submitter
+from gates.checks.service_support import START, principal, seed_durable
+from gates.pytest_plugin import GateEvidence
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.ports.runtime import QueueCapacity, RunPriority
+from scheduling.runtime import WorkerSettings
+from simulation.clock import VirtualClock
+
+GATE = "gate.schedule.priority_fair"
+WHO = principal("fair")
+SETTINGS = WorkerSettings(lease_seconds=120, heartbeat_seconds=40, poll_seconds=5)
+# The configured bound: an interactive run is claimed within two idle polls.
+CLAIM_BOUND_SECONDS = 2 * SETTINGS.poll_seconds
+CAPACITY = QueueCapacity(total_slots=4, interactive_reserved=1, async_reserved=1)
+UNRESERVED = QueueCapacity(total_slots=4, interactive_reserved=0, async_reserved=0)
+WORKERS = ("w1", "w2")
+SLOTS_PER_WORKER = 3
+ASYNC_BACKLOG = 10
+ASYNC_SECONDS = 240
+PHASE_A = [10 + 45 * i for i in range(5)]  # short interactive runs, one at a time
+PHASE_A_SECONDS = 30
+PHASE_B_AT = 260
+PHASE_B_RUNS = 6
+PHASE_B_SECONDS = 240
+STOP_AT = 800
+
+
+@dataclass
+class Interval:
+    run_id: str
+    priority: int
+    submitted: datetime
+    claimed: datetime
+    finished: datetime | None
+    phase: str
+
+
+@dataclass
+class Report:
+    capacity: QueueCapacity
+    intervals: list[Interval]
+    async_claimed: int
+    jumps: int
+    violations: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def seconds(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds()
+
+
+def concurrency(intervals: list[Interval], end: datetime) -> list[tuple[datetime, int, int]]:
+    """(instant, interactive, async) after every claim or finish (finishes first)."""
+    marks: list[tuple[datetime, int, int]] = []
+    for i in intervals:
+        cls = 0 if i.priority == int(RunPriority.INTERACTIVE) else 1
+        marks.append((i.claimed, 1, cls))
+        marks.append((i.finished or end, 0, cls))
+    marks.sort(key=lambda m: (m[0], m[1]))
+    counts = [0, 0]
+    series = []
+    for at, start, cls in marks:
+        counts[cls] += 1 if start else -1
+        series.append((at, counts[0], counts[1]))
+    return series
+
+
+def evaluate(report: Report, start: datetime) -> None:
+    """Fill ``report.violations`` and ``report.figures`` (the gate's statement)."""
+    cap = report.capacity
+    end = max((i.finished or i.claimed) for i in report.intervals)
+    series = concurrency(report.intervals, end)
+    for at, inter, asy in series:
+        if (
+            inter + asy > cap.total_slots
+            or asy > cap.total_slots - cap.interactive_reserved
+            or inter > cap.total_slots - cap.async_reserved
+        ):
+            report.violations.append(f"fleet cap broken at {at.isoformat()}: {inter}+{asy}")
+    phase_a = [i for i in report.intervals if i.phase == "A"]
+    latencies = [seconds(i.submitted, i.claimed) for i in phase_a]
+    report.figures["phase_a_interactive_claims"] = len(phase_a)
+    report.figures["phase_a_latency_seconds"] = latencies
+    report.figures["phase_a_latency_max_seconds"] = max(latencies) if latencies else None
+    if len(phase_a) < len(PHASE_A):
+        report.violations.append(f"only {len(phase_a)} of {len(PHASE_A)} phase-A runs claimed")
+    over = [x for x in latencies if x > CLAIM_BOUND_SECONDS]
+    if over:
+        report.violations.append(f"interactive claim latency above {CLAIM_BOUND_SECONDS}s: {over}")
+    # Saturation: at each phase-A submission async work held every slot it may use.
+    async_at_submit = []
+    for i in phase_a:
+        before = [s for s in series if s[0] <= i.submitted]
+        async_at_submit.append(before[-1][2] if before else 0)
+    report.figures["async_running_at_each_interactive_submit"] = async_at_submit
+    allowed_async = cap.total_slots - cap.interactive_reserved
+    if not async_at_submit or min(async_at_submit) < allowed_async:
+        report.violations.append(
+            f"async capacity was not saturated in phase A ({async_at_submit}, cap {allowed_async})"
+        )
+    # Phase B: the longest stretch with no async run holding a slot, while flooded.
+    flood = [i for i in report.intervals if i.phase == "B"]
+    b_start = start + timedelta(seconds=PHASE_B_AT)
+    b_end = max((i.claimed for i in flood), default=b_start)
+    report.figures["phase_b_window_seconds"] = seconds(b_start, b_end)
+    gap, idle_since = 0.0, None
+    for at, _, asy in [s for s in series if b_start <= s[0] <= b_end]:
+        if asy == 0 and idle_since is None:
+            idle_since = at
+        elif asy > 0 and idle_since is not None:
+            gap, idle_since = max(gap, seconds(idle_since, at)), None
+    if idle_since is not None:
+        gap = max(gap, seconds(idle_since, b_end))
+    async_claims_b = [
+        i for i in report.intervals if i.priority != 0 and b_start <= i.claimed <= b_end
+    ]
+    report.figures["phase_b_async_claims"] = len(async_claims_b)
+    report.figures["phase_b_longest_async_gap_seconds"] = gap
+    if not async_claims_b or gap > CLAIM_BOUND_SECONDS:
+        report.violations.append(
+            f"async work stalled under the interactive flood: {len(async_claims_b)} claims, "
+            f"longest gap {gap}s"
+        )
+
+
+async def scenario(url: str, capacity: QueueCapacity) -> Report:
+    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=12)
+    clock = VirtualClock(START)
+    try:
+        await seed_durable(admin, [WHO])
+        submit = submitter(admin, clock)
+        bounds = limits(max_steps=5, max_model_calls=5)
+        backlog = [
+            await submit.submit(
+                WHO,
+                submission(f"run_long:{ASYNC_SECONDS}", priority=RunPriority.ASYNC, limits=bounds),
+            )
+            for _ in range(ASYNC_BACKLOG)
+        ]
+        phase: dict[str, str] = {str(r.id): "backlog" for r in backlog}
+        driver = Autojump(clock)
+        stop = asyncio.Event()
+
+        async def submitter_task() -> None:
+            for at in PHASE_A:
+                await clock.sleep(seconds(clock.now(), START + timedelta(seconds=at)))
+                run = await submit.submit(WHO, submission(f"run_long:{PHASE_A_SECONDS}"))
+                phase[str(run.id)] = "A"
+            await clock.sleep(seconds(clock.now(), START + timedelta(seconds=PHASE_B_AT)))
+            for _ in range(PHASE_B_RUNS):
+                run = await submit.submit(WHO, submission(f"run_long:{PHASE_B_SECONDS}"))
+                phase[str(run.id)] = "B"
+            await clock.sleep(seconds(clock.now(), START + timedelta(seconds=STOP_AT)))
+            stop.set()
+
+        workers = [
+            run_worker(admin, clock, name, capacity=capacity, settings=SETTINGS) for name in WORKERS
+        ]
+        tasks = [driver.spawn(submitter_task())]
+        # Each claim loop is its own participant of the clock driver (see Autojump).
+        tasks += [driver.spawn(w.slot(stop)) for w in workers for _ in range(SLOTS_PER_WORKER)]
+        try:
+            await driver.drive(tasks)
+        finally:
+            driver.detach()
+        intervals = await read_intervals(admin, phase)
+        async_claimed = sum(1 for i in intervals if i.phase == "backlog")
+        return Report(capacity, intervals, async_claimed, driver.jumps)
+    finally:
+        await admin.dispose()
+
+
+async def read_intervals(admin: PostgresUnitOfWorkFactory, phase: dict[str, str]) -> list[Interval]:
+    async with admin.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT r.id, r.priority, r.scheduled_for, r.finished_at, e.occurred_at"
+                    " FROM runs r JOIN session_events e ON e.run_id = r.id"
+                    " AND e.event_type = 'run.started' ORDER BY e.occurred_at, r.id"
+                )
+            )
+        ).all()
+    return [
+        Interval(
+            str(r.id), r.priority, r.scheduled_for, r.occurred_at, r.finished_at, phase[str(r.id)]
+        )
+        for r in rows
+    ]
+
+
+@pytest.mark.postgres
+@pytest.mark.gate(GATE)
+async def test_reserved_slots_keep_interactive_latency_and_async_progress(
+    pg_server: Any, pg_template: str, gate_evidence: GateEvidence
+) -> None:
+    urls = [pg_server.create_database(template=pg_template) for _ in range(2)]
+    try:
+        reserved = await scenario(urls[0], CAPACITY.require_reserves())
+        control = await scenario(urls[1], UNRESERVED)
+    finally:
+        for url in urls:
+            pg_server.drop_database(url)
+    evaluate(reserved, START)
+    evaluate(control, START)
+    gate_evidence.record("workers", list(WORKERS))
+    gate_evidence.record("claim_loops", len(WORKERS) * SLOTS_PER_WORKER)
+    gate_evidence.record(
+        "capacity",
+        {"total": 4, "interactive_reserved": 1, "async_reserved": 1},
+    )
+    gate_evidence.record("interactive_claim_bound_virtual_seconds", CLAIM_BOUND_SECONDS)
+    gate_evidence.record("claims", len(reserved.intervals))
+    gate_evidence.record("async_runs_claimed", reserved.async_claimed)
+    gate_evidence.record("clock_jumps", reserved.jumps)
+    gate_evidence.record("figures", reserved.figures)
+    gate_evidence.record(
+        "control_without_reserves", {"figures": control.figures, "violations": control.violations}
+    )
+    assert not reserved.violations, reserved.violations
+    # The check can fail: without reserves both halves of the statement are violated.
+    assert any("latency" in v for v in control.violations), control.violations
+    assert any("stalled" in v for v in control.violations), control.violations
