@@ -205,9 +205,9 @@ class Simulator:
             )
             clock.attach(scheduler)
             workers: list[tuple[Any, WorkerMain]] = []
-            for name in sorted(scenario.workers):
+            for rank, name in enumerate(sorted(scenario.workers)):
                 task = scheduler.new_task(name)
-                ctx = WorkerContext(world, task, scheduler)
+                ctx = WorkerContext(world, task, scheduler, rank)
                 workers.append((task, partial(scenario.workers[name], ctx)))
             phase = await scheduler.run(workers)
             clock.attach(None)

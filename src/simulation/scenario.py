@@ -72,11 +72,17 @@ class World:
         self._connections.clear()
 
 
+DEADLOCK_STEP_MS = 100
+_STAGGER_DEADLOCKS = [True]  # cleared once if the role may not set deadlock_timeout
+
+
 class WorkerContext:
     """What a simulated worker receives."""
 
-    def __init__(self, world: World, task: SimTask, scheduler: Scheduler) -> None:
+    def __init__(self, world: World, task: SimTask, scheduler: Scheduler, rank: int = 0) -> None:
         self.name = task.name
+        self.rank = rank
+        """The task's position among the workers sorted by name."""
         self.world = world
         self.url = world.url
         self.clock = world.clock
@@ -88,10 +94,22 @@ class WorkerContext:
         self._scheduler = scheduler
 
     async def connect(self) -> Any:
-        """An asyncpg connection whose backend the scheduler watches and can fault."""
-        conn = await asyncpg.connect(
-            self.url, server_settings={"application_name": f"sim:{self.name}"}
-        )
+        """An asyncpg connection whose backend the scheduler watches and can fault.
+
+        Where the role may set it, ``deadlock_timeout`` is ``100 ms * (rank + 1)``: the
+        tasks of a deadlock start waiting within one decision, so the victim is always
+        the first task by name in the cycle instead of whichever check ran first.
+        """
+        settings = {"application_name": f"sim:{self.name}"}
+        conn: Any = None
+        if _STAGGER_DEADLOCKS[0]:
+            staggered = {**settings, "deadlock_timeout": f"{DEADLOCK_STEP_MS * (self.rank + 1)}ms"}
+            try:
+                conn = await asyncpg.connect(self.url, server_settings=staggered)
+            except asyncpg.InsufficientPrivilegeError:
+                _STAGGER_DEADLOCKS[0] = False
+        if conn is None:
+            conn = await asyncpg.connect(self.url, server_settings=settings)
         self.register_backend(conn.get_server_pid(), conn.close, conn.terminate)
         return conn
 

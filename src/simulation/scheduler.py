@@ -67,7 +67,7 @@ class SimTask:
     task: asyncio.Task[None] | None = None
     outcome: str | None = None
     reaped: bool = False
-    faulted: bool = False
+    faulted: FaultKind | None = None
 
     @property
     def live(self) -> bool:
@@ -223,6 +223,10 @@ class Scheduler:
                 task.outcome = "aborted"  # the unwinding met the dropped connection
             elif injected is not None:
                 task.outcome = f"fault:{injected.kind.value}"
+            elif task.faulted is not None:
+                # The driver's error after a killed backend: its type is not part of
+                # the simulation's result.
+                task.outcome = f"fault:{task.faulted.value}"
             else:
                 task.outcome = f"raised:{type(exc).__name__}"
         finally:
@@ -319,7 +323,7 @@ class Scheduler:
             chosen.parked = None
 
     async def _inject(self, task: SimTask, fault: FaultKind) -> type[InjectedFault] | None:
-        task.faulted = True
+        task.faulted = fault
         pids = [b.pid for b in task.backends]
         if fault in (FaultKind.DROP_CONNECTION, FaultKind.LOSE_COMMIT_ACK):
             for backend in task.backends:
@@ -327,9 +331,12 @@ class Scheduler:
             await self._observer.wait_gone(pids)
         elif fault is FaultKind.TERMINATE_BACKEND:
             await self._observer.terminate(pids)
-        # Let the driver see the closed socket now, so the error the worker meets next
-        # does not depend on timing.
-        await asyncio.sleep(0.001)
+            # The driver notices the server's goodbye at a time of its own choosing, and
+            # its error type depends on when; close the client side now so the worker's
+            # next statement always meets a closed connection.
+            for backend in task.backends:
+                backend.drop()
+        await asyncio.sleep(0)
         return _FAULT_EXCEPTIONS[fault]
 
     async def _wait_change(self, seconds: float) -> None:

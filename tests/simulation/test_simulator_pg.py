@@ -173,7 +173,7 @@ async def _insert_once(ctx: WorkerContext) -> None:
         if isinstance(injected, InjectedAckLoss):
             op.info("ack lost")
         else:
-            op.fail(type(exc).__name__)
+            op.fail("error")  # not the type: after a kill it is the driver's timing
         raise
     op.ok()
 
@@ -251,7 +251,7 @@ async def test_terminate_backend_is_met_by_the_worker(simulator: Simulator) -> N
     )
     execution = await simulator.run_random(scenario, 0)
     assert execution.status == "pass"
-    assert execution.phase.outcomes["w"].startswith("raised:")
+    assert execution.phase.outcomes["w"] == "fault:terminate_backend"
     assert execution.trace["faults_fired"] == [
         {"task": "w", "step": INSERTED, "visit": 1, "kind": "terminate_backend"}
     ]
