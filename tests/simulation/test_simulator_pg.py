@@ -376,3 +376,13 @@ async def test_toy_materializer_split_is_caught_leaving_a_partial_occurrence(
     assert partial, failure_report(result)
     order = partial[0].step_order()
     assert any(entry.endswith("[raise]") for entry in order)
+
+
+async def test_faults_and_deadlocks_replay_identically(simulator: Simulator) -> None:
+    # Seed 12 with a 20% fault rate ends in a lock-order deadlock in the split toy.
+    for seed in (12, 19):
+        one = await simulator.run_random(LEDGER_SPLIT, seed, fault_rate=0.2)
+        two = await simulator.run_random(LEDGER_SPLIT, seed, fault_rate=0.2)
+        assert one.text == two.text
+        again = await simulator.replay(LEDGER_SPLIT, one.trace)
+        assert again.text == one.text
