@@ -384,5 +384,6 @@ async def test_faults_and_deadlocks_replay_identically(simulator: Simulator) -> 
         one = await simulator.run_random(LEDGER_SPLIT, seed, fault_rate=0.2)
         two = await simulator.run_random(LEDGER_SPLIT, seed, fault_rate=0.2)
         assert one.text == two.text
+        assert one.trace["tasks"]["a"] == "raised:DeadlockDetectedError"  # first by name
         again = await simulator.replay(LEDGER_SPLIT, one.trace)
         assert again.text == one.text
