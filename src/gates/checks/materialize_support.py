@@ -8,6 +8,8 @@ clock. ``ledger(...)`` reads the rows the checkers need.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -94,6 +96,7 @@ class Harness:
     world: World
     tenants: ConfiguredTenantConfiguration
     created: list[UUID] = field(default_factory=list)
+    _forks: Iterator[int] = field(default_factory=itertools.count)
 
     @classmethod
     async def open(
@@ -126,7 +129,7 @@ class Harness:
         return ScheduleMaterializer(
             uow=factory,
             clock=clock or self.world.clock,
-            ids=ids or self.world.ids.fork("materializer"),
+            ids=ids or self.world.ids.fork(f"materializer-{next(self._forks)}"),
             principals=DurablePrincipalDirectory(factory),
             agents=DurableAgentRegistry(factory),
             tenants=self.tenants,
