@@ -32,6 +32,7 @@ from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.records import (
     AgentVersionRecord,
     IdempotencyEntry,
+    PrincipalRecord,
     ProcessEvent,
     RunCheckpoint,
     RunRecord,
@@ -39,6 +40,7 @@ from scheduling.ports.records import (
     SessionEvent,
     SessionRecord,
 )
+from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
@@ -127,12 +129,9 @@ class World:
         for owner in OWNERS:
             await self._seed_owner(uow, owner)
 
-    async def _seed_owner(self, uow: UnitOfWork, owner: Principal) -> None:
-        from scheduling.ports.records import PrincipalRecord
-
-        await uow.principals.put(
-            PrincipalRecord(owner.tenant_id, owner.principal_id, True, owner.scopes, {}, T0, T0)
-        )
+    def build_owner(self, owner: Principal) -> Owned:
+        """One owner's values (nothing is written): a schedule at revision 2, its
+        revisions, a materialized occurrence with session and run, a missed one."""
         sid = self.uuid()
         schedule = Schedule(
             id=sid,
@@ -146,19 +145,6 @@ class World:
             created_at=T0 - timedelta(days=3),
             updated_at=T0,
         )
-        first = self.revision(sid, 1, owner)
-        second = self.revision(sid, 2, owner)
-        await uow.schedules.create(schedule.model_copy(update={"current_revision": 1}), first)
-        from scheduling.ports.repositories import ScheduleCommand
-
-        await uow.schedules.mutate(
-            ScheduleCommand(
-                expected=schedule.model_copy(update={"current_revision": 1}),
-                updated=schedule,
-                revision=second,
-            )
-        )
-        marker = f"erasable-content-{secrets.token_hex(6)}"
         session = SessionRecord(
             id=self.uuid(),
             tenant_id=owner.tenant_id,
@@ -216,17 +202,33 @@ class World:
             links_erased_at=None,
             created_at=T0 - timedelta(days=1),
         )
-        await uow.occurrences.insert(materialized)
-        await uow.occurrences.insert(missed)
-        await uow.sessions.create(session)
+        marker = f"erasable-content-{secrets.token_hex(6)}"
+        return Owned(
+            schedule, self.revision(sid, 2, owner), session, run, materialized, missed, marker
+        )
+
+    async def _seed_owner(self, uow: UnitOfWork, owner: Principal) -> None:
+        o = self.build_owner(owner)
+        sid = o.schedule.id
+        await uow.principals.put(
+            PrincipalRecord(owner.tenant_id, owner.principal_id, True, owner.scopes, {}, T0, T0)
+        )
+        first = o.schedule.model_copy(update={"current_revision": 1})
+        await uow.schedules.create(first, self.revision(sid, 1, owner))
+        await uow.schedules.mutate(
+            ScheduleCommand(expected=first, updated=o.schedule, revision=o.revision)
+        )
+        await uow.occurrences.insert(o.materialized)
+        await uow.occurrences.insert(o.missed)
+        await uow.sessions.create(o.session)
         await uow.sessions.append_event(
-            SessionEvent(session.id, 1, "session.created", "scheduler", {}, T0)
+            SessionEvent(o.session.id, 1, "session.created", "scheduler", {}, T0)
         )
         await uow.sessions.append_event(
-            SessionEvent(session.id, 2, "message.assistant", "agent", {"text": marker}, T0)
+            SessionEvent(o.session.id, 2, "message.assistant", "agent", {"text": o.marker}, T0)
         )
-        await uow.runs.create(run)
-        await uow.runs.add_checkpoint(RunCheckpoint(run.id, 0, 0, {"note": marker}, T0))
+        await uow.runs.create(o.run)
+        await uow.runs.add_checkpoint(RunCheckpoint(o.run.id, 0, 0, {"note": o.marker}, T0))
         await uow.idempotency.record(
             IdempotencyEntry(owner.tenant_id, owner.principal_id, "key-1", "sha256:x", sid, T0)
         )
@@ -237,14 +239,12 @@ class World:
                 principal_id=owner.principal_id,
                 event_type="schedule.occurrence.materialized",
                 actor="scheduler",
-                payload={"session_id": str(session.id), "run_id": str(run.id)},
+                payload={"session_id": str(o.session.id), "run_id": str(o.run.id)},
                 occurred_at=T0,
                 schedule_id=sid,
             )
         )
-        self.owned[(owner.tenant_id, owner.principal_id)] = Owned(
-            schedule, second, session, run, materialized, missed, marker
-        )
+        self.owned[(owner.tenant_id, owner.principal_id)] = o
 
 
 async def seeded_world(url: str) -> World:
