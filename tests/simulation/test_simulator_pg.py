@@ -39,7 +39,10 @@ async def test_exhaustive_mode_finds_the_duplicate_and_replay_reproduces_it(
     assert result.exhausted
     assert result.failures, "the duplicate interleaving was not found"
     first = result.failures[0]
-    assert {v.invariant for v in first.violations} == {"demo.one_row_per_key"}
+    assert {v.invariant for v in first.violations} == {"demo.one_row_per_key", "linearizable"}
+    linear = next(v for v in first.violations if v.invariant == "linearizable")
+    assert sorted(linear.details["conflicting"]) == ["a#1", "b#1"]
+    assert "steps in between" in linear.message
     assert first.saved_to is not None
     assert f"scheduling-sim replay {first.saved_to}" in failure_report(result)
     # Both workers read before either inserted.
