@@ -47,10 +47,13 @@ class WorkerSettings:
     fallback_poll_seconds: float = 30.0
     failure_backoff_seconds: float = 60.0
     accounting_batch: int = 50
+    contention_pause_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         if self.batch_size <= 0 or self.fallback_poll_seconds <= 0:
             raise ValueError("batch_size and fallback_poll_seconds must be positive")
+        if self.contention_pause_seconds <= 0:
+            raise ValueError("contention_pause_seconds must be positive")
         if self.failure_backoff_seconds <= 0 or self.accounting_batch <= 0:
             raise ValueError("failure_backoff_seconds and accounting_batch must be positive")
 
@@ -132,8 +135,11 @@ class ScheduleWorker:
             next_fire = await uow.schedules.next_fire_at()
         bound = now + timedelta(seconds=self.settings.fallback_poll_seconds)
         candidates = [bound, *self._backoff.values()]
-        if next_fire is not None:
+        if next_fire is not None and next_fire > now:
             candidates.append(next_fire)
+        elif next_fire is not None:
+            # Due but set aside or locked by another worker: pause briefly, never spin.
+            candidates.append(now + timedelta(seconds=self.settings.contention_pause_seconds))
         return max((min(candidates) - now).total_seconds(), 0.0)
 
     async def run(self, stop: asyncio.Event | Callable[[], bool]) -> None:

@@ -1,0 +1,191 @@
+"""The schedule worker on PostgreSQL: isolation of a corrupt definition, bounded batches,
+the sleep computation, the LISTEN/NOTIFY wake, and the poll fallback without it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from gates.checks.materialize_support import Harness
+from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.service.materializer import MaterializeStatus
+from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+
+pytestmark = pytest.mark.postgres
+
+
+async def corrupt(h: Harness, sid: UUID) -> None:
+    """Point the schedule at a new revision whose stored definition cannot be decoded."""
+    rev = (await h.sql("SELECT * FROM schedule_revisions WHERE schedule_id = :i", i=sid))[0]
+    broken = dict(rev["definition"], cadence={"kind": "HOURLY", "every": 1})
+    await h.sql(
+        "INSERT INTO schedule_revisions (schedule_id, revision, definition,"
+        " created_by_principal_id, created_at) VALUES (:i, 2, CAST(:d AS jsonb), :p, :t)",
+        i=sid,
+        d=__import__("json").dumps(broken),
+        p=rev["created_by_principal_id"],
+        t=rev["created_at"],
+    )
+    await h.sql("UPDATE schedules SET current_revision = 2 WHERE id = :i", i=sid)
+
+
+async def test_corrupt_definition_neither_rolls_back_nor_blocks_siblings(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(3)]
+        bad = ids[1]
+        await corrupt(h, bad)
+        fire = await h.next_fire(ids[0])
+        h.clock.advance_to(fire + timedelta(seconds=1))
+        worker = h.worker(h.materializer(), batch_size=1, failure_backoff_seconds=600)
+        reports = [await worker.run_once() for _ in range(3)]
+        errors = {k: v for r in reports for k, v in r.errors.items()}
+        assert list(errors) == [bad]
+        decided = [x.schedule_id for r in reports for x in r.results]
+        assert sorted(map(str, decided)) == sorted(str(i) for i in ids if i != bad)
+        ledger = await h.ledger()
+        assert len(ledger.of(bad).occurrences) == 0
+        assert (await h.schedule(bad))["next_fire_at"] == fire
+        for good in ids:
+            if good != bad:
+                assert [o["disposition"] for o in ledger.of(good).occurrences] == ["MATERIALIZED"]
+        # Set aside for its backoff: the next pass does not retry it ...
+        again = await worker.run_once()
+        assert again.scanned == []
+        assert again.deferred == [bad]
+        # ... until the backoff has passed.
+        h.clock.advance(601)
+        assert (await worker.run_once()).errors == {bad: "ValidationError"}
+    finally:
+        await h.close()
+
+
+async def test_sleep_is_the_earlier_of_next_firing_and_poll(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create()
+        fire = await h.next_fire(sid)
+        h.clock.advance_to(fire - timedelta(seconds=100))
+        short = h.worker(h.materializer(), fallback_poll_seconds=30)
+        long = h.worker(h.materializer(), fallback_poll_seconds=300)
+        assert await short.sleep_seconds() == 30
+        assert await long.sleep_seconds() == 100
+        h.clock.advance(200)  # due but (say) locked elsewhere: a short pause, no spin
+        assert await long.sleep_seconds() == long.settings.contention_pause_seconds
+    finally:
+        await h.close()
+
+
+class CountingWorker(ScheduleWorker):
+    passes = 0
+
+    async def run_once(self) -> Any:
+        self.passes += 1
+        return await super().run_once()
+
+
+async def _wait_for(predicate: Any, seconds: float) -> bool:
+    for _ in range(int(seconds / 0.05)):
+        if predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return predicate()
+
+
+async def test_notify_wakes_a_sleeping_worker(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    listener = PostgresWakeListener(pg_url)
+    await listener.start()
+    try:
+        sid = await h.create()
+        # Keep it out of reach of the real clock, so the worker has nothing to do.
+        await h.sql(
+            "UPDATE schedules SET next_fire_at = :t WHERE id = :i",
+            t=SystemClock().now() + timedelta(days=1),
+            i=sid,
+        )
+        worker = CountingWorker(
+            uow=h.scheduler,
+            materializer=h.materializer(clock=SystemClock()),
+            clock=SystemClock(),
+            settings=WorkerSettings(fallback_poll_seconds=60),
+            wake=listener,
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+        assert await _wait_for(lambda: worker.passes == 1, 5)
+        await asyncio.sleep(0.3)
+        assert worker.passes == 1  # asleep until the next firing or the 60 s poll
+        await PostgresNotifier(pg_url).schedule_changed(h.created[0])
+        assert await _wait_for(lambda: worker.passes == 2, 5), "notification did not wake it"
+        assert listener.received == 1
+        stop.set()
+        await PostgresNotifier(pg_url).schedule_changed(h.created[0])
+        await asyncio.wait_for(task, 5)
+    finally:
+        await listener.close()
+        await h.close()
+
+
+async def test_without_notifications_the_poll_finds_due_work(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create()
+        clock = SystemClock()
+        # Make the schedule due in real time: its next instant is already behind us.
+        await h.sql(
+            "UPDATE schedules SET next_fire_at = :t WHERE id = :i",
+            t=clock.now() - timedelta(days=400),
+            i=sid,
+        )
+        worker = CountingWorker(
+            uow=h.scheduler,
+            materializer=h.materializer(clock=clock),
+            clock=clock,
+            settings=WorkerSettings(fallback_poll_seconds=0.2),
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+        decided = await _wait_for(lambda: worker.passes >= 3, 5)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        assert decided
+        row = await h.schedule(sid)
+        assert row["next_fire_at"] > clock.now() - timedelta(seconds=5)
+        assert len((await h.ledger()).of(sid).occurrences) == 1
+    finally:
+        await h.close()
+
+
+async def test_retry_result_keeps_schedule_due(pg_url: str) -> None:
+    from decimal import Decimal
+
+    from gates.checks.service_support import CEILINGS
+    from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+
+    h = await Harness.open(pg_url)
+    try:
+        h.tenants = ConfiguredTenantConfiguration(
+            default=CEILINGS.model_copy(
+                update={"max_active_runs": 1, "max_cost_per_run": Decimal(10)}
+            )
+        )
+        a = await h.create(title="A", key="a")
+        b = await h.create(title="B", key="b")
+        fire = await h.next_fire(a)
+        h.clock.advance_to(fire + timedelta(seconds=1))
+        first = await h.materializer().materialize(a)
+        blocked = await h.materializer().materialize(b)
+        assert first.status is MaterializeStatus.DECIDED
+        assert blocked.status is MaterializeStatus.RETRY
+        assert blocked.retry_after_seconds is not None
+        assert blocked.retry_after_seconds > 0
+        assert (await h.ledger()).of(b).occurrences == []
+        assert (await h.schedule(b))["next_fire_at"] == fire
+    finally:
+        await h.close()
