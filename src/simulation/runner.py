@@ -138,7 +138,12 @@ class Exploration:
             "faults_fired": dict(sorted(self.faults_fired.items())),
             "replayed_first": list(self.replayed_first),
             "failures": [
-                {"seed": f.key.seed, "execution": f.index, "violations": len(f.violations)}
+                {
+                    "seed": f.key.seed,
+                    "execution": f.index,
+                    "violations": [v.invariant for v in f.violations],
+                    "replay": None if f.saved_to is None else replay_command(f.saved_to),
+                }
                 for f in self.failures
             ],
             "saved_traces": [str(p) for p in self.saved],

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from simulation.checkers.violation import Violation
+from simulation.errors import SimulationError
 from simulation.history import History, Operation, StepRecord
 from simulation.jsonable import to_jsonable
 
@@ -94,7 +95,9 @@ def check_linearizable(
             return True
         budget[0] -= 1
         if budget[0] < 0:
-            raise RecursionError("linearizability search budget exhausted")
+            raise SimulationError(
+                f"linearizability search gave up after {limit} states: check smaller keys"
+            )
         mismatches: list[Mismatch] = []
         for i, o in enumerate(ops):
             if i in done or not preds[i] <= done:
