@@ -92,7 +92,11 @@ class PostgresAdmissionController:
         ceilings = await self._tenants.ceilings(tenant_id)
         if ceilings is None:
             return ScheduleAdmissionDecision(AdmissionOutcome.REJECT, NOT_CONFIGURED)
-        await uow.tx.execute(select(func.pg_advisory_xact_lock(admission_lock_key(tenant_id))))
+        await self._lock(uow, tenant_id)
         await self._probe.step("materialize.admission_locked")
         usage = await tenant_usage(uow, tenant_id, now)
         return decide_admission(usage, ceilings, revision, backoff_seconds=self._backoff)
+
+    async def _lock(self, uow: PostgresUnitOfWork, tenant_id: str) -> None:
+        """Serialize the tenant's admissions until this transaction ends."""
+        await uow.tx.execute(select(func.pg_advisory_xact_lock(admission_lock_key(tenant_id))))
