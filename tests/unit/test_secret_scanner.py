@@ -100,6 +100,11 @@ def test_benign_corpus_is_fully_accepted() -> None:
         "signature: Jane Doe, Head of Operations",
         "ＳＵＭＭＡＲＩＺＥ　ＴＨＥ　ＮＥＷＳ",  # noqa: RUF001 - fullwidth on purpose
         "export PATH=/usr/local/bin:$PATH",
+        "Fix this loop:\n    for attempt in range(3):\n        pass\n    code = run(attempt)",
+        "In pygments, Text = Token.Text\nWhitespace = Text.Whitespace; explain the hierarchy.",
+        "Explain: session.exitstatus = ExitCode.OK\ninitstate = 0",
+        "Why does password = unquote(password) appear in the URL parser?",
+        "The password: see-vault, ask Maria.",
         "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
     ],
 )
@@ -209,3 +214,48 @@ def test_a_credential_far_into_a_long_instruction_is_still_found() -> None:
         assert [(f.kind, f.start) for f in findings] == [
             ("github_token", len(text) - len(token) - 5)
         ]
+
+
+@pytest.mark.parametrize(
+    ("value", "random_looking"),
+    [
+        ("management-2024-report", False),
+        ("Q3-2026-revenue-report", False),
+        ("Token.Name.Builtin.SchemeFunction", False),
+        ("context.perl6_token_nesting_level", False),
+        ("HTTPBasicAuthHandler", False),
+        ("2026-01-01T09:00:00Z", False),
+        ("aBcDeFgHiJkLmNoP", True),
+        ("8f3Ab9Xz1Qw7Lm2N", True),
+        ("123e4567-e89b-12d3-a456-426614174000", True),
+    ],
+)
+def test_looks_random_separates_words_and_code_from_tokens(
+    value: str, random_looking: bool
+) -> None:
+    from scheduling.domain.secrets.predicates import looks_random
+
+    assert looks_random(value) is random_looking
+
+
+@pytest.mark.parametrize(
+    ("value", "explicit", "password"),
+    [
+        ("hunter2", False, True),
+        ("Tr0ub4dor&3", False, True),
+        ("see-vault", False, False),
+        ("Summer", False, False),
+        ("remind", False, False),
+        ("correcthorse", True, True),
+        ("unquote(password)", True, False),
+        ("cfg.password", True, False),
+        ("${DB_PASSWORD}", True, False),
+        ("$DB_PASS", True, False),
+        ("$Of3roTkn_RYRJ", True, True),
+        ("<password>", True, False),
+    ],
+)
+def test_password_values(value: str, explicit: bool, password: bool) -> None:
+    from scheduling.domain.secrets.predicates import looks_like_password
+
+    assert looks_like_password(value, explicit_assignment=explicit) is password

@@ -41,6 +41,25 @@ _ASSIGN = r"[\"']?(?:\s{0,4}(?::|=>|=)\s{0,4}|\s{1,4}is\s{1,4})[\"']?"
 _SUFFIX = r"(?:[_.-][A-Za-z0-9_.-]{0,24})?"
 
 
+CONTEXTUAL_KINDS = frozenset(
+    {
+        "aws_secret_key",
+        "gcp_service_account_key",
+        "azure_storage_key",
+        "azure_sas_token",
+        "bearer_token",
+        "basic_auth_header",
+        "authorization_header",
+        "password_in_url",
+        "password_assignment",
+        "session_cookie",
+        "generic_api_key_assignment",
+        "high_entropy_assignment",
+    }
+)
+"""Kinds recognized by a keyword or structure around the value rather than its shape."""
+
+
 @dataclass(frozen=True, slots=True)
 class Detector:
     """One credential shape: the kind it reports and how to recognize it."""
@@ -49,6 +68,11 @@ class Detector:
     pattern: re.Pattern[str]
     accept: Callable[[str], bool] | None = None
     extend: frozenset[str] | None = None
+    contextual: bool = False
+    """Recognized by surrounding words (``password=``, ``Bearer``), not by its own shape.
+    Not run on the views that join lines (they would glue a value to the next line's
+    first word); a keyword and its value on one line, or split by the break itself
+    (``Bearer\\n<token>``), are matched in the other views."""
 
     def value_group(self) -> str | int:
         """The group whose span is reported: ``secret`` when present, else the match."""
@@ -64,7 +88,7 @@ def _d(
     ignore_case: bool = True,
 ) -> Detector:
     flags = re.IGNORECASE if ignore_case else 0
-    return Detector(kind, re.compile(pattern, flags), accept, extend)
+    return Detector(kind, re.compile(pattern, flags), accept, extend, kind in CONTEXTUAL_KINDS)
 
 
 def _random_not_uuid(value: str, min_len: int = 12) -> bool:

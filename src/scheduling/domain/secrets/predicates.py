@@ -19,6 +19,10 @@ _PLACEHOLDER = re.compile(
 )
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _WORD_SEPARATORS = re.compile(r"[-_./:,+]")
+_WORDLIKE = re.compile(r"^(?:[A-Za-z]+[0-9]{0,2}|[0-9]+)$")
+_HUMP = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
+# A call or subscript: ``unquote(pw)``, ``os.environ['X']`` (a lone ")" ends a sentence).
+_EXPRESSION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,64}[(\[]")
 
 
 def is_placeholder(value: str) -> bool:
@@ -43,14 +47,36 @@ def shannon_entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
+def _wordlike(part: str) -> bool:
+    """A word or number as people and code write them: ``perl6``, ``Q3``, ``2026``,
+    ``SchemeFunction``, ``HTTPHandler`` (camel humps of three letters or more)."""
+    if not _WORDLIKE.match(part):
+        return False
+    alpha = part.rstrip("0123456789")
+    if not alpha:
+        return True
+    humps = _HUMP.findall(alpha)
+    return len(humps) == 1 or all(len(h) >= 3 for h in humps)
+
+
+def _all_wordlike(value: str) -> bool:
+    parts = [p for p in _WORD_SEPARATORS.split(value) if p]
+    return bool(parts) and all(_wordlike(p) for p in parts)
+
+
+def _code_like(value: str) -> bool:
+    """An expression or attribute path (``unquote(pw)``, ``cfg.password``), not a value."""
+    return bool(_EXPRESSION.search(value)) or ("." in value and _all_wordlike(value))
+
+
 def looks_random(value: str, min_len: int = 12) -> bool:
     """Mixed character classes, not a sequence of plain words/numbers, not a placeholder.
 
-    ``management-2024-report`` and ``Q3-roadmap`` are prose; ``Tr0ub4dor&3``,
-    ``8f3A...`` and a UUID in an ``api_key=`` position are not. Long values must also
-    carry some entropy, so ``2026-01-01T09:00:00Z`` style strings stay quiet.
+    ``management-2024-report``, ``Q3-roadmap`` and ``Token.Name.Builtin`` are prose or
+    code; ``Tr0ub4dor&3``, ``8f3A...`` and a UUID in an ``api_key=`` position are not.
+    Long values must also carry some entropy, so ``2026-01-01T09:00:00Z`` stays quiet.
     """
-    if len(value) < min_len or is_placeholder(value):
+    if len(value) < min_len or is_placeholder(value) or _code_like(value):
         return False
     has_lower = any(c.islower() for c in value)
     has_upper = any(c.isupper() for c in value)
@@ -58,23 +84,29 @@ def looks_random(value: str, min_len: int = 12) -> bool:
     has_symbol = any(not c.isalnum() for c in value)
     if has_lower + has_upper + has_digit + has_symbol < 2:
         return False
-    parts = [p for p in _WORD_SEPARATORS.split(value) if p]
-    if all(p.isalpha() or p.isdigit() for p in parts) and not (has_lower and has_upper):
-        return False
-    if all(
-        p.isdigit() or (p.isalpha() and (p.islower() or p.isupper() or p.istitle())) for p in parts
-    ):
+    if _all_wordlike(value):
         return False
     return not (len(value) >= 20 and shannon_entropy(value) < 3.0)
 
 
 def looks_like_password(value: str, explicit_assignment: bool) -> bool:
-    """A password value: after ``=`` anything non-placeholder; in prose it must look random."""
-    if len(value) < 6 or is_placeholder(value):
+    """A password value.
+
+    After ``=`` any non-placeholder value that is not code counts (``password=hunter22``).
+    In prose (``:``, ``is``) it needs two character classes and, when it reads as plain
+    words, a digit: ``hunter2`` and ``Tr0ub4dor&3`` count, ``see-vault`` does not.
+    """
+    if len(value) < 6 or is_placeholder(value) or _code_like(value):
         return False
     if explicit_assignment:
         return True
-    return looks_random(value, min_len=6)
+    has_lower = any(c.islower() for c in value)
+    has_upper = any(c.isupper() for c in value)
+    has_digit = any(c.isdigit() for c in value)
+    has_symbol = any(not c.isalnum() for c in value)
+    if has_lower + has_upper + has_digit + has_symbol < 2:
+        return False
+    return has_digit or not _all_wordlike(value)
 
 
 def basic_credentials(value: str) -> bool:

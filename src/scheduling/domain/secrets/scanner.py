@@ -92,6 +92,10 @@ def windows(text: str) -> Iterator[tuple[int, int]]:
         start = end - OVERLAP_CHARS
 
 
+def _last_index(items: tuple[str, ...], item: str) -> int:
+    return max((i for i, x in enumerate(items) if x == item), default=-1)
+
+
 def _extend(text: str, end: int, alphabet: frozenset[str]) -> int:
     limit = min(len(text), end + EXTEND_MAX_CHARS)
     while end < limit and text[end] in alphabet:
@@ -155,9 +159,13 @@ class SecretScanner:
     def _match(self, view: View, state: _State) -> None:
         state.views += 1
         text = view.text
+        # After the last base64 decoding, has a view glued lines together?
+        since_decode = view.transforms[_last_index(view.transforms, "base64") + 1 :]
+        glued = "unwrapped" in since_decode or "rewrapped" in since_decode
+        detectors = [d for d in self._detectors if not (glued and d.contextual)]
         for start, end in windows(text):
             state.windows += 1
-            for detector in self._detectors:
+            for detector in detectors:
                 state.chars_searched += end - start
                 group = detector.value_group()
                 for match in detector.pattern.finditer(text, start, end):
