@@ -14,6 +14,7 @@ from simulation.scenario import Scenario
 SCENARIO_MODULES: tuple[str, ...] = (
     "simulation.scenarios.demo",
     "simulation.scenarios.ledger_demo",
+    "simulation.scenarios.materialize",
 )
 
 _REGISTRY: dict[str, Scenario] = {}
