@@ -27,6 +27,7 @@ from gates.checks.service_support import (
     seed_durable,
 )
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
 from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
@@ -41,6 +42,7 @@ from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
 from scheduling.ports.records import PrincipalRecord
+from scheduling.service.accounting import RunAccountant
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
 
@@ -139,11 +141,18 @@ class Harness:
         )
 
     def worker(self, materializer: ScheduleMaterializer, **settings: Any) -> ScheduleWorker:
+        """A schedule worker with the post-run accounting sweep wired."""
         return ScheduleWorker(
             uow=self.scheduler,
             materializer=materializer,
             clock=self.world.clock,
             settings=WorkerSettings(**settings),
+            accountant=RunAccountant(
+                uow=self.scheduler,
+                clock=self.world.clock,
+                ids=self.world.ids.fork(f"accountant-{next(self._forks)}"),
+            ),
+            pending=PostgresPendingAccounts(self.scheduler),
         )
 
     async def create(self, who: Principal = WHO, key: str | None = None, **overrides: Any) -> UUID:
