@@ -76,3 +76,36 @@ def test_a_due_scan_that_sees_a_paused_schedule_is_rejected() -> None:
     invoke(h, "a", "pause", expected_revision=1, now=T0).ok(("ok", "PAUSED", 1, None, True))
     invoke(h, "b", "due", now=T1).ok(True)
     assert violations(h)
+
+
+def test_a_materialization_of_an_instant_inside_a_pause_is_rejected() -> None:
+    h = new_history()
+    invoke(h, "a", "pause", expected_revision=1, now=T0).ok(("ok", "PAUSED", 1, None, True))
+    resumed_fire = fire_after(0, T1)
+    invoke(h, "a", "resume", expected_revision=1, now=T1).ok(
+        ("ok", "ACTIVE", 1, resumed_fire, True)
+    )
+    paused_instant = fire_after(0, T0)  # a nominal instant that fell inside the pause
+    invoke(h, "b", "materialize", now=T1).ok(
+        ("decided", "MATERIALIZED", paused_instant, resumed_fire)
+    )
+    assert violations(h)
+
+
+def test_the_second_consecutive_miss_auto_pauses() -> None:
+    h = new_history()
+    model = LifecycleModel(T0)
+    state = model.initial()
+    late = START.replace(day=9, hour=12).isoformat()  # hours after an instant: outside grace
+    state, first = model.apply(state, "materialize", {"now": late})
+    assert first[1] == "MISSED"
+    assert state[0] == "ACTIVE"
+    later = START.replace(day=12, hour=12).isoformat()
+    state, second = model.apply(state, "materialize", {"now": later})
+    assert second[1] == "MISSED"
+    assert state[0] == "PAUSED"
+    assert second[3] is None
+    invoke(h, "a", "materialize", now=late).ok(first)
+    invoke(h, "a", "materialize", now=later).ok(second)
+    invoke(h, "b", "due", now=later).ok(False)
+    assert violations(h) == []

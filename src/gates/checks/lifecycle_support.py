@@ -1,20 +1,25 @@
 """The sequential model and the history driver of gate.schedule.lifecycle_linear.
 
 ``LifecycleModel`` is the spec's closed state machine for one schedule, extended with
-the cached ``next_fire_at`` and the due scan, so a checked history also proves "paused
-time never backfills" (resume and an ACTIVE update fire at the first instant strictly
-after their own time; a due scan sees a schedule only while it is ACTIVE and its
-instant has come) and "cancellation never reopens" (CANCELLED has no way out).
+the cached ``next_fire_at``, the due scan and the materialization a scan triggers, so
+a checked history also proves "paused time never backfills" (resume and an ACTIVE
+update fire at the first instant strictly after their own time; a scan decides only
+the latest due instant at or after the cached next firing, never one inside a pause)
+and "cancellation never reopens" (CANCELLED has no way out). The model also follows
+the materializer's failure accounting: a MISSED instant counts a failure and the
+second consecutive one auto-pauses the schedule; resume resets the count.
 
 Every operation records the clock instant it ran at (the virtual clock stands still
 inside a concurrent batch), so the model is a pure function of its arguments.
 Results are ``("ok", state, revision, next_fire_at, changed)`` or
-``("conflict", current_revision)``; a due scan returns whether the schedule was due.
+``("conflict", current_revision)``; a due read returns whether the schedule was due;
+a materialization returns ``("decided", disposition, nominal_fire_at, next_fire_at)``
+or ``("not_due",)``.
 
-``run_history`` executes batches of operations concurrently against a service and a
-unit-of-work factory (PostgreSQL in the gate), recording a ``simulation.history.History``
-whose epoch is a global event counter, so "A completed before B was invoked" is
-exactly the real-time order the linearizability checker respects.
+``HistoryDriver`` executes batches of operations concurrently against a service, a
+unit-of-work factory and a materializer (PostgreSQL in the gate), recording a
+``simulation.history.History`` whose epoch is a global event counter, so "A completed
+before B was invoked" is exactly the real-time order the linearizability checker uses.
 """
 
 from __future__ import annotations
@@ -30,9 +35,14 @@ from gates.checks.service_support import World, definition
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.errors import ConflictError, SchedulingError
 from scheduling.domain.identity import Principal
-from scheduling.domain.recurrence.engine import next_after
+from scheduling.domain.recurrence.engine import latest_at_or_before, next_after
 from scheduling.domain.schedule import Schedule
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
+from scheduling.service.materializer import (
+    MaterializeResult,
+    MaterializeStatus,
+    ScheduleMaterializer,
+)
 from simulation.history import History
 
 CADENCES: tuple[dict[str, Any], ...] = (
@@ -55,26 +65,47 @@ def fire_after(cadence: int, now: str) -> str | None:
     return None if instant is None else format_instant(instant)
 
 
+GRACE_SECONDS = 900
+"""The definitions' misfire grace (``service_support.definition``)."""
+MAX_FAILURES = 2
+"""The definitions' max_consecutive_failures."""
+
+
+def latest_before(cadence: int, now: str) -> str | None:
+    instant = latest_at_or_before(parse_cadence(CADENCES[cadence]), datetime.fromisoformat(now))
+    return None if instant is None else format_instant(instant)
+
+
+def _is_due(current: str, fire: str | None, now: str) -> bool:
+    return (
+        current == "ACTIVE"
+        and fire is not None
+        and datetime.fromisoformat(fire) <= datetime.fromisoformat(now)
+    )
+
+
 @dataclass(frozen=True)
 class LifecycleModel:
-    """One schedule created ACTIVE at ``created_at`` with cadence 0 (see module doc)."""
+    """One schedule created ACTIVE at ``created_at`` with cadence 0 (see module doc).
+
+    State: (state, revision, next_fire_at, cadence, consecutive_failures, in_flight).
+    Runs never finish in the gate, so after one MATERIALIZED occurrence every later
+    due instant inside the grace window is SKIPPED_OVERLAP.
+    """
 
     created_at: str
 
     def initial(self) -> Hashable:
-        return ("ACTIVE", 1, fire_after(0, self.created_at), 0)
+        return ("ACTIVE", 1, fire_after(0, self.created_at), 0, 0, False)
 
     def apply(self, state: Hashable, op: str, args: Mapping[str, Any]) -> tuple[Hashable, Any]:
         assert isinstance(state, tuple)
-        current, revision, fire, cadence = state
+        current, revision, fire, cadence, failures, in_flight = state
         now = args["now"]
         if op == "due":
-            due = (
-                current == "ACTIVE"
-                and fire is not None
-                and datetime.fromisoformat(fire) <= datetime.fromisoformat(now)
-            )
-            return state, due
+            return state, _is_due(current, fire, now)
+        if op == "materialize":
+            return self._materialize(state, now)
         if args["expected_revision"] != revision:
             return state, ("conflict", revision)
         if op == "update":
@@ -82,7 +113,7 @@ class LifecycleModel:
                 return state, ("conflict", revision)
             new_cadence = args["cadence"]
             new_fire = fire_after(new_cadence, now) if current == "ACTIVE" else None
-            after = (current, revision + 1, new_fire, new_cadence)
+            after = (current, revision + 1, new_fire, new_cadence, failures, in_flight)
             return after, ("ok", current, revision + 1, new_fire, True)
         target = _TARGET[op]
         if current == target:
@@ -90,7 +121,31 @@ class LifecycleModel:
         if current not in _FROM[op]:
             return state, ("conflict", revision)
         new_fire = fire_after(cadence, now) if target == "ACTIVE" else None
-        return (target, revision, new_fire, cadence), ("ok", target, revision, new_fire, True)
+        # Resume starts a fresh failure count (ADR 0600).
+        new_failures = 0 if op == "resume" else failures
+        after = (target, revision, new_fire, cadence, new_failures, in_flight)
+        return after, ("ok", target, revision, new_fire, True)
+
+    @staticmethod
+    def _materialize(state: tuple[Any, ...], now: str) -> tuple[Hashable, Any]:
+        current, revision, fire, cadence, failures, in_flight = state
+        if not _is_due(current, fire, now):
+            return state, ("not_due",)
+        nominal = latest_before(cadence, now)
+        assert nominal is not None
+        late = datetime.fromisoformat(now) - datetime.fromisoformat(nominal)
+        if late.total_seconds() > GRACE_SECONDS:
+            disposition, failures = "MISSED", failures + 1
+        elif in_flight:
+            disposition = "SKIPPED_OVERLAP"
+        else:
+            disposition, in_flight = "MATERIALIZED", True
+        new_fire = fire_after(cadence, now)
+        after_state = current
+        if disposition == "MISSED" and failures >= MAX_FAILURES:
+            after_state, new_fire = "PAUSED", None
+        after = (after_state, revision, new_fire, cadence, failures, in_flight)
+        return after, ("decided", disposition, nominal, new_fire)
 
 
 @dataclass(frozen=True)
@@ -104,6 +159,16 @@ class Op:
     cadence: int = 0
 
 
+def materialized(result: MaterializeResult) -> tuple[Any, ...]:
+    """A materialization as the model sees it."""
+    if result.status is not MaterializeStatus.DECIDED or result.occurrence is None:
+        return (result.status.value,)
+    occurrence = result.occurrence
+    fire = None if result.next_fire_at is None else format_instant(result.next_fire_at)
+    nominal = format_instant(occurrence.nominal_fire_at)
+    return ("decided", occurrence.disposition.value, nominal, fire)
+
+
 def observed(schedule: Schedule, changed: bool) -> tuple[Any, ...]:
     fire = None if schedule.next_fire_at is None else format_instant(schedule.next_fire_at)
     return ("ok", schedule.state.value, schedule.current_revision, fire, changed)
@@ -112,9 +177,16 @@ def observed(schedule: Schedule, changed: bool) -> tuple[Any, ...]:
 class HistoryDriver:
     """Runs batches of operations concurrently and records them in a History."""
 
-    def __init__(self, world: World, scheduler: UnitOfWorkFactory, who: Principal) -> None:
+    def __init__(
+        self,
+        world: World,
+        scheduler: UnitOfWorkFactory,
+        who: Principal,
+        materializer: ScheduleMaterializer | None = None,
+    ) -> None:
         self.world = world
         self.scheduler = scheduler
+        self.materializer = materializer
         self.who = who
         self.history = History(world.clock, epoch=lambda: len(self.history.events))
         self.schedules: list[UUID] = []
@@ -176,7 +248,8 @@ class HistoryDriver:
         return observed(result.schedule, result.changed)
 
     async def _due(self, process: str, now: str) -> None:
-        # One read-only due scan, recorded as one due read per schedule (same window).
+        # A scan: one due read (recorded as one read per schedule over the same window),
+        # then, as the schedule worker does, one materialization per due schedule.
         refs = [
             self.history.invoke(process, "due", schedule=k, now=now)
             for k in range(len(self.schedules))
@@ -185,6 +258,18 @@ class HistoryDriver:
             due = set(await uow.schedules.due(datetime.fromisoformat(now), 10_000))
         for k, ref in enumerate(refs):
             ref.ok(self.schedules[k] in due)
+        if self.materializer is None:
+            return
+        for k, sid in enumerate(self.schedules):
+            if sid not in due:
+                continue
+            ref = self.history.invoke(process, "materialize", schedule=k, now=now)
+            try:
+                result = await self.materializer.materialize(sid)
+            except SchedulingError as exc:
+                ref.fail(("error", exc.code))
+                continue
+            ref.ok(materialized(result))
 
     def model_for(self, key: Hashable) -> LifecycleModel:
         assert isinstance(key, int)

@@ -3,16 +3,16 @@
 Hypothesis generates histories: two schedules, then batches of update, pause, resume,
 cancel and due-scan operations with current, stale (-1) and ahead (+1) expected
 revisions; each batch runs concurrently against real PostgreSQL (the service through
-the API role, the due scan through the scheduler role), and the virtual clock advances
-between batches. Each schedule's sub-history must be linearizable (Wing & Gong search of
-the simulator's checker, ``simulation.checkers.check_linearizable_per_key``) against
-``LifecycleModel``: the spec's closed transitions plus the cached next firing and the
-due scan. So every history is equivalent to one allowed serial order; CANCELLED never
-reopens; resume and ACTIVE updates fire strictly after their own time (paused time
-never backfills) and a due scan never sees a paused or not-yet-due schedule.
-
-The due scan is the repository's read-only ``due(now, limit)``: no materializer exists
-yet, so no occurrence is written by a scan (recorded in the evidence).
+the API role; the scan - the repository's ``due(now, limit)`` read followed by
+``ScheduleMaterializer.materialize`` for each due schedule, as the schedule worker does -
+through the scheduler role). Between batches the virtual clock jumps, sometimes to just
+after the earliest next firing so that scans materialize, skip for overlap or miss.
+Each schedule's sub-history must be linearizable (the simulator's Wing & Gong checker,
+``simulation.checkers.check_linearizable_per_key``) against ``LifecycleModel``: the
+spec's closed transitions plus the cached next firing, the scan and its decisions. So
+every history is equivalent to one allowed serial order; CANCELLED never reopens; and
+paused time never backfills. Admission is the development allow-all controller (tenant
+admission has its own gates); runs are never executed, so they stay in flight.
 
 Reproduce: ``SCHEDULING_GATE_SEED=<seed> .venv/bin/pytest src/gates/checks/test_lifecycle.py``
 (the seed is printed on failure and recorded in the evidence).
@@ -37,12 +37,16 @@ from gates.checks.lifecycle_support import (
     HistoryDriver,
     Op,
 )
-from gates.checks.service_support import build_world, principal, seed_durable
+from gates.checks.service_support import CEILINGS, build_world, principal, seed_durable
 from gates.pytest_plugin import GateEvidence, gate_profile
+from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+from scheduling.adapters.postgres.directories import DurableAgentRegistry, DurablePrincipalDirectory
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.recurrence.engine import next_after
+from scheduling.service.admission import AllowAllAdmission
+from scheduling.service.materializer import ScheduleMaterializer
 from simulation.checkers import check_linearizable_per_key
 
 GATE = "gate.schedule.lifecycle_linear"
@@ -61,8 +65,13 @@ ops = st.one_of(
     ),
     st.builds(Op, kind=st.just("due"), target=st.just(0)),
 )
+# Between batches: jump by seconds, or to just after the earliest next firing.
+advances = st.one_of(
+    st.tuples(st.just("jump"), st.integers(0, 40 * 3600)),
+    st.tuples(st.just("fire"), st.integers(0, 1200)),
+)
 batches = st.lists(
-    st.tuples(st.lists(ops, min_size=2, max_size=6), st.integers(0, 40 * 3600)),
+    st.tuples(st.lists(ops, min_size=2, max_size=6), advances),
     min_size=2,
     max_size=6,
 )
@@ -74,11 +83,13 @@ class Tally:
         self.operations: dict[str, int] = {}
         self.outcomes: dict[str, int] = {}
         self.concurrent_batches = 0
+        self.dispositions: dict[str, int] = {}
 
 
-async def run_example(
-    url: str, plan: list[tuple[list[Op], int]], number: int, tally: Tally
-) -> None:
+Plan = list[tuple[list[Op], tuple[str, int]]]
+
+
+async def run_example(url: str, plan: Plan, number: int, tally: Tally) -> None:
     admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=8)
     roles = role_names()
     try:
@@ -87,18 +98,29 @@ async def run_example(
         if number == 0:
             await seed_durable(admin, [WHO])
         world = build_world(api, seed=SEED * 1000 + number, durable_directory=api)
-        driver = HistoryDriver(world, scheduler, WHO)
+        materializer = ScheduleMaterializer(
+            uow=scheduler,
+            clock=world.clock,
+            ids=world.ids.fork("materializer"),
+            principals=DurablePrincipalDirectory(scheduler),
+            agents=DurableAgentRegistry(scheduler),
+            tenants=ConfiguredTenantConfiguration(default=CEILINGS),
+            admission=AllowAllAdmission(),
+        )
+        driver = HistoryDriver(world, scheduler, WHO, materializer)
         await driver.create(SCHEDULES, prefix=f"x{number}")
         for batch, advance in plan:
             await driver.batch(batch)
             tally.concurrent_batches += len(batch) > 1
-            world.clock.advance(advance)
+            await advance_clock(driver, advance)
         violations = check_linearizable_per_key(
             driver.history, driver.model_for, key=lambda op: op.args["schedule"]
         )
         for op in driver.history.operations():
             tally.operations[op.op] = tally.operations.get(op.op, 0) + 1
             verdict = op.value[0] if isinstance(op.value, tuple) else str(op.value)
+            if op.op == "materialize" and verdict == "decided":
+                tally.dispositions[op.value[1]] = tally.dispositions.get(op.value[1], 0) + 1
             tally.outcomes[f"{op.op}:{verdict}"] = tally.outcomes.get(f"{op.op}:{verdict}", 0) + 1
         problems = [f"{v.invariant}: {v.message} {dict(v.details)}" for v in violations]
         problems += await direct_checks(admin, driver)
@@ -112,6 +134,20 @@ async def run_example(
             )
     finally:
         await admin.dispose()
+
+
+async def advance_clock(driver: HistoryDriver, advance: tuple[str, int]) -> None:
+    mode, seconds = advance
+    clock = driver.world.clock
+    if mode == "fire":
+        fires = []
+        for sid in driver.schedules:
+            fire = (await driver.world.service.get(driver.who, sid)).schedule.next_fire_at
+            if fire is not None and fire > clock.now():
+                fires.append(fire)
+        if fires:
+            clock.advance_to(min(fires))
+    clock.advance(seconds)
 
 
 async def direct_checks(admin: PostgresUnitOfWorkFactory, driver: HistoryDriver) -> list[str]:
@@ -171,7 +207,7 @@ def test_lifecycle_histories_are_linearizable(pg_url: str, gate_evidence: GateEv
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(plan=batches)
-    def check(plan: list[tuple[list[Op], int]]) -> None:
+    def check(plan: Plan) -> None:
         tally.examples += 1
         asyncio.run(run_example(pg_url, plan, next(counter), tally))
 
@@ -181,9 +217,12 @@ def test_lifecycle_histories_are_linearizable(pg_url: str, gate_evidence: GateEv
     gate_evidence.record("concurrent_batches", tally.concurrent_batches)
     gate_evidence.record("operations", tally.operations)
     gate_evidence.record("outcomes", dict(sorted(tally.outcomes.items())))
+    gate_evidence.record("dispositions", dict(sorted(tally.dispositions.items())))
     gate_evidence.record("checker", "simulation.checkers.check_linearizable_per_key (Wing & Gong)")
     gate_evidence.record(
-        "due_scan", "read-only ScheduleRepository.due(now, limit); no materializer yet"
+        "due_scan",
+        "ScheduleRepository.due(now, limit) then ScheduleMaterializer.materialize per due id "
+        "(allow-all admission; runs never executed)",
     )
     gate_evidence.record("database", "postgresql: API role (service), scheduler role (due scan)")
     gate_evidence.record(
@@ -194,4 +233,5 @@ def test_lifecycle_histories_are_linearizable(pg_url: str, gate_evidence: GateEv
     assert tally.outcomes.get("pause:ok", 0) > 0
     assert tally.outcomes.get("resume:ok", 0) > 0
     assert tally.outcomes.get("cancel:ok", 0) > 0
+    assert tally.outcomes.get("materialize:decided", 0) > 0
     assert tally.outcomes.get("due:True", 0) > 0
