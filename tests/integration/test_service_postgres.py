@@ -258,3 +258,67 @@ async def test_occurrences_page_with_run_views(pg: tuple[World, PostgresUnitOfWo
     assert after.items[0].run is not None
     assert after.items[0].run.status == "QUEUED"
     assert await count(admin, "SELECT count(*) FROM runs WHERE status = 'QUEUED'") == 1
+
+
+async def test_durable_directories_are_content_derived_and_pinned(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    from dataclasses import replace
+
+    from gates.checks.service_support import AGENT_ID, LIMITS
+    from scheduling.adapters.postgres.directories import (
+        DurableAgentRegistry,
+        DurablePrincipalDirectory,
+    )
+    from scheduling.ports.records import AgentVersionRecord
+
+    _, admin = pg
+    directory = DurablePrincipalDirectory(admin)
+    first = await directory.current("tenant-a", "alice")
+    assert first is not None
+    assert first.enabled
+    assert first.authority_version.startswith("sha256:")
+    assert await directory.current("tenant-a", "nobody") is None
+    async with admin.begin() as uow:
+        record = await uow.principals.get("tenant-a", "alice")
+        assert record is not None
+        later = record.updated_at.replace(year=2027)
+        await uow.principals.put(replace(record, updated_at=later))
+        await uow.commit()
+    same = await directory.current("tenant-a", "alice")
+    assert same is not None
+    assert same.authority_version == first.authority_version
+    versions = {first.authority_version}
+    for change in ({"scopes": record.scopes - {"memory.read"}}, {"enabled": False}):
+        async with admin.begin() as uow:
+            await uow.principals.put(replace(record, **change))
+            await uow.commit()
+        changed = await directory.current("tenant-a", "alice")
+        assert changed is not None
+        versions.add(changed.authority_version)
+    assert len(versions) == 3
+    # The pinned version stays; the floating pointer moves.
+    agents = DurableAgentRegistry(admin)
+    async with admin.begin() as uow:
+        v1 = await uow.agents.get_version(AGENT_ID, "v1")
+        assert v1 is not None
+        await uow.agents.put_version(
+            AgentVersionRecord(
+                agent_id=AGENT_ID,
+                version="v2",
+                policy_profile="strict",
+                spec={"model": "x"},
+                limits=LIMITS.to_json(),
+                content_hash="sha256:v2",
+                created_at=v1.created_at,
+            )
+        )
+        await uow.agents.set_active(AGENT_ID, "v2", v1.created_at)
+        await uow.commit()
+    active = await agents.active(AGENT_ID)
+    pinned = await agents.get(AGENT_ID, "v1")
+    assert active is not None
+    assert pinned is not None
+    assert (active.version, active.policy_profile) == ("v2", "strict")
+    assert (pinned.version, pinned.policy_profile) == ("v1", "default")
+    assert await agents.get(AGENT_ID, "v9") is None
