@@ -322,3 +322,21 @@ async def test_durable_directories_are_content_derived_and_pinned(
     assert (active.version, active.policy_profile) == ("v2", "strict")
     assert (pinned.version, pinned.policy_profile) == ("v1", "default")
     assert await agents.get(AGENT_ID, "v9") is None
+
+
+async def test_concurrent_identical_patches_apply_once_and_replay(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    import asyncio
+
+    world, admin = pg
+    s = (await world.service.create(ALICE, "k", definition())).schedule
+    patch = SchedulePatch(instruction="Only the security news, please.")
+    results = await asyncio.gather(
+        *(world.service.patch(ALICE, s.id, 1, patch, "same-patch") for _ in range(3))
+    )
+    assert sum(r.changed for r in results) == 1
+    assert sum(r.replayed for r in results) == 2
+    assert {r.schedule.current_revision for r in results} == {2}
+    updated = "SELECT count(*) FROM process_events WHERE event_type = 'schedule.updated'"
+    assert await count(admin, updated) == 1

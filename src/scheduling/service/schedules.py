@@ -250,6 +250,14 @@ class ScheduleService:
         )
         async with self._uow.begin(principal) as uow:
             schedule = await self._get(uow, schedule_id, principal, lock=True)
+            if key is not None and digest is not None:
+                # An identical request that committed while we waited for the row lock
+                # replays instead of failing on the revision it advanced.
+                entry = await uow.idempotency.lookup(principal, key)
+                if entry is not None:
+                    if entry.request_hash != digest:
+                        raise ConflictError(KEY_REUSED, "the idempotency key was used before")
+                    return ScheduleResult(schedule, replayed=True, changed=False)
             decision = decide(
                 Action.UPDATE, schedule.state, schedule.current_revision, expected_revision
             )
