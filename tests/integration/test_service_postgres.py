@@ -340,3 +340,54 @@ async def test_concurrent_identical_patches_apply_once_and_replay(
     assert {r.schedule.current_revision for r in results} == {2}
     updated = "SELECT count(*) FROM process_events WHERE event_type = 'schedule.updated'"
     assert await count(admin, updated) == 1
+
+
+async def test_purge_keeps_materialized_sessions_and_runs(
+    pg: tuple[World, PostgresUnitOfWorkFactory],
+) -> None:
+    from gates.checks.service_support import CEILINGS
+    from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+    from scheduling.adapters.postgres.directories import (
+        DurableAgentRegistry,
+        DurablePrincipalDirectory,
+    )
+    from scheduling.domain.occurrence import OccurrenceDisposition
+    from scheduling.service.admission import AllowAllAdmission
+    from scheduling.service.materializer import ScheduleMaterializer
+
+    world, admin = pg
+    roles = role_names()
+    scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.scheduler)
+    materializer = ScheduleMaterializer(
+        uow=scheduler,
+        clock=world.clock,
+        ids=world.ids.fork("mat"),
+        principals=DurablePrincipalDirectory(scheduler),
+        agents=DurableAgentRegistry(scheduler),
+        tenants=ConfiguredTenantConfiguration(default=CEILINGS),
+        admission=AllowAllAdmission(),
+    )
+    s = (await world.service.create(ALICE, "k", definition())).schedule
+    assert s.next_fire_at is not None
+    world.clock.advance_to(s.next_fire_at)
+    decided = await materializer.materialize(s.id)
+    assert decided.occurrence is not None
+    assert decided.occurrence.disposition is OccurrenceDisposition.MATERIALIZED
+    await world.service.cancel(ALICE, s.id, 1)
+    world.clock.advance(31 * 86400)
+    maint = MaintenanceService(
+        uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.maintenance),
+        clock=world.clock,
+        ids=world.ids.fork("m"),
+    )
+    assert await maint.purge_terminal("tenant-a") == 1
+    for table, left in (
+        ("schedules", 0),
+        ("schedule_revisions", 0),
+        ("schedule_occurrences", 0),
+        ("schedule_idempotency_keys", 0),
+        ("sessions", 1),
+        ("runs", 1),
+    ):
+        assert await count(admin, f"SELECT count(*) FROM {table}") == left, table
+    assert await count(admin, "SELECT count(*) FROM process_events") >= 3
