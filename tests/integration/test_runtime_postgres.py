@@ -42,6 +42,7 @@ from scheduling.runtime import (
     RunSubmitter,
     WorkerSettings,
 )
+from scheduling.runtime.usage import SYNTHESIS_RESERVE
 from simulation.clock import VirtualClock
 
 pytestmark = pytest.mark.postgres
@@ -367,3 +368,38 @@ async def test_tool_pipeline_denies_undeclared_and_unscoped_tools(env: Env) -> N
 async def test_submission_requires_held_scopes(env: Env) -> None:
     with pytest.raises(AuthorizationError):
         await env.submit.submit(WHO, submission("succeed", scopes=frozenset({"browser.navigate"})))
+
+
+async def test_synthesis_reserve_refuses_further_tools_then_answers(env: Env) -> None:
+    bounds = limits(max_steps=6, reserve_steps=2)
+    run = await env.submit.submit(
+        WHO,
+        submission(
+            "tools:5",
+            limits=bounds,
+            scopes=frozenset({"memory.read"}),
+            agent_version=TOOL_AGENT_VERSION,
+        ),
+    )
+    outcome = await run_worker(env.admin, env.clock, "w", capacity=WIDE).run_once()
+    assert outcome is not None
+    assert outcome.status == "COMPLETED"
+    async with env.admin.begin() as uow:
+        events = await uow.sessions.events(run.session_id, None)
+    tools = [
+        (e.event_type, e.payload.get("reason_code"))
+        for e in events
+        if e.event_type.startswith("tool.")
+    ]
+    assert tools == [("tool.result", None)] * 4 + [("tool.denied", SYNTHESIS_RESERVE)]
+    assert (await run_row(env.admin, run.id)).usage["tool_calls"] == 4
+
+
+async def test_a_queue_restricted_to_one_class_claims_only_it(env: Env) -> None:
+    await env.submit.submit(WHO, submission("succeed"))
+    queued_async = await env.submit.submit(WHO, submission("succeed", priority=RunPriority.ASYNC))
+    async_only = PostgresRunQueue(env.admin, WIDE, classes=frozenset({RunPriority.ASYNC}))
+    claimed = await async_only.claim("a", env.clock.now(), 30)
+    assert claimed is not None
+    assert claimed.run.id == queued_async.id
+    assert await async_only.claim("a", env.clock.now(), 30) is None

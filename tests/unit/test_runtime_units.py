@@ -253,3 +253,18 @@ async def test_autojump_advances_only_when_everyone_sleeps() -> None:
     driver.detach()
     assert log == [("busy", 0.0), ("a", 5.0), ("b", 7.0), ("a", 10.0)]
     assert clock.now() == T0 + timedelta(seconds=10)
+
+
+def test_synthesis_reserve_boundaries() -> None:
+    from scheduling.runtime.usage import in_synthesis_reserve
+
+    plain = RunLimits(max_steps=5, max_model_calls=5, max_tool_calls=5, max_cost=Decimal(1))
+    assert not in_synthesis_reserve(plain, Usage(5, 5, 5, Decimal(1)))
+    steps = plain.model_copy(update={"reserve_steps": 2})
+    assert not in_synthesis_reserve(steps, Usage(steps=2))
+    assert in_synthesis_reserve(steps, Usage(steps=3))
+    calls = plain.model_copy(update={"reserve_model_calls": 1})
+    assert in_synthesis_reserve(calls, Usage(model_calls=4))
+    cost = plain.model_copy(update={"reserve_cost": Decimal("0.25")})
+    assert not in_synthesis_reserve(cost, Usage(cost=Decimal("0.5")))
+    assert in_synthesis_reserve(cost, Usage(cost=Decimal("0.75")))

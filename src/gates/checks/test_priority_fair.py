@@ -96,6 +96,10 @@ def concurrency(intervals: list[Interval], end: datetime) -> list[tuple[datetime
 def evaluate(report: Report, start: datetime) -> None:
     """Fill ``report.violations`` and ``report.figures`` (the gate's statement)."""
     cap = report.capacity
+    # No crash happens here, so every run is claimed at most once (SKIP LOCKED + lock).
+    ids = [i.run_id for i in report.intervals]
+    if len(ids) != len(set(ids)):
+        report.violations.append("a run was claimed twice")
     end = max((i.finished or i.claimed) for i in report.intervals)
     series = concurrency(report.intervals, end)
     for at, inter, asy in series:

@@ -17,6 +17,10 @@ MODEL_CALL_LIMIT = reason(
 )
 TOOL_CALL_LIMIT = reason("schedule.runtime.tool_call_limit", "The run reached its tool-call limit")
 COST_LIMIT = reason("schedule.runtime.cost_limit", "The run reached its cost limit")
+SYNTHESIS_RESERVE = reason(
+    "schedule.runtime.synthesis_reserve",
+    "The run reached a final-synthesis reserve; it must answer without another tool call",
+)
 LIMITS_INVALID = reason(
     "schedule.runtime.limits_invalid", "The run has no complete finite limits; it never starts"
 )
@@ -91,3 +95,17 @@ def exceeded(limits: RunLimits, after: Usage) -> str | None:
     if after.cost > limits.max_cost:
         return COST_LIMIT
     return None
+
+
+def in_synthesis_reserve(limits: RunLimits, usage: Usage) -> bool:
+    """Whether research reached a reserved step, model-call or cost boundary (spec:
+    the next request must synthesize from evidence already in context). All-zero
+    reserves keep the unreserved behaviour."""
+    return (
+        (limits.reserve_steps > 0 and usage.steps >= limits.max_steps - limits.reserve_steps)
+        or (
+            limits.reserve_model_calls > 0
+            and usage.model_calls >= limits.max_model_calls - limits.reserve_model_calls
+        )
+        or (limits.reserve_cost > 0 and usage.cost >= limits.max_cost - limits.reserve_cost)
+    )

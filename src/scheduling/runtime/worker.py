@@ -47,7 +47,15 @@ from scheduling.ports.runtime import (
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.context import instruction_of
 from scheduling.runtime.tools import ToolPipeline
-from scheduling.runtime.usage import LIMITS_INVALID, Usage, charge, exceeded, parse_limits
+from scheduling.runtime.usage import (
+    LIMITS_INVALID,
+    SYNTHESIS_RESERVE,
+    Usage,
+    charge,
+    exceeded,
+    in_synthesis_reserve,
+    parse_limits,
+)
 
 LEASE_LOST = reason(
     "schedule.runtime.lease_lost",
@@ -278,6 +286,24 @@ class RunWorker:
                 return await self._finish(
                     attempt, state, RunStatus.FAILED, AGENT_FAILED, error_class=action.error_class
                 )
+            if (
+                not state.charged
+                and isinstance(action, ToolCall)
+                and in_synthesis_reserve(limits, state.usage)
+            ):
+                # Refused before it is charged: the cursor moves on, the agent answers.
+                denied = _Event(
+                    "tool.denied",
+                    "runtime",
+                    {
+                        "tool": action.name,
+                        "reason_code": SYNTHESIS_RESERVE,
+                        "missing_scopes": [],
+                    },
+                )
+                state.cursor += 1
+                await self._write(attempt, state=state, events=[denied], step="run.checkpointed")
+                continue
             if not state.charged:
                 after = state.usage + charge(action)
                 over = exceeded(limits, after)

@@ -48,9 +48,13 @@ class PostgresRunQueue:
         uow_factory: PostgresUnitOfWorkFactory,
         capacity: QueueCapacity,
         probe: Probe | None = None,
+        classes: frozenset[RunPriority] = frozenset(RunPriority),
     ) -> None:
+        """``classes`` restricts what this queue client claims: production runs
+        interactive and async workers on disjoint classes (spec "Configuration")."""
         self._uow = uow_factory
         self.capacity = capacity
+        self.classes = classes
         self._probe = probe or NullProbe()
 
     async def _counts(self, uow: PostgresUnitOfWork, now: datetime) -> tuple[int, int]:
@@ -75,7 +79,8 @@ class PostgresRunQueue:
             admitted = [
                 cls
                 for cls in (RunPriority.INTERACTIVE, RunPriority.ASYNC)
-                if self.capacity.admits(cls, running_interactive, running_async)
+                if cls in self.classes
+                and self.capacity.admits(cls, running_interactive, running_async)
             ]
             if not admitted:
                 return None
