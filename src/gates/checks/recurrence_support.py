@@ -224,7 +224,9 @@ def civil_cadences(draw: Any, aim: Aim, kinds: tuple[str, ...]) -> CivilCadence:
         extra = draw(st.sets(st.integers(1, 7), max_size=3))
         return WeeklyCadence(aim.wall_time, aim.zone, tuple(extra | {aim.day.isoweekday()}))
     if kind == "MONTHLY":
-        days = draw(st.sets(st.integers(1, 31), max_size=3)) | {aim.day.day}
+        # Month ends are where calendars go wrong: favour 28..31.
+        extra = st.one_of(st.sampled_from([28, 29, 30, 31]), st.integers(1, 31))
+        days = draw(st.sets(extra, max_size=3)) | {aim.day.day}
         return MonthlyCadence(aim.wall_time, aim.zone, tuple(days), draw(st.booleans()))
     extra_dates = draw(
         st.sets(st.sampled_from([(2, 29), (1, 31), (3, 31), (12, 31), (6, 15)]), max_size=2)
