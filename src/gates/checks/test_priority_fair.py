@@ -4,8 +4,10 @@ Real PostgreSQL, two run workers with three claim loops each (six loops for four
 slots), driven on one virtual clock by ``Autojump`` (every wait is a clock sleep, so
 latencies are measured in virtual seconds and do not depend on the machine).
 
-Phase A saturates async capacity: a backlog of long priority-10 runs fills every slot
-async work may use while short interactive runs arrive one by one. Every interactive
+The async load is scheduled load: ten daily schedules due at one instant, materialized
+by the materializer (scheduler role) into priority-10 runs. Phase A saturates async
+capacity with them (they fill every slot async work may use) while short interactive
+runs (priority 0, submitted on demand) arrive one by one. Every interactive
 claim latency (claim instant - ``scheduled_for``) must stay within the configured bound.
 Phase B floods interactive work: async work must keep progressing, i.e. the longest
 stretch with no async run holding a slot stays within the same bound. The fleet caps
@@ -26,16 +28,17 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from gates.checks.runtime_support import Autojump, limits, run_worker, submission, submitter
-from gates.checks.service_support import START, principal, seed_durable
+from gates.checks.materialize_support import WHO, Harness
+from gates.checks.runtime_support import Autojump, run_worker, submission, submitter
+from gates.checks.service_support import CEILINGS
 from gates.pytest_plugin import GateEvidence
+from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.runtime import WorkerSettings
 from simulation.clock import VirtualClock
 
 GATE = "gate.schedule.priority_fair"
-WHO = principal("fair")
 SETTINGS = WorkerSettings(lease_seconds=120, heartbeat_seconds=40, poll_seconds=5)
 # The configured bound: an interactive run is claimed within two idle polls.
 CLAIM_BOUND_SECONDS = 2 * SETTINGS.poll_seconds
@@ -155,38 +158,63 @@ def evaluate(report: Report, start: datetime) -> None:
         )
 
 
-async def scenario(url: str, capacity: QueueCapacity) -> Report:
-    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=12)
-    clock = VirtualClock(START)
+async def scheduled_backlog(h: Harness) -> list[str]:
+    """``ASYNC_BACKLOG`` daily schedules due at one instant, materialized by the
+    scheduler into priority-10 runs (the tenant's active-run ceiling is raised so
+    admission admits them all)."""
+    h.tenants = ConfiguredTenantConfiguration(
+        default=CEILINGS.model_copy(update={"max_active_runs": 100})
+    )
+    ids = [
+        await h.create(
+            key=f"load-{n}",
+            instruction=f"Scheduled load. [script:run_long:{ASYNC_SECONDS}]",
+            run_timeout_seconds=3600,
+        )
+        for n in range(ASYNC_BACKLOG)
+    ]
+    fire = (await h.sql("SELECT max(next_fire_at) AS f FROM schedules"))[0]["f"]
+    h.clock.advance_to(fire)
+    materializer = h.materializer()
+    runs = []
+    for sid in ids:
+        made = await materializer.materialize(sid)
+        assert made.run_id is not None, made
+        runs.append(str(made.run_id))
+    rows = await h.sql("SELECT DISTINCT priority FROM runs")
+    assert [r["priority"] for r in rows] == [10]
+    return runs
+
+
+async def scenario(url: str, capacity: QueueCapacity) -> tuple[Report, datetime]:
+    h = await Harness.open(url)
     try:
-        await seed_durable(admin, [WHO])
-        submit = submitter(admin, clock)
-        bounds = limits(max_steps=5, max_model_calls=5)
-        backlog = [
-            await submit.submit(
-                WHO,
-                submission(f"run_long:{ASYNC_SECONDS}", priority=RunPriority.ASYNC, limits=bounds),
-            )
-            for _ in range(ASYNC_BACKLOG)
-        ]
-        phase: dict[str, str] = {str(r.id): "backlog" for r in backlog}
+        clock: VirtualClock = h.clock
+        backlog = await scheduled_backlog(h)
+        t0 = clock.now()
+        phase: dict[str, str] = dict.fromkeys(backlog, "backlog")
+        submit = submitter(h.admin, clock)
         driver = Autojump(clock)
         stop = asyncio.Event()
 
+        async def until(offset: float) -> None:
+            await clock.sleep(seconds(clock.now(), t0 + timedelta(seconds=offset)))
+
         async def submitter_task() -> None:
             for at in PHASE_A:
-                await clock.sleep(seconds(clock.now(), START + timedelta(seconds=at)))
+                await until(at)
                 run = await submit.submit(WHO, submission(f"run_long:{PHASE_A_SECONDS}"))
                 phase[str(run.id)] = "A"
-            await clock.sleep(seconds(clock.now(), START + timedelta(seconds=PHASE_B_AT)))
+            await until(PHASE_B_AT)
             for _ in range(PHASE_B_RUNS):
                 run = await submit.submit(WHO, submission(f"run_long:{PHASE_B_SECONDS}"))
                 phase[str(run.id)] = "B"
-            await clock.sleep(seconds(clock.now(), START + timedelta(seconds=STOP_AT)))
+            await until(STOP_AT)
             stop.set()
 
         workers = [
-            run_worker(admin, clock, name, capacity=capacity, settings=SETTINGS) for name in WORKERS
+            run_worker(h.admin, clock, name, capacity=capacity, settings=SETTINGS)
+            for name in WORKERS
         ]
         tasks = [driver.spawn(submitter_task())]
         # Each claim loop is its own participant of the clock driver (see Autojump).
@@ -195,11 +223,11 @@ async def scenario(url: str, capacity: QueueCapacity) -> Report:
             await driver.drive(tasks)
         finally:
             driver.detach()
-        intervals = await read_intervals(admin, phase)
+        intervals = await read_intervals(h.admin, phase)
         async_claimed = sum(1 for i in intervals if i.phase == "backlog")
-        return Report(capacity, intervals, async_claimed, driver.jumps)
+        return Report(capacity, intervals, async_claimed, driver.jumps), t0
     finally:
-        await admin.dispose()
+        await h.close()
 
 
 async def read_intervals(admin: PostgresUnitOfWorkFactory, phase: dict[str, str]) -> list[Interval]:
@@ -228,13 +256,13 @@ async def test_reserved_slots_keep_interactive_latency_and_async_progress(
 ) -> None:
     urls = [pg_server.create_database(template=pg_template) for _ in range(2)]
     try:
-        reserved = await scenario(urls[0], CAPACITY.require_reserves())
-        control = await scenario(urls[1], UNRESERVED)
+        reserved, t0 = await scenario(urls[0], CAPACITY.require_reserves())
+        control, c0 = await scenario(urls[1], UNRESERVED)
     finally:
         for url in urls:
             pg_server.drop_database(url)
-    evaluate(reserved, START)
-    evaluate(control, START)
+    evaluate(reserved, t0)
+    evaluate(control, c0)
     gate_evidence.record("workers", list(WORKERS))
     gate_evidence.record("claim_loops", len(WORKERS) * SLOTS_PER_WORKER)
     gate_evidence.record(
@@ -242,6 +270,7 @@ async def test_reserved_slots_keep_interactive_latency_and_async_progress(
         {"total": 4, "interactive_reserved": 1, "async_reserved": 1},
     )
     gate_evidence.record("interactive_claim_bound_virtual_seconds", CLAIM_BOUND_SECONDS)
+    gate_evidence.record("async_load", f"{ASYNC_BACKLOG} materialized scheduled runs")
     gate_evidence.record("claims", len(reserved.intervals))
     gate_evidence.record("async_runs_claimed", reserved.async_claimed)
     gate_evidence.record("clock_jumps", reserved.jumps)
