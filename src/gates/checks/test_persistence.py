@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -47,6 +48,7 @@ from scheduling.domain.errors import (
     NotFoundError,
     UnavailableError,
 )
+from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition
 from scheduling.domain.paging import PageRequest
 from scheduling.domain.schedule import ScheduleState
@@ -514,6 +516,7 @@ async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
     """As the API role, cross-tenant and cross-principal access sees and changes nothing."""
     world = await seeded_world(pg_url)
     api = PostgresUnitOfWorkFactory.from_url(pg_url, assume_role=ROLES.api, pool_size=2)
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
     try:
         async with admin_connection(pg_url) as conn:
             attrs = (
@@ -540,26 +543,18 @@ async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
                     sql = f"SELECT count(*) FROM {table}"
                     seen = (await uow.tx.execute(text(sql))).scalar_one()
                     assert seen == per_owner[table], (viewer, table, seen)
+                await _foreign_reads_hidden(uow, viewer, world)
                 for other in others:
                     o = world.of(other)
-                    for read in (
-                        uow.schedules.get(o.schedule.id, viewer),
-                        uow.schedules.get_revision(o.schedule.id, 2, viewer),
-                        uow.occurrences.get(o.materialized.id, viewer),
-                        uow.occurrences.list(o.schedule.id, viewer, PageRequest()),
-                        uow.sessions.get(o.session.id, viewer),
-                        uow.runs.get(o.run.id, viewer),
-                    ):
-                        with pytest.raises(NotFoundError):
-                            await read
-                    assert await uow.sessions.events(o.session.id, viewer) == []
                     assert await uow.events.for_schedule(o.schedule.id) == []
                     # Even a trusted-path read (no principal predicate) sees nothing.
                     with pytest.raises(NotFoundError):
                         await uow.schedules.get(o.schedule.id, None)
-                listed = await uow.schedules.list(viewer, PageRequest(limit=50))
-                assert [s.id for s in listed.items] == [world.of(viewer).schedule.id]
+            # The repository predicates alone (an admin login bypasses RLS) hide them too.
+            async with admin.begin(viewer) as uow:
+                await _foreign_reads_hidden(uow, viewer, world)
             gate_evidence.append("viewers", f"{viewer.principal_id}@{viewer.tenant_id}")
+        gate_evidence.record("repository_predicates_checked_without_rls", True)
         # Blind writes by alice change only alice's rows.
         before = {
             f"{p.principal_id}@{p.tenant_id}": await _owner_snapshot(pg_url, world, p)
@@ -618,6 +613,30 @@ async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
         assert state == ScheduleState.ACTIVE.value
     finally:
         await api.dispose()
+        await admin.dispose()
+
+
+async def _foreign_reads_hidden(uow: UnitOfWork, viewer: Principal, world: World) -> None:
+    """Every principal-scoped read of another owner's rows is not found / empty."""
+    for other in OWNERS:
+        if other == viewer:
+            continue
+        o = world.of(other)
+        reads: list[Callable[[], Awaitable[object]]] = [
+            partial(uow.schedules.get, o.schedule.id, viewer),
+            partial(uow.schedules.get_revision, o.schedule.id, 2, viewer),
+            partial(uow.occurrences.get, o.materialized.id, viewer),
+            partial(uow.occurrences.list, o.schedule.id, viewer, PageRequest()),
+            partial(uow.sessions.get, o.session.id, viewer),
+            partial(uow.runs.get, o.run.id, viewer),
+        ]
+        for read in reads:
+            with pytest.raises(NotFoundError):
+                await read()
+        assert await uow.sessions.events(o.session.id, viewer) == []
+        assert await uow.idempotency.lookup(viewer, "key-1") is not None  # its own key only
+    listed = await uow.schedules.list(viewer, PageRequest(limit=50))
+    assert [s.id for s in listed.items] == [world.of(viewer).schedule.id]
 
 
 async def _owner_snapshot(url: str, world: World, owner: Any) -> dict[str, list[str]]:
