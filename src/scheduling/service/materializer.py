@@ -239,8 +239,6 @@ class ScheduleMaterializer:
             if due.candidate is None:
                 return await self._repair(uow, schedule, revision, due, now)
             verdict = await self._verdict(uow, schedule, revision, due)
-            if verdict is None:
-                return MaterializeResult(schedule_id, MaterializeStatus.NOT_DUE)
             if isinstance(verdict, float):
                 return MaterializeResult(
                     schedule_id,
@@ -259,7 +257,7 @@ class ScheduleMaterializer:
 
     async def _verdict(
         self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision, due: DueCalculation
-    ) -> _Verdict | float | None:
+    ) -> _Verdict | float:
         """The disposition, or a RETRY backoff (float)."""
         authority = await self._principals.current(schedule.tenant_id, schedule.principal_id)
         failed = self._authorization(authority, revision)
