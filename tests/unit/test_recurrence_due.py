@@ -100,3 +100,17 @@ def test_naive_instants_raise_a_stable_code() -> None:
         with pytest.raises(ValidationError) as caught:
             call()
         assert caught.value.code == "schedule.recurrence.naive_instant"
+
+
+def test_the_edges_of_datetimes_range_do_not_overflow() -> None:
+    cadence = parse_cadence(
+        {"kind": "DAILY", "local_time": "09:00", "timezone": "Pacific/Kiritimati"}
+    )
+    latest = datetime.max.replace(tzinfo=UTC)
+    earliest = datetime.min.replace(tzinfo=UTC)
+    assert next_after(cadence, latest) is None
+    assert latest_at_or_before(cadence, earliest) is None
+    assert latest_at_or_before(cadence, latest) == datetime(9999, 12, 30, 19, tzinfo=UTC)
+    # Every local date of the proleptic calendar but 1994-12-31, which Kiritimati skipped.
+    days = (datetime.max - datetime.min).days + 1
+    assert count_inclusive(cadence, earliest, latest) == days - 1

@@ -65,7 +65,10 @@ def _once_firing(cadence: OnceCadence) -> Firing:
 
 def _local_date(cadence: CivilCadence, instant: datetime, counter: OperationCounter) -> date:
     counter.zone_lookups += 1
-    return instant.astimezone(load_zone(cadence.timezone)).date()
+    try:
+        return instant.astimezone(load_zone(cadence.timezone)).date()
+    except OverflowError:  # within a day of datetime's range: the UTC date is close enough
+        return instant.date()
 
 
 def _shift(day: date, days: int) -> date | None:
@@ -170,7 +173,10 @@ def span_inclusive(
     if isinstance(cadence, OnceCadence):
         inside = start <= cadence.at <= end
         return (1, cadence.at, cadence.at) if inside else (0, None, None)
-    first = next_firing(cadence, start - _TICK, ops)
+    try:
+        first = next_firing(cadence, start - _TICK, ops)
+    except OverflowError:  # start is datetime's minimum; nothing can precede it
+        first = next_firing(cadence, start, ops)
     last = latest_firing(cadence, end, ops)
     if first is None or last is None or first.instant > last.instant:
         return 0, None, None
