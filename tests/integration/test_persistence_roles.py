@@ -16,7 +16,14 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from gates.checks.persistence_support import ALICE, T0, World, admin_connection, seeded_world
+from gates.checks.persistence_support import (
+    ALICE,
+    MALLORY,
+    T0,
+    World,
+    admin_connection,
+    seeded_world,
+)
 from scheduling.adapters.postgres.migrations import (
     SCHEDULING_REVISION,
     current_revision,
@@ -25,9 +32,10 @@ from scheduling.adapters.postgres.migrations import (
 from scheduling.adapters.postgres.release_check import scheduler_release_problems
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.domain.errors import AuthorizationError
+from scheduling.domain.errors import AuthorizationError, NotFoundError
 from scheduling.domain.occurrence import OccurrenceDisposition
-from scheduling.ports.records import ProcessEvent, RunCheckpoint, SessionEvent
+from scheduling.domain.paging import PageRequest
+from scheduling.ports.records import IdempotencyEntry, ProcessEvent, RunCheckpoint, SessionEvent
 from scheduling.ports.repositories import FORBIDDEN, ScheduleCommand
 
 ROLES = role_names()
@@ -220,3 +228,88 @@ async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server:
                 await conn.execute(text(f"DROP ROLE IF EXISTS {role}"))
             await conn.commit()
     await asyncio.sleep(0)
+
+
+async def test_api_role_privileges_suffice_for_its_operations(pg_url: str) -> None:
+    world = await seeded_world(pg_url)
+    api = PostgresUnitOfWorkFactory.from_url(pg_url, assume_role=ROLES.api, pool_size=1)
+    owned = world.build_owner(ALICE)
+    first = owned.schedule.model_copy(update={"current_revision": 1})
+    try:
+        async with api.begin(ALICE) as uow:
+            await uow.schedules.create(first, world.revision(first.id, 1, ALICE))
+            await uow.idempotency.record(
+                IdempotencyEntry("tenant-a", "alice", "create-2", "h", first.id, T0)
+            )
+            await uow.events.append(
+                ProcessEvent(
+                    world.uuid(), "tenant-a", "alice", "schedule.created", "api", {}, T0, first.id
+                )
+            )
+            await uow.commit()
+        paused = first.model_copy(
+            update={
+                "state": "PAUSED",
+                "pause_reason": "user",
+                "next_fire_at": None,
+                "current_revision": 2,
+                "updated_at": T0 + timedelta(hours=1),
+            }
+        )
+        async with api.begin(ALICE) as uow:
+            await uow.schedules.mutate(
+                ScheduleCommand(first, paused, ALICE, world.revision(first.id, 2, ALICE))
+            )
+            await uow.commit()
+        async with api.begin(ALICE) as uow:
+            page = await uow.schedules.list(ALICE, PageRequest(limit=10))
+            assert first.id in {s.id for s in page.items}
+            history = await uow.occurrences.list(world.of(ALICE).schedule.id, ALICE, PageRequest())
+            assert len(history.items) == 2
+            erased = await uow.sessions.erase(world.of(ALICE).session.id, ALICE, T0)
+            assert erased.occurrences_marked == 1
+            await uow.commit()
+    finally:
+        await api.dispose()
+
+
+async def test_maintenance_role_purges_only_its_tenant(pg_url: str) -> None:
+    world = await seeded_world(pg_url)
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    maintenance = PostgresUnitOfWorkFactory.from_url(
+        pg_url, assume_role=ROLES.maintenance, pool_size=1
+    )
+    done_at = T0 + timedelta(days=1)
+    try:
+        async with admin.begin() as uow:
+            for owner in (ALICE, MALLORY):
+                current = world.of(owner).schedule
+                await uow.schedules.mutate(
+                    ScheduleCommand(
+                        current,
+                        current.model_copy(
+                            update={
+                                "state": "CANCELLED",
+                                "next_fire_at": None,
+                                "updated_at": done_at,
+                            }
+                        ),
+                    )
+                )
+            await uow.commit()
+        cutoff = done_at + timedelta(days=30)
+        # Scoped to tenant-a, asking for tenant-b finds nothing (row-level security).
+        async with maintenance.begin(tenant_id="tenant-a") as uow:
+            assert await uow.schedules.purge_terminal("tenant-b", cutoff, 10) == 0
+            assert await uow.schedules.purge_terminal("tenant-a", cutoff, 10) == 1
+            await uow.commit()
+        async with admin.begin() as uow:
+            with pytest.raises(NotFoundError):
+                await uow.schedules.get(world.of(ALICE).schedule.id, None)
+            assert (await uow.schedules.get(world.of(MALLORY).schedule.id, None)).id
+            # Sessions and runs are never purged with schedule history.
+            assert (await uow.sessions.get(world.of(ALICE).session.id, None)).id
+            assert (await uow.runs.get(world.of(ALICE).run.id, None)).id
+    finally:
+        await admin.dispose()
+        await maintenance.dispose()
