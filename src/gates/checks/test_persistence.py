@@ -617,7 +617,8 @@ async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
 
 
 async def _foreign_reads_hidden(uow: UnitOfWork, viewer: Principal, world: World) -> None:
-    """Every principal-scoped read of another owner's rows is not found / empty."""
+    """Every principal-scoped read or repository mutation of another owner's rows is
+    not found (or empty), and changes nothing."""
     for other in OWNERS:
         if other == viewer:
             continue
@@ -629,6 +630,15 @@ async def _foreign_reads_hidden(uow: UnitOfWork, viewer: Principal, world: World
             partial(uow.occurrences.list, o.schedule.id, viewer, PageRequest()),
             partial(uow.sessions.get, o.session.id, viewer),
             partial(uow.runs.get, o.run.id, viewer),
+        ]
+        cancelled = o.schedule.model_copy(
+            update={"state": ScheduleState.CANCELLED, "next_fire_at": None}
+        )
+        # Mutations through the repositories are refused the same way.
+        reads += [
+            partial(uow.schedules.mutate, ScheduleCommand(o.schedule, cancelled, viewer)),
+            partial(uow.sessions.erase, o.session.id, viewer, T0),
+            partial(uow.schedules.get, o.schedule.id, viewer, for_update=True),
         ]
         for read in reads:
             with pytest.raises(NotFoundError):
