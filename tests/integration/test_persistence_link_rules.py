@@ -1,7 +1,7 @@
 """The database's occurrence rules and the domain value accept exactly the same forms.
 
 ``inspection.link_rule_problems`` evaluates the table's CHECKs against
-``inspection._spec_legal`` on real PostgreSQL (gate.schedule.persistence_schema); this
+``inspection.occurrence_form_legal`` on real PostgreSQL (gate.schedule.persistence_schema); this
 test ties that oracle to ``ScheduleOccurrence`` itself, over all 320 combinations of
 disposition and nullable fields, so the database, the oracle and the domain agree.
 """
@@ -12,7 +12,7 @@ import itertools
 from datetime import UTC, datetime
 from uuid import UUID
 
-from scheduling.adapters.postgres.inspection import _spec_legal
+from scheduling.adapters.postgres.inspection import occurrence_form_legal
 from scheduling.adapters.postgres.tables import DISPOSITIONS
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.occurrence import ScheduleOccurrence
@@ -48,10 +48,10 @@ def test_domain_value_and_database_oracle_agree_on_every_form() -> None:
     disagreements = [
         combo
         for combo in combos
-        if _domain_accepts(*combo) != _spec_legal(*combo)  # type: ignore[arg-type]
+        if _domain_accepts(*combo) != occurrence_form_legal(*combo)  # type: ignore[arg-type]
     ]
     assert disagreements == []
-    accepted = sum(_spec_legal(*combo) for combo in combos)  # type: ignore[arg-type]
+    accepted = sum(occurrence_form_legal(*combo) for combo in combos)  # type: ignore[arg-type]
     # MATERIALIZED: live-linked or erased (2 forms); each of the four others: unlinked,
     # with a reason, with or without a (non-secret) authority version (2 forms).
     assert accepted == 2 + 4 * 2

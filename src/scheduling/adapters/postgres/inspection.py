@@ -267,7 +267,7 @@ def rls_problems(conn: Connection, api_role: str) -> list[str]:
     return problems
 
 
-def _spec_legal(
+def occurrence_form_legal(
     disposition: str,
     session: bool,
     run: bool,
@@ -276,6 +276,8 @@ def _spec_legal(
     authority: bool,
     reason: bool,
 ) -> bool:
+    """Whether an occurrence with these fields present is legal (the spec's and the
+    domain value's rules; tests/integration/test_persistence_link_rules.py ties the two)."""
     if disposition == "MATERIALIZED":
         live = session and run and not erased
         gone = not session and not run and erased
@@ -316,7 +318,7 @@ def link_rule_problems(conn: Connection) -> list[str]:
     accepted = [bool(r.ok) for r in _rows(conn, sql)]
     problems = []
     for combo, ok in zip(combos, accepted, strict=True):
-        if ok != _spec_legal(*combo):
+        if ok != occurrence_form_legal(*combo):
             verb = "accepts" if ok else "rejects"
             d, s, r, e, m, a, c = combo
             problems.append(
