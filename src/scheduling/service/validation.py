@@ -235,9 +235,6 @@ class DefinitionValidator:
         ceilings = await self._tenants.ceilings(principal.tenant_id)
         if ceilings is None:
             raise UnavailableError(TENANT_NOT_CONFIGURED, "scheduling is not configured")
-        over = ceilings.exceeded_by(
-            limits, definition.run_timeout_seconds, definition.misfire_grace_seconds
-        )
         fields: dict[str, Any] = {
             "title": definition.title,
             "instruction": definition.instruction,
@@ -255,6 +252,9 @@ class DefinitionValidator:
         # Construct once so the domain's own rules (positive bounds, text bounds) apply
         # before the ceiling comparison reports on values that are legal at all.
         ValidatedDefinition(fields, cadence).build(UUID(int=0), 1, principal.principal_id, now)
+        over = ceilings.exceeded_by(
+            limits, definition.run_timeout_seconds, definition.misfire_grace_seconds
+        )
         if over:
             raise ValidationError(CEILING_EXCEEDED, "above the tenant ceiling", {"fields": over})
         if require_future and next_after(cadence, now) is None:
