@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -132,3 +132,43 @@ async def test_atomic_scenario_finds_the_partial_commit(
     assert result.failures, "the half-committing materializer was not caught"
     messages = [v.message for f in result.failures for v in f.violations]
     assert any("left rows" in m for m in messages), messages
+
+
+class EagerFactory(PostgresUnitOfWorkFactory):
+    """Units of work whose due scan looks two microseconds ahead (the mutant)."""
+
+    def begin(self, principal: Any = None, *, tenant_id: str | None = None) -> PostgresUnitOfWork:
+        uow = super().begin(principal, tenant_id=tenant_id)
+        schedules = uow.schedules
+        original = schedules.lock_due
+
+        async def lock_due(schedule_id: UUID, now: datetime) -> Schedule | None:
+            return await original(schedule_id, now + timedelta(microseconds=2))
+
+        schedules.lock_due = lock_due  # type: ignore[method-assign]
+        return uow
+
+
+async def eager_worker(ctx: WorkerContext) -> None:
+    engine = ctx.sqlalchemy_engine()
+    factory = EagerFactory(engine, assume_role=scenarios.role_names().scheduler)
+    op = ctx.history.invoke("materialize", schedule=str(ctx.vars["schedule_id"]))
+    try:
+        result = await scenarios.build_materializer(
+            factory, ctx.clock, ctx.ids, ctx.probe
+        ).materialize(ctx.vars["schedule_id"])
+        op.ok(scenarios._summary(result))
+    finally:
+        await engine.dispose()
+
+
+async def test_not_early_scenario_catches_an_eager_scan(
+    pg_server: DatabaseServer, pg_template: str, tmp_path: Path
+) -> None:
+    mutant = dataclasses.replace(
+        scenarios.NOT_EARLY, name="materialize.not_early_mutant", workers={"early": eager_worker}
+    )
+    result = await _simulator(pg_server, pg_template, tmp_path).explore(
+        mutant, mode="exhaustive", executions=20
+    )
+    assert result.failures, "the eager scan was not caught"

@@ -241,3 +241,23 @@ def _shift(cadence: dict[str, Any], number: int) -> dict[str, Any]:
         return cadence
     at = datetime.fromisoformat(cadence["at"]) + timedelta(days=400 * number)
     return {"kind": "ONCE", "at": at.isoformat()}
+
+
+@pytest.mark.gate(GATE, facet="materializer")
+async def test_early_and_on_time_workers_under_the_simulator(
+    pg_server: Any, pg_template: str, tmp_path: Any, gate_evidence: GateEvidence
+) -> None:
+    """Two workers under the deterministic simulator, one scanning 1 us before the
+    instant and one at it, in every interleaving: the early scan writes nothing."""
+    from simulation import databases, evidence
+    from simulation.runner import Simulator
+    from simulation.scenarios.materialize import NOT_EARLY
+    from simulation.store import FailureStore
+
+    sim = Simulator(
+        databases.fresh_databases(pg_server, pg_template), store=FailureStore(tmp_path / "f")
+    )
+    result = await sim.explore(NOT_EARLY, mode="exhaustive", seed=SEED % 1000, executions=100)
+    evidence.attach_evidence(gate_evidence, result, prefix="simulated.")
+    assert not result.failures, evidence.failure_report(result)
+    assert result.exhausted

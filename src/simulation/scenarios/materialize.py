@@ -29,7 +29,9 @@ from scheduling.adapters.postgres.directories import (
 )
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.domain.cadence import parse_cadence
 from scheduling.domain.errors import SchedulingError
+from scheduling.domain.recurrence.engine import next_after
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import NullProbe, Probe
@@ -127,9 +129,33 @@ def build_materializer(
     )
 
 
+def setup_at(offset: timedelta, *, skip_instants: int = 0) -> Any:
+    """A setup whose clock ends ``offset`` after the schedule's (``skip_instants`` + 1)th
+    instant, so ``skip_instants`` older instants are due and coalesced."""
+
+    async def setup_offset(world: World) -> None:
+        await _create(world)
+        cadence = parse_cadence(world.vars["cadence"])
+        nominal = world.vars["first"]
+        for _ in range(skip_instants):
+            following = next_after(cadence, nominal)
+            assert following is not None
+            nominal = following
+        world.vars["nominal"] = nominal
+        world.vars["coalesced"] = skip_instants
+        world.clock.advance_to(nominal + offset)
+
+    return setup_offset
+
+
 async def setup(world: World) -> None:
+    """One due schedule, 30 s past its first instant (nothing to coalesce)."""
+    await setup_at(timedelta(seconds=30))(world)
+
+
+async def _create(world: World) -> None:
     """One principal, the agent, one daily schedule created through the service (API
-    role) before its first instant; then the clock moves 30 s past that instant."""
+    role) before its first instant."""
     from gates.checks.service_support import build_world, definition, principal, seed_durable
 
     who = principal("sim-owner")
@@ -146,8 +172,8 @@ async def setup(world: World) -> None:
     fire = created.schedule.next_fire_at
     assert fire is not None
     world.vars["schedule_id"] = created.schedule.id
-    world.vars["nominal"] = fire
-    world.clock.advance_to(fire + timedelta(seconds=30))
+    world.vars["first"] = fire
+    world.vars["cadence"] = dict(definition().cadence)
 
 
 async def materialize_worker(ctx: WorkerContext) -> None:
@@ -205,7 +231,7 @@ def _json(value: Any) -> Any:
 
 
 def complete_ledger(
-    rows: dict[str, list[dict[str, Any]]], sid: UUID, nominal: datetime
+    rows: dict[str, list[dict[str, Any]]], sid: UUID, nominal: datetime, coalesced: int = 0
 ) -> list[Violation]:
     """Exactly one complete MATERIALIZED occurrence for ``nominal`` and nothing more."""
     found = check_ledger(
@@ -225,6 +251,13 @@ def complete_ledger(
         ),
     }
     wrong = {k: v for k, v in counts.items() if v != 1}
+    folds = [e for e in rows["process_events"] if e["event_type"] == "schedule.misfires_coalesced"]
+    if len(folds) != (1 if coalesced else 0) or (
+        folds and _json(folds[0]["payload"])["count"] != coalesced
+    ):
+        found.append(
+            Violation("materialize.coalesced", f"{len(folds)} coalescing events, {coalesced} due")
+        )
     if wrong:
         found.append(Violation("materialize.exactly_one", f"counts other than one: {wrong}"))
     if occurrences and occurrences[0]["disposition"] != "MATERIALIZED":
@@ -243,7 +276,9 @@ def _count(rows: list[dict[str, Any]], event_type: str) -> int:
 
 async def check_once(world: World, view: ExecutionView) -> list[Violation]:
     rows = await _rows(world)
-    found = complete_ledger(rows, world.vars["schedule_id"], world.vars["nominal"])
+    found = complete_ledger(
+        rows, world.vars["schedule_id"], world.vars["nominal"], world.vars["coalesced"]
+    )
     decided = [
         op
         for op in world.history.operations()
@@ -278,7 +313,7 @@ async def quiet_atomic(world: World, view: ExecutionView) -> None:
 
 
 async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:
-    sid, nominal = world.vars["schedule_id"], world.vars["nominal"]
+    sid, nominal, folded = world.vars["schedule_id"], world.vars["nominal"], world.vars["coalesced"]
     before: dict[str, list[dict[str, Any]]] = world.vars["after_crash"]
     fault_steps = [t.step for t, _ in view.faults_fired]
     committed = not fault_steps or fault_steps[0] == m.STEP_COMMITTED
@@ -286,7 +321,7 @@ async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:
     if committed:
         found += [
             Violation(v.invariant, "after commit: " + v.message, v.details)
-            for v in complete_ledger(before, sid, nominal)
+            for v in complete_ledger(before, sid, nominal, folded)
         ]
     else:
         left = {t: len(before[t]) for t in SCHEDULING_TABLES if t != "schedules"}
@@ -300,7 +335,7 @@ async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:
                 Violation("materialize.atomic", f"crash at {fault_steps[0]} left rows: {survivors}")
             )
         schedule = before["schedules"][0]
-        if schedule["next_fire_at"] != nominal or schedule["state"] != "ACTIVE":
+        if schedule["next_fire_at"] != world.vars["first"] or schedule["state"] != "ACTIVE":
             found.append(
                 Violation("materialize.atomic", f"crash at {fault_steps[0]}: schedule not due")
             )
@@ -312,7 +347,7 @@ async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:
                 "materialize.retry", f"retry returned {result.status.value}, not {expected_status}"
             )
         )
-    found += complete_ledger(await _rows(world), sid, nominal)
+    found += complete_ledger(await _rows(world), sid, nominal, folded)
     if result.occurrence is not None and not found:
         stored = (await _rows(world))["schedule_occurrences"][0]
         if stored["id"] != result.occurrence.id or stored["run_id"] != result.occurrence.run_id:
@@ -352,7 +387,8 @@ ATOMIC = register(
     Scenario(
         name="materialize.atomic",
         summary="crash after every write of one materialization; retry recovers",
-        setup=setup,
+        # One older instant is due too: the coalescing event is one more crash point.
+        setup=setup_at(timedelta(seconds=30), skip_instants=1),
         workers={"a": materialize_worker},
         quiet=quiet_atomic,
         check=check_atomic,
@@ -360,5 +396,42 @@ ATOMIC = register(
         fault_steps=STEPS,
         template=_template,
         max_steps=60,
+    )
+)
+
+
+async def ontime_worker(ctx: WorkerContext) -> None:
+    """Waits one microsecond on the virtual clock, then scans."""
+    await ctx.clock.sleep(1e-6)
+    await materialize_worker(ctx)
+
+
+async def check_not_early(world: World, view: ExecutionView) -> list[Violation]:
+    rows = await _rows(world)
+    nominal = world.vars["nominal"]
+    found = complete_ledger(rows, world.vars["schedule_id"], nominal)
+    for occ in rows["schedule_occurrences"]:
+        if occ["materialized_at"] != nominal:
+            found.append(
+                Violation("materialize.not_early", f"materialized at {occ['materialized_at']}")
+            )
+    for op in world.history.operations():
+        value = op.value
+        if op.process == "early" and (not isinstance(value, dict) or value["status"] != "not_due"):
+            found.append(Violation("materialize.not_early", f"the early scan returned {value}"))
+    return found
+
+
+NOT_EARLY = register(
+    Scenario(
+        name="materialize.not_early",
+        summary="a scan 1 us before next_fire_at writes nothing; one at the instant decides",
+        setup=setup_at(-timedelta(microseconds=1)),
+        workers={"early": materialize_worker, "ontime": ontime_worker},
+        check=check_not_early,
+        steps=STEPS,
+        footprints=FOOTPRINTS,
+        template=_template,
+        max_steps=80,
     )
 )
