@@ -172,7 +172,11 @@ async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
         await asyncio.gather(until_end(), schedules.run(stop), runs.slot(stop))
     finally:
         await admin.dispose()
-    return {"process": plan.name, "stopped_at": clock.now().isoformat()}
+    return {
+        "process": plan.name,
+        "stopped_at": clock.now().isoformat(),
+        "scheduler_metrics": schedules.metrics.summary(),
+    }
 
 
 def cadence_for(rng: random.Random, start: datetime, hours: float) -> dict[str, Any]:

@@ -48,6 +48,10 @@ async def test_corrupt_definition_neither_rolls_back_nor_blocks_siblings(pg_url:
         assert list(errors) == [bad]
         decided = [x.schedule_id for r in reports for x in r.results]
         assert sorted(map(str, decided)) == sorted(str(i) for i in ids if i != bad)
+        summary = worker.metrics.summary()
+        assert summary["errors"] == 1
+        assert summary["dispositions"] == {"MATERIALIZED": 2}
+        assert summary["lag_seconds"] == {"p50": 1.0, "p95": 1.0, "p99": 1.0}
         ledger = await h.ledger()
         assert len(ledger.of(bad).occurrences) == 0
         assert (await h.schedule(bad))["next_fire_at"] == fire

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -150,3 +151,55 @@ def test_accounting_event_id_is_one_per_occurrence() -> None:
 def test_worker_settings_are_positive(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="positive"):
         WorkerSettings(**bad)  # type: ignore[arg-type]
+
+
+def _decided(lag: float, disposition: str, coalesced: int = 0, paused: bool = False) -> Any:
+    from datetime import timedelta
+
+    from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
+    from scheduling.domain.schedule import ScheduleState
+    from scheduling.service.materializer import MaterializeResult, MaterializeStatus
+
+    materialized = disposition == "MATERIALIZED"
+    occ = ScheduleOccurrence(
+        id=UUID(int=11),
+        schedule_id=SID,
+        schedule_revision=1,
+        nominal_fire_at=T,
+        disposition=OccurrenceDisposition(disposition),
+        session_id=UUID(int=12) if materialized else None,
+        run_id=UUID(int=13) if materialized else None,
+        reason_code=None if materialized else "schedule.materialize.grace_expired",
+        authority_version="v",
+        materialized_at=T + timedelta(seconds=lag) if materialized else None,
+        links_erased_at=None,
+        created_at=T + timedelta(seconds=lag),
+    )
+    return MaterializeResult(
+        SID,
+        MaterializeStatus.DECIDED,
+        occ,
+        coalesced=coalesced,
+        coalesced_first=T - timedelta(days=3) if coalesced else None,
+        state_after=ScheduleState.PAUSED if paused else ScheduleState.ACTIVE,
+    )
+
+
+def test_worker_metrics_aggregate_lag_dispositions_and_outages() -> None:
+    from scheduling.service.schedule_worker import WorkerMetrics
+
+    metrics = WorkerMetrics()
+    assert metrics.lag_percentiles() is None
+    for lag in range(1, 101):
+        metrics.observe(_decided(float(lag), "MATERIALIZED"))
+    metrics.observe(_decided(5000.0, "MISSED", coalesced=3, paused=True))
+    cuts = metrics.lag_percentiles()
+    assert cuts is not None
+    assert 50 <= cuts["p50"] <= 52
+    assert 95 <= cuts["p95"] <= 97
+    assert cuts["p99"] >= 99
+    summary = metrics.summary()
+    assert summary["dispositions"] == {"MATERIALIZED": 100, "MISSED": 1}
+    assert summary["coalesced_misfires"] == 3
+    assert summary["longest_outage_seconds"] == 3 * 86400 + 5000
+    assert summary["auto_paused"] == 1

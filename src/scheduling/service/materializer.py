@@ -172,6 +172,18 @@ class MaterializeResult:
     next_fire_at: datetime | None = None
     coalesced: int = 0
     retry_after_seconds: float | None = None
+    coalesced_first: datetime | None = None
+    """The oldest coalesced instant (the start of the outage this scan closed)."""
+    state_after: ScheduleState | None = None
+    """The schedule's state after a decision (PAUSED: the failure limit was reached)."""
+
+    @property
+    def lag_seconds(self) -> float | None:
+        """Due-to-decided lag of a decision made by this call."""
+        occ = self.occurrence
+        if self.status is not MaterializeStatus.DECIDED or occ is None:
+            return None
+        return (occ.created_at - occ.nominal_fire_at).total_seconds()
 
     @property
     def run_id(self) -> UUID | None:
@@ -394,6 +406,8 @@ class ScheduleMaterializer:
             occurrence,
             updated.next_fire_at,
             coalesced=due.coalesced_count,
+            coalesced_first=due.coalesced_first,
+            state_after=updated.state,
         )
 
     async def _create_run(

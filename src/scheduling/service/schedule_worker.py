@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 from uuid import UUID
 
+from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.clock import Clock
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.accounting import PendingAccounts, RunAccountant
@@ -71,6 +74,68 @@ class PassReport:
         return sum(r.status is status for r in self.results)
 
 
+@dataclass
+class WorkerMetrics:
+    """Tenant-safe aggregates of the spec's tracked scheduler metrics (no ids, no
+    instructions): due-to-decided lag, dispositions, coalesced misfires and the longest
+    outage closed, auto-pauses, scan sizes and durations."""
+
+    lags: list[float] = field(default_factory=list)
+    dispositions: dict[str, int] = field(default_factory=dict)
+    coalesced: int = 0
+    longest_outage_seconds: float = 0.0
+    auto_paused: int = 0
+    retries: int = 0
+    errors: int = 0
+    passes: int = 0
+    due_seen: int = 0
+    scan_seconds: list[float] = field(default_factory=list)
+
+    MAX_SAMPLES = 10_000
+
+    def observe(self, result: MaterializeResult) -> None:
+        if result.status is MaterializeStatus.RETRY:
+            self.retries += 1
+        lag = result.lag_seconds
+        if lag is None or result.occurrence is None:
+            return
+        if len(self.lags) < self.MAX_SAMPLES:
+            self.lags.append(lag)
+        name = result.occurrence.disposition.value
+        self.dispositions[name] = self.dispositions.get(name, 0) + 1
+        self.coalesced += result.coalesced
+        if result.coalesced_first is not None:
+            outage = (result.occurrence.created_at - result.coalesced_first).total_seconds()
+            self.longest_outage_seconds = max(self.longest_outage_seconds, outage)
+        if result.state_after is ScheduleState.PAUSED:
+            self.auto_paused += 1
+
+    def lag_percentiles(self) -> dict[str, float] | None:
+        """p50, p95 and p99 of the due-to-decided lag in seconds."""
+        if not self.lags:
+            return None
+        if len(self.lags) == 1:
+            only = self.lags[0]
+            return {"p50": only, "p95": only, "p99": only}
+        cuts = statistics.quantiles(self.lags, n=100, method="inclusive")
+        return {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98]}
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "lag_seconds": self.lag_percentiles(),
+            "decisions": sum(self.dispositions.values()),
+            "dispositions": dict(sorted(self.dispositions.items())),
+            "coalesced_misfires": self.coalesced,
+            "longest_outage_seconds": self.longest_outage_seconds,
+            "auto_paused": self.auto_paused,
+            "admission_retries": self.retries,
+            "errors": self.errors,
+            "passes": self.passes,
+            "due_seen": self.due_seen,
+            "max_scan_seconds": max(self.scan_seconds, default=0.0),
+        }
+
+
 class ScheduleWorker:
     def __init__(
         self,
@@ -91,9 +156,11 @@ class ScheduleWorker:
         self._accountant = accountant
         self._pending = pending
         self._backoff: dict[UUID, datetime] = {}
+        self.metrics = WorkerMetrics()
 
     async def run_once(self) -> PassReport:
         """Materialize one bounded batch of due schedules, each in its own transaction."""
+        started = time.perf_counter()
         now = self._clock.now()
         self._backoff = {k: v for k, v in self._backoff.items() if v > now}
         limit = self.settings.batch_size
@@ -115,11 +182,17 @@ class ScheduleWorker:
             except Exception as exc:  # one definition's failure is isolated
                 _log.exception("materializing schedule %s failed", schedule_id)
                 report.errors[schedule_id] = type(exc).__name__
+                self.metrics.errors += 1
                 self._set_aside(schedule_id, self.settings.failure_backoff_seconds)
                 continue
             report.results.append(result)
+            self.metrics.observe(result)
             if result.status is MaterializeStatus.RETRY:
                 self._set_aside(schedule_id, result.retry_after_seconds or 1.0)
+        self.metrics.passes += 1
+        self.metrics.due_seen += len(due)
+        self.metrics.scan_seconds.append(time.perf_counter() - started)
+        del self.metrics.scan_seconds[: -WorkerMetrics.MAX_SAMPLES]
         return report
 
     async def account(self) -> int:
