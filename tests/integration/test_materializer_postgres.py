@@ -47,3 +47,39 @@ async def test_materializes_one_complete_occurrence(pg_url: str) -> None:
         assert again.occurrence.id == result.occurrence.id
     finally:
         await h.close()
+
+
+async def test_one_time_schedule_completes_after_its_occurrence(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(cadence={"kind": "ONCE", "at": "2026-03-04T12:00:00+01:00"})
+        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=2))
+        result = await h.materializer().materialize(sid)
+        assert result.status is MaterializeStatus.DECIDED
+        row = await h.schedule(sid)
+        assert (row["state"], row["next_fire_at"], row["pause_reason"]) == ("COMPLETED", None, None)
+        types = (await h.ledger()).of(sid).event_types()
+        # Same occurred_at: the log orders them by id, so compare as a set.
+        assert set(types[-2:]) == {"schedule.occurrence.materialized", "schedule.completed"}
+        assert (await h.materializer().materialize(sid)).status is MaterializeStatus.NOT_DUE
+    finally:
+        await h.close()
+
+
+async def test_one_time_schedule_outside_grace_is_missed_and_completes(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(
+            cadence={"kind": "ONCE", "at": "2026-03-04T12:00:00+01:00"}, misfire_grace_seconds=60
+        )
+        h.clock.advance_to(await h.next_fire(sid) + timedelta(minutes=5))
+        result = await h.materializer().materialize(sid)
+        assert result.occurrence is not None
+        assert result.occurrence.disposition.value == "MISSED"
+        row = await h.schedule(sid)
+        assert (row["state"], row["consecutive_failures"]) == ("COMPLETED", 1)
+        ledger = (await h.ledger()).of(sid)
+        assert ledger.runs == []
+        assert ledger.sessions == []
+    finally:
+        await h.close()
