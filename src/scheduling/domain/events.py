@@ -42,6 +42,10 @@ FORBIDDEN_FIELD = reason(
 )
 
 
+RUN_ACCOUNTED = "schedule.run_accounted"
+"""The post-run accounting event (spec "State transitions"); not a lifecycle event type."""
+
+
 class ScheduleEventType(StrEnum):
     CREATED = "schedule.created"
     UPDATED = "schedule.updated"

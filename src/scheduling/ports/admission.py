@@ -9,34 +9,14 @@ serialize before either creates a run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Protocol
 
+from scheduling.domain.admission import AdmissionOutcome, ScheduleAdmissionDecision
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.ports.unit_of_work import UnitOfWork
 
-
-class AdmissionOutcome(StrEnum):
-    ALLOW = "ALLOW"
-    RETRY = "RETRY"
-    REJECT = "REJECT"
-
-
-@dataclass(frozen=True)
-class ScheduleAdmissionDecision:
-    """ALLOW continues; RETRY leaves the schedule due (no occurrence) until at least
-    ``retry_after_seconds`` have passed; REJECT records a MISSED occurrence with the
-    stable ``reason_code`` and advances the cadence."""
-
-    outcome: AdmissionOutcome
-    reason_code: str | None = None
-    retry_after_seconds: float | None = None
-
-    @property
-    def allowed(self) -> bool:
-        return self.outcome is AdmissionOutcome.ALLOW
+__all__ = ["AdmissionOutcome", "ScheduleAdmissionController", "ScheduleAdmissionDecision"]
 
 
 class ScheduleAdmissionController(Protocol):

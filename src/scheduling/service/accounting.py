@@ -27,7 +27,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.errors import ConflictError
-from scheduling.domain.events import ScheduleEventType, state_event
+from scheduling.domain.events import RUN_ACCOUNTED, ScheduleEventType, state_event
 from scheduling.domain.lifecycle import Action, apply, decide
 from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.clock import Clock
@@ -37,7 +37,6 @@ from scheduling.ports.repositories import DUPLICATE, ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.schedules import to_record
 
-RUN_ACCOUNTED = "schedule.run_accounted"
 ACCOUNTANT_ACTOR = "scheduler"
 SANITIZED_FAILURE_FIELDS = (
     "reason",

@@ -1,11 +1,7 @@
 """Admission rules (spec "Capacity, fairness, and cost") and the development controller.
 
-``decide_admission`` is the pure rule every controller applies to a tenant's committed
-usage: a concurrency denial is transient (RETRY after a bounded backoff); a rate or a
-rolling daily/monthly cost denial is REJECT with a stable reason (recorded MISSED, so a
-cost ceiling cannot build an unbounded queue). Cost counts committed usage of finished
-scheduled runs plus the ``max_cost`` reservation of every active one, plus the
-candidate's own ``max_cost``.
+The pure rule (``decide_admission``) lives in ``scheduling.domain.admission`` and is
+re-exported here for callers of the service layer.
 
 ``AllowAllAdmission`` admits everything and exists for development only;
 ``require_production_admission`` is what a production composition root calls.
@@ -13,76 +9,44 @@ candidate's own ``max_cost``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 
+from scheduling.domain.admission import (
+    CONCURRENCY,
+    DAILY_COST,
+    DEFAULT_BACKOFF_SECONDS,
+    MAX_BACKOFF_SECONDS,
+    MONTHLY_COST,
+    RATE,
+    AdmissionOutcome,
+    ScheduleAdmissionDecision,
+    TenantUsage,
+    decide_admission,
+)
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import reason
 from scheduling.domain.revision import ScheduleRevision
-from scheduling.domain.tenancy import TenantCeilings
-from scheduling.ports.admission import (
-    AdmissionOutcome,
-    ScheduleAdmissionController,
-    ScheduleAdmissionDecision,
-)
+from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.unit_of_work import UnitOfWork
 
-CONCURRENCY = reason(
-    "schedule.admission.concurrency_limit",
-    "The tenant's active scheduled runs are at their ceiling; retried after a backoff",
-)
-RATE = reason(
-    "schedule.admission.rate_limited",
-    "The tenant reached its materializations per minute; the occurrence is MISSED",
-)
-DAILY_COST = reason(
-    "schedule.admission.daily_cost_exceeded",
-    "The rolling daily scheduled cost would exceed the tenant ceiling; MISSED",
-)
-MONTHLY_COST = reason(
-    "schedule.admission.monthly_cost_exceeded",
-    "The rolling monthly scheduled cost would exceed the tenant ceiling; MISSED",
-)
+__all__ = [
+    "CONCURRENCY",
+    "DAILY_COST",
+    "DEFAULT_BACKOFF_SECONDS",
+    "DEVELOPMENT_ONLY",
+    "MAX_BACKOFF_SECONDS",
+    "MONTHLY_COST",
+    "RATE",
+    "AllowAllAdmission",
+    "TenantUsage",
+    "decide_admission",
+    "require_production_admission",
+]
+
 DEVELOPMENT_ONLY = reason(
     "schedule.admission.development_only",
     "The allow-all admission controller was configured in production",
 )
-
-DEFAULT_BACKOFF_SECONDS = 30.0
-MAX_BACKOFF_SECONDS = 300.0
-
-
-@dataclass(frozen=True)
-class TenantUsage:
-    """A tenant's committed scheduled-run usage at one instant."""
-
-    active_runs: int
-    materialized_last_minute: int
-    active_reserved_cost: Decimal
-    daily_committed_cost: Decimal
-    monthly_committed_cost: Decimal
-
-
-def decide_admission(
-    usage: TenantUsage,
-    ceilings: TenantCeilings,
-    revision: ScheduleRevision,
-    *,
-    backoff_seconds: float = DEFAULT_BACKOFF_SECONDS,
-) -> ScheduleAdmissionDecision:
-    """The decision for one more run of ``revision`` given ``usage`` (pure)."""
-    if usage.active_runs >= ceilings.max_active_runs:
-        bounded = min(max(backoff_seconds, 0.001), MAX_BACKOFF_SECONDS)
-        return ScheduleAdmissionDecision(AdmissionOutcome.RETRY, CONCURRENCY, bounded)
-    if usage.materialized_last_minute >= ceilings.max_materializations_per_minute:
-        return ScheduleAdmissionDecision(AdmissionOutcome.REJECT, RATE)
-    charge = usage.active_reserved_cost + revision.limits.max_cost
-    if usage.daily_committed_cost + charge > ceilings.max_daily_cost:
-        return ScheduleAdmissionDecision(AdmissionOutcome.REJECT, DAILY_COST)
-    if usage.monthly_committed_cost + charge > ceilings.max_monthly_cost:
-        return ScheduleAdmissionDecision(AdmissionOutcome.REJECT, MONTHLY_COST)
-    return ScheduleAdmissionDecision(AdmissionOutcome.ALLOW)
 
 
 class AllowAllAdmission:

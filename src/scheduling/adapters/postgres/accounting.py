@@ -8,8 +8,8 @@ from sqlalchemy import Text, and_, cast, exists, select
 
 from scheduling.adapters.postgres.tables import process_events, runs, schedule_occurrences
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.domain.events import RUN_ACCOUNTED
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
-from scheduling.service.accounting import RUN_ACCOUNTED
 
 _TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 

@@ -20,13 +20,13 @@ from sqlalchemy import Numeric, and_, case, cast, func, select
 from scheduling.adapters.postgres.repositories.schedules import advisory_key
 from scheduling.adapters.postgres.tables import runs
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.domain.admission import DEFAULT_BACKOFF_SECONDS, TenantUsage, decide_admission
 from scheduling.domain.reasons import reason
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.ports.admission import AdmissionOutcome, ScheduleAdmissionDecision
 from scheduling.ports.directories import TenantConfiguration
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.unit_of_work import UnitOfWork
-from scheduling.service.admission import DEFAULT_BACKOFF_SECONDS, TenantUsage, decide_admission
 
 NOT_CONFIGURED = reason(
     "schedule.admission.not_configured", "The tenant has no scheduling ceilings to admit against"
