@@ -25,6 +25,7 @@ from reports.build import build_gate_results, build_report
 from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
 from reports.writer import write_reports
 from scheduling.adapters.system_clock import SystemClock
+from scheduling.timezones import tzdata_version
 
 Profile = Literal["quick", "deep"]
 
@@ -101,7 +102,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         commit_dirty=_dirty(root),
         python=platform.python_version(),
         platform=platform.platform(),
-        tzdata=_version("tzdata"),
+        tzdata=_tzdata(),
         postgres=postgres,
         profile=options.profile,
         seed=seed,
@@ -229,6 +230,14 @@ def _harness_error(
         for gate in catalog
         if gate.id in selected
     }
+
+
+def _tzdata() -> str | None:
+    """The IANA release the product's zone authority uses (e.g. ``2026f``)."""
+    try:
+        return tzdata_version()
+    except (ImportError, AttributeError):
+        return None
 
 
 def _version(distribution: str) -> str | None:
