@@ -31,6 +31,7 @@ from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.notifier import NullNotifier, ScheduleNotifier
+from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.records import IdempotencyEntry, ProcessEvent
 from scheduling.ports.repositories import KEY_REUSED, STALE, ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
@@ -106,12 +107,16 @@ class ScheduleService:
         ids: IdGenerator,
         validator: DefinitionValidator,
         notifier: ScheduleNotifier | None = None,
+        probe: Probe | None = None,
     ) -> None:
         self._uow = uow
         self._clock = clock
         self._ids = ids
         self._validator = validator
         self._notifier: ScheduleNotifier = notifier or NullNotifier()
+        # Named steps after each write and commit ("service.<op>.<write>"), for the
+        # deterministic simulator; production wires none (NullProbe returns at once).
+        self._probe: Probe = probe or NullProbe()
 
     # ------------------------------------------------------------------ create
 
@@ -148,7 +153,9 @@ class ScheduleService:
         )
         async with self._uow.begin(principal) as uow:
             await uow.schedules.create(schedule, revision)
+            await self._probe.step("service.create.inserted")
             stored = await uow.idempotency.record(self._entry(principal, key, digest, schedule_id))
+            await self._probe.step("service.create.key_recorded")
             if stored.schedule_id != schedule_id:
                 # A concurrent identical request committed first; ours rolls back.
                 await uow.rollback()
@@ -159,7 +166,9 @@ class ScheduleService:
             await self._emit(
                 uow, ScheduleEventType.CREATED, None, schedule, actor_of(principal), now
             )
+            await self._probe.step("service.create.event_appended")
             await uow.commit()
+        await self._probe.step("service.create.committed")
         await self._wake(schedule_id)
         return ScheduleResult(schedule, replayed=False, changed=True)
 
@@ -250,6 +259,7 @@ class ScheduleService:
         )
         async with self._uow.begin(principal) as uow:
             schedule = await self._get(uow, schedule_id, principal, lock=True)
+            await self._probe.step("service.update.locked")
             if key is not None and digest is not None:
                 # An identical request that committed while we waited for the row lock
                 # replays instead of failing on the revision it advanced.
@@ -272,7 +282,9 @@ class ScheduleService:
                 # Unchanged: record the key (if any) and write nothing else.
                 if key is not None and digest is not None:
                     await self._record_key(uow, principal, key, digest, schedule_id)
+                    await self._probe.step("service.update.key_recorded")
                     await uow.commit()
+                    await self._probe.step("service.update.committed")
                 return ScheduleResult(schedule, replayed=False, changed=False)
             fire = next_after(valid.cadence, now)
             if schedule.state is ScheduleState.ACTIVE and fire is None:
@@ -281,12 +293,16 @@ class ScheduleService:
                 schedule, decision, now=now, next_fire_at=fire, revision=revision.revision
             )
             await self._mutate(uow, ScheduleCommand(schedule, updated, principal, revision))
+            await self._probe.step("service.update.mutated")
             if key is not None and digest is not None:
                 await self._record_key(uow, principal, key, digest, schedule_id)
+                await self._probe.step("service.update.key_recorded")
             await self._emit(
                 uow, ScheduleEventType.UPDATED, schedule, updated, actor_of(principal), now
             )
+            await self._probe.step("service.update.event_appended")
             await uow.commit()
+        await self._probe.step("service.update.committed")
         await self._wake(schedule_id)
         return ScheduleResult(updated, replayed=False, changed=True)
 
@@ -319,8 +335,10 @@ class ScheduleService:
     async def _transition(
         self, principal: Principal, schedule_id: UUID, expected_revision: int, action: Action
     ) -> ScheduleResult:
+        op = action.value
         async with self._uow.begin(principal) as uow:
             schedule = await self._get(uow, schedule_id, principal, lock=True)
+            await self._probe.step(f"service.{op}.locked")
             decision = decide(action, schedule.state, schedule.current_revision, expected_revision)
             if decision.noop:
                 return ScheduleResult(schedule, replayed=False, changed=False)
@@ -335,8 +353,11 @@ class ScheduleService:
                     raise_no_future()
             updated = apply(schedule, decision, now=now, next_fire_at=fire)
             await self._mutate(uow, ScheduleCommand(schedule, updated, principal))
+            await self._probe.step(f"service.{op}.mutated")
             await self._emit(uow, _EVENT_FOR[action], schedule, updated, actor_of(principal), now)
+            await self._probe.step(f"service.{op}.event_appended")
             await uow.commit()
+        await self._probe.step(f"service.{op}.committed")
         return ScheduleResult(updated, replayed=False, changed=True)
 
     # ------------------------------------------------------------------ reads
