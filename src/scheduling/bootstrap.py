@@ -1,0 +1,554 @@
+"""The composition root: the only module that wires adapters to ports.
+
+One builder per production role (spec "Configuration and deployment"):
+
+* ``build_api`` - ``ScheduleService`` over the API role, with ``PostgresNotifier``
+  waking schedulers after create, update and resume commit;
+* ``build_scheduler`` - ``ScheduleWorker`` + ``ScheduleMaterializer`` +
+  ``PostgresAdmissionController`` + the wake listener + post-run accounting, through
+  the least-privilege scheduler login. It takes a ``SchedulerSettings`` view that holds
+  no API bearer token, model-provider, tool, sandbox or object-store credential, and
+  its keyword-only signature has no place to pass one;
+* ``build_run_worker`` - an interactive or async ``RunWorker`` claiming only its own
+  priority class;
+* ``build_maintenance`` - the terminal-retention purge (maintenance role) and the
+  ``next_fire_at`` repair (scheduler role, which may advance that column);
+* ``build_development`` - everything in one process over memory adapters and
+  allow-all admission; production refuses it.
+
+Production startup refuses (``StartupRefused``, stable codes): settings that fail
+``validate_release``, in-memory repositories, a non-durable principal directory, the
+allow-all admission controller and a worker topology without both reserves. Clocks
+and id generators come from the caller: only the CLI constructs the system ones.
+No business logic lives here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NoReturn
+from uuid import UUID
+
+from scheduling.adapters.memory.directories import (
+    ConfiguredBrowserProfiles,
+    ConfiguredTenantConfiguration,
+    StaticAgentRegistry,
+    StaticPrincipalDirectory,
+)
+from scheduling.adapters.memory.uow import MemoryUnitOfWorkFactory
+from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
+from scheduling.adapters.postgres.admission import PostgresAdmissionController
+from scheduling.adapters.postgres.directories import (
+    DurableAgentRegistry,
+    DurablePrincipalDirectory,
+)
+from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
+from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
+from scheduling.adapters.postgres.run_queue import PostgresRunQueue
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.config import Environment, Settings, validate_release
+from scheduling.domain.errors import UnavailableError, ValidationError
+from scheduling.domain.reasons import reason
+from scheduling.domain.secrets import SecretScanner
+from scheduling.domain.tenancy import TenantCeilings
+from scheduling.ports.admission import ScheduleAdmissionController
+from scheduling.ports.clock import Clock
+from scheduling.ports.directories import AgentRegistry, SchedulePrincipalDirectory
+from scheduling.ports.ids import IdGenerator
+from scheduling.ports.probe import Probe
+from scheduling.ports.runtime import QueueCapacity, RunPriority
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
+from scheduling.runtime.hooks import AccountingHook
+from scheduling.runtime.scripted import ScriptedAgent
+from scheduling.runtime.tools import ToolPipeline, scripted_tools
+from scheduling.runtime.worker import RunWorker
+from scheduling.service.accounting import RunAccountant
+from scheduling.service.admission import AllowAllAdmission, require_production_admission
+from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
+from scheduling.service.materializer import ScheduleMaterializer
+from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+from scheduling.service.schedules import ScheduleService
+from scheduling.service.validation import DefinitionValidator
+
+REFUSED = reason("schedule.bootstrap.refused", "Startup was refused; details list every problem")
+MEMORY_REPOSITORIES = reason(
+    "schedule.bootstrap.memory_repositories",
+    "Production startup refuses in-memory repositories (or a run queue without PostgreSQL)",
+)
+DIRECTORY_NOT_DURABLE = reason(
+    "schedule.bootstrap.principal_directory_not_durable",
+    "Production startup refuses a principal directory that is not the durable one",
+)
+ALLOW_ALL_ADMISSION = reason(
+    "schedule.bootstrap.allow_all_admission",
+    "Production startup refuses the development allow-all admission controller",
+)
+WORKER_TOPOLOGY = reason(
+    "schedule.bootstrap.worker_topology",
+    "The run capacity lacks a reserve for either class, or its slot counts are invalid",
+)
+FEATURE_DISABLED = reason(
+    "schedule.bootstrap.feature_disabled", "The role's schedule feature flag is off"
+)
+DATABASE_URL_MISSING = reason(
+    "schedule.bootstrap.database_url_missing", "The role needs a database URL and has none"
+)
+DEVELOPMENT_IN_PRODUCTION = reason(
+    "schedule.bootstrap.development_in_production",
+    "The development builder was asked to start in production",
+)
+
+
+class StartupRefused(UnavailableError):
+    """A role refused to start; ``problems`` lists every reason (``code: text``)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        codes = [p.split(":", 1)[0] for p in problems]
+        super().__init__(REFUSED, "startup refused: " + "; ".join(problems), {"codes": codes})
+        self.problems = problems
+        self.codes = codes
+
+
+# ---------------------------------------------------------------------- guards
+
+
+def production_problems(
+    *,
+    uow: UnitOfWorkFactory | None = None,
+    principals: SchedulePrincipalDirectory | None = None,
+    admission: ScheduleAdmissionController | None = None,
+    capacity: QueueCapacity | None = None,
+) -> list[str]:
+    """What production refuses among the wired adapters (empty: acceptable)."""
+    problems: list[str] = []
+    if uow is not None and not isinstance(uow, PostgresUnitOfWorkFactory):
+        problems.append(f"{MEMORY_REPOSITORIES}: {type(uow).__name__} is not PostgreSQL")
+    if principals is not None and not isinstance(principals, DurablePrincipalDirectory):
+        problems.append(f"{DIRECTORY_NOT_DURABLE}: {type(principals).__name__}")
+    if admission is not None:
+        try:
+            require_production_admission(admission)
+        except ValidationError:
+            problems.append(f"{ALLOW_ALL_ADMISSION}: {type(admission).__name__}")
+        else:
+            if not isinstance(admission, PostgresAdmissionController):
+                problems.append(
+                    f"{ALLOW_ALL_ADMISSION}: {type(admission).__name__} is not the PostgreSQL"
+                    " controller"
+                )
+    if capacity is not None:
+        try:
+            capacity.require_reserves()
+        except ValidationError as exc:
+            problems.append(f"{WORKER_TOPOLOGY}: {exc.message}")
+    return problems
+
+
+def _refuse(problems: list[str]) -> NoReturn:
+    raise StartupRefused(problems)
+
+
+def _release_problems(settings: Settings) -> list[str]:
+    return validate_release(settings) if settings.production else []
+
+
+def _roles(prefix: str | None) -> RoleNames:
+    return role_names(prefix or DEFAULT_ROLE_PREFIX)
+
+
+def _factory(url: str, assume_role: str | None, pool_size: int = 5) -> PostgresUnitOfWorkFactory:
+    return PostgresUnitOfWorkFactory.from_url(url, assume_role=assume_role, pool_size=pool_size)
+
+
+def _login(
+    own_url: str | None, fallback_url: str | None, role: str
+) -> tuple[str | None, str | None]:
+    """(url, assume_role): the role's own login, else SET LOCAL ROLE over the fallback."""
+    if own_url:
+        return own_url, None
+    return fallback_url, role if fallback_url else None
+
+
+def _ceilings(settings: Settings) -> ConfiguredTenantConfiguration:
+    ceilings: TenantCeilings | None = settings.ceilings.to_ceilings()
+    return ConfiguredTenantConfiguration(default=ceilings)
+
+
+def _capacity(settings: Settings) -> QueueCapacity | str:
+    t = settings.topology
+    try:
+        return QueueCapacity(t.total_slots, t.interactive_reserved_slots, t.async_reserved_slots)
+    except ValidationError as exc:
+        return f"{WORKER_TOPOLOGY}: {exc.message}"
+
+
+# ------------------------------------------------------------------------- api
+
+
+@dataclass
+class ApiRole:
+    service: ScheduleService
+    uow: UnitOfWorkFactory
+
+    async def close(self) -> None:
+        if isinstance(self.uow, PostgresUnitOfWorkFactory):
+            await self.uow.dispose()
+
+
+def build_api(settings: Settings, *, clock: Clock, ids: IdGenerator) -> ApiRole:
+    """The schedule API's application service over the API role."""
+    problems = _release_problems(settings)
+    if not settings.api_enabled:
+        problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_API_ENABLED is off")
+    url, assume = _login(
+        settings.api_database_url, settings.database_url, _roles(settings.role_prefix).api
+    )
+    uow: UnitOfWorkFactory
+    principals: SchedulePrincipalDirectory
+    agents: AgentRegistry
+    notifier = None
+    if settings.storage == "postgres":
+        if url is None:
+            _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
+        pg = _factory(url, assume)
+        uow, notifier = pg, PostgresNotifier(url)
+        principals, agents = _directories(settings, pg)
+    else:
+        uow, principals, agents = (
+            MemoryUnitOfWorkFactory(),
+            StaticPrincipalDirectory(),
+            StaticAgentRegistry(),
+        )
+    if settings.production:
+        problems += production_problems(uow=uow, principals=principals)
+    if problems:
+        if isinstance(uow, PostgresUnitOfWorkFactory):
+            uow.engine.sync_engine.dispose()
+        raise StartupRefused(problems)
+    validator = DefinitionValidator(
+        principals=principals,
+        agents=agents,
+        browser_profiles=ConfiguredBrowserProfiles(),
+        tenants=_ceilings(settings),
+        scanner=SecretScanner(),
+    )
+    service = ScheduleService(uow=uow, clock=clock, ids=ids, validator=validator, notifier=notifier)
+    return ApiRole(service=service, uow=uow)
+
+
+def _directories(
+    settings: Settings, uow: PostgresUnitOfWorkFactory
+) -> tuple[SchedulePrincipalDirectory, AgentRegistry]:
+    if settings.principal_directory == "durable":
+        return DurablePrincipalDirectory(uow), DurableAgentRegistry(uow)
+    return StaticPrincipalDirectory(), DurableAgentRegistry(uow)
+
+
+# ------------------------------------------------------------------- scheduler
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """What the schedule worker may know: its own login and its tuning. No API token,
+    provider, tool, sandbox or object-store credential, and no other role's login."""
+
+    environment: Environment
+    enabled: bool
+    release_problems: tuple[str, ...]
+    storage: str
+    principal_directory: str
+    admission: str
+    url: str | None
+    assume_role: str | None
+    ceilings: TenantCeilings | None
+    scan_batch: int
+    fallback_poll_seconds: float
+    admission_backoff_seconds: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> SchedulerSettings:
+        # Development may SET LOCAL ROLE over the migration login; production may not
+        # (validate_release requires the scheduler's own login).
+        fallback = None if settings.production else settings.database_url
+        url, assume = _login(
+            settings.scheduler_database_url, fallback, _roles(settings.role_prefix).scheduler
+        )
+        return cls(
+            environment=settings.environment,
+            enabled=settings.worker_enabled,
+            release_problems=tuple(_release_problems(settings)),
+            storage=settings.storage,
+            principal_directory=settings.principal_directory,
+            admission=settings.admission,
+            url=url,
+            assume_role=assume,
+            ceilings=settings.ceilings.to_ceilings(),
+            scan_batch=settings.scan_batch,
+            fallback_poll_seconds=settings.fallback_poll_seconds,
+            admission_backoff_seconds=settings.admission_backoff_seconds,
+        )
+
+
+@dataclass
+class SchedulerRole:
+    worker: ScheduleWorker
+    materializer: ScheduleMaterializer
+    admission: ScheduleAdmissionController
+    accountant: RunAccountant
+    uow: UnitOfWorkFactory
+    listener: PostgresWakeListener | None = None
+
+    async def start(self) -> None:
+        """Start listening for wake-ups (best effort: failure only costs latency)."""
+        if self.listener is not None:
+            await self.listener.start()
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.close()
+        if isinstance(self.uow, PostgresUnitOfWorkFactory):
+            await self.uow.dispose()
+
+
+def build_scheduler(
+    settings: SchedulerSettings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    probe: Probe | None = None,
+) -> SchedulerRole:
+    """The schedule worker through the least-privilege scheduler login."""
+    problems = list(settings.release_problems)
+    if not settings.enabled:
+        problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_WORKER_ENABLED is off")
+    tenants = ConfiguredTenantConfiguration(default=settings.ceilings)
+    uow: UnitOfWorkFactory
+    principals: SchedulePrincipalDirectory
+    agents: AgentRegistry
+    admission: ScheduleAdmissionController
+    listener = notifier = pending = None
+    if settings.storage == "postgres":
+        if settings.url is None:
+            _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
+        pg = _factory(settings.url, settings.assume_role)
+        uow, pending = pg, PostgresPendingAccounts(pg)
+        listener, notifier = PostgresWakeListener(settings.url), PostgresNotifier(settings.url)
+        principals = (
+            DurablePrincipalDirectory(pg)
+            if settings.principal_directory == "durable"
+            else StaticPrincipalDirectory()
+        )
+        agents = DurableAgentRegistry(pg)
+        admission = (
+            PostgresAdmissionController(
+                tenants, backoff_seconds=settings.admission_backoff_seconds, probe=probe
+            )
+            if settings.admission == "postgres"
+            else AllowAllAdmission()
+        )
+    else:
+        uow, principals, agents = (
+            MemoryUnitOfWorkFactory(),
+            StaticPrincipalDirectory(),
+            StaticAgentRegistry(),
+        )
+        admission = AllowAllAdmission()
+    if settings.environment is Environment.PRODUCTION:
+        problems += production_problems(uow=uow, principals=principals, admission=admission)
+    if problems:
+        if isinstance(uow, PostgresUnitOfWorkFactory):
+            uow.engine.sync_engine.dispose()
+        raise StartupRefused(problems)
+    materializer = ScheduleMaterializer(
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        principals=principals,
+        agents=agents,
+        tenants=tenants,
+        admission=admission,
+        probe=probe,
+        notifier=notifier,
+    )
+    accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
+    worker = ScheduleWorker(
+        uow=uow,
+        materializer=materializer,
+        clock=clock,
+        settings=WorkerSettings(
+            batch_size=settings.scan_batch, fallback_poll_seconds=settings.fallback_poll_seconds
+        ),
+        wake=listener,
+        accountant=accountant,
+        pending=pending,
+    )
+    return SchedulerRole(worker, materializer, admission, accountant, uow, listener)
+
+
+# ----------------------------------------------------------------- run workers
+
+
+@dataclass
+class RunWorkerRole:
+    worker: RunWorker
+    queue: PostgresRunQueue
+    slots: int
+    uow: PostgresUnitOfWorkFactory
+
+    async def close(self) -> None:
+        await self.uow.dispose()
+
+
+def build_run_worker(
+    settings: Settings,
+    priority: RunPriority,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    probe: Probe | None = None,
+) -> RunWorkerRole:
+    """A run worker claiming only ``priority``'s class (interactive and async workers
+    are separate processes on disjoint classes, sharing the fleet capacity rule)."""
+    problems = _release_problems(settings)
+    capacity = _capacity(settings)
+    if isinstance(capacity, str):
+        problems.append(capacity)
+    elif settings.production:
+        problems += production_problems(capacity=capacity)
+    if settings.storage != "postgres":
+        problems.append(f"{MEMORY_REPOSITORIES}: the run queue exists only in PostgreSQL")
+    if not settings.database_url:
+        problems.append(f"{DATABASE_URL_MISSING}: AGENT_SCHEDULE_DATABASE_URL is not set")
+    if problems or isinstance(capacity, str) or not settings.database_url:
+        _refuse(problems)
+    slots = (
+        settings.topology.interactive_slots
+        if priority is RunPriority.INTERACTIVE
+        else settings.topology.async_slots
+    )
+    # Runs have no least-privilege role yet (docs/runtime.md): the trusted login.
+    uow = _factory(settings.database_url, None, pool_size=max(5, slots + 2))
+    queue = PostgresRunQueue(uow, capacity, probe=probe, classes=frozenset({priority}))
+    accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
+    worker = RunWorker(
+        uow=uow,
+        queue=queue,
+        executor=ScriptedAgent(),
+        tools=ToolPipeline(scripted_tools()),
+        clock=clock,
+        owner=f"{priority.name.lower()}-{ids.new_uuid()}",
+        probe=probe,
+        on_finished=AccountingHook(accountant),
+    )
+    return RunWorkerRole(worker, queue, slots, uow)
+
+
+# ----------------------------------------------------------------- maintenance
+
+
+@dataclass
+class MaintenanceRole:
+    purge: MaintenanceService
+    repair: MaintenanceService
+    tenants: tuple[str, ...]
+    factories: list[PostgresUnitOfWorkFactory] = field(default_factory=list)
+
+    async def purge_once(self) -> dict[str, int]:
+        """One batch of the retention sweep for every configured tenant."""
+        return await self.purge.purge_all(list(self.tenants))
+
+    async def repair_next_fire(self, schedule_id: UUID) -> Repair:
+        return await self.repair.repair_next_fire(schedule_id)
+
+    async def close(self) -> None:
+        for factory in self.factories:
+            await factory.dispose()
+
+
+def build_maintenance(settings: Settings, *, clock: Clock, ids: IdGenerator) -> MaintenanceRole:
+    """Purge through the maintenance role (tenant-scoped deletes); repair through the
+    scheduler role, the one that may advance ``next_fire_at`` and append its event."""
+    problems = _release_problems(settings)
+    if settings.storage != "postgres":
+        problems.append(f"{MEMORY_REPOSITORIES}: maintenance runs against PostgreSQL only")
+    roles = _roles(settings.role_prefix)
+    purge_url, purge_role = _login(
+        settings.maintenance_database_url, settings.database_url, roles.maintenance
+    )
+    repair_fallback = None if settings.production else settings.database_url
+    repair_url, repair_role = _login(
+        settings.scheduler_database_url, repair_fallback, roles.scheduler
+    )
+    if purge_url is None or repair_url is None:
+        problems.append(f"{DATABASE_URL_MISSING}: maintenance or scheduler login URL missing")
+    if problems or purge_url is None or repair_url is None:
+        _refuse(problems)
+    retention = RetentionSettings(
+        terminal_retention_days=settings.terminal_retention_days,
+        purge_interval_seconds=settings.purge_interval_seconds,
+        terminal_purge_batch=settings.terminal_purge_batch,
+    )
+    purge_uow = _factory(purge_url, purge_role, pool_size=2)
+    repair_uow = _factory(repair_url, repair_role, pool_size=2)
+    return MaintenanceRole(
+        purge=MaintenanceService(uow=purge_uow, clock=clock, ids=ids, retention=retention),
+        repair=MaintenanceService(uow=repair_uow, clock=clock, ids=ids, retention=retention),
+        tenants=settings.tenants,
+        factories=[purge_uow, repair_uow],
+    )
+
+
+# ----------------------------------------------------------------- development
+
+
+@dataclass
+class DevelopmentStack:
+    """Every role in one process over memory adapters (development and demos only)."""
+
+    service: ScheduleService
+    materializer: ScheduleMaterializer
+    worker: ScheduleWorker
+    maintenance: MaintenanceService
+    uow: MemoryUnitOfWorkFactory
+    principals: StaticPrincipalDirectory
+    agents: StaticAgentRegistry
+
+
+def build_development(settings: Settings, *, clock: Clock, ids: IdGenerator) -> DevelopmentStack:
+    """Memory repositories, static directories and allow-all admission. Production
+    refuses it; there is no run queue (PostgreSQL only)."""
+    if settings.production:
+        raise StartupRefused([f"{DEVELOPMENT_IN_PRODUCTION}: AGENT_SCHEDULE_ENVIRONMENT"])
+    uow = MemoryUnitOfWorkFactory()
+    principals, agents = StaticPrincipalDirectory(), StaticAgentRegistry()
+    tenants = _ceilings(settings)
+    validator = DefinitionValidator(
+        principals=principals,
+        agents=agents,
+        browser_profiles=ConfiguredBrowserProfiles(),
+        tenants=tenants,
+        scanner=SecretScanner(),
+    )
+    service = ScheduleService(uow=uow, clock=clock, ids=ids, validator=validator)
+    materializer = ScheduleMaterializer(
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        principals=principals,
+        agents=agents,
+        tenants=tenants,
+        admission=AllowAllAdmission(),
+    )
+    accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
+    worker = ScheduleWorker(
+        uow=uow,
+        materializer=materializer,
+        clock=clock,
+        settings=WorkerSettings(
+            batch_size=max(settings.scan_batch, 1),
+            fallback_poll_seconds=max(settings.fallback_poll_seconds, 0.001),
+        ),
+        accountant=accountant,
+    )
+    maintenance = MaintenanceService(uow=uow, clock=clock, ids=ids)
+    return DevelopmentStack(service, materializer, worker, maintenance, uow, principals, agents)

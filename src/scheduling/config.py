@@ -1,0 +1,387 @@
+"""Deployment settings, feature flags and release validation (spec "Configuration and
+deployment", "Capacity, fairness, and cost").
+
+``Settings.from_env(env)`` parses an explicit ``os.environ``-like mapping: nothing here
+reads the process environment (the CLI passes ``os.environ``; tests pass a dict).
+A value that does not parse raises ``ConfigurationError`` listing every such value.
+``validate_release(settings)`` returns every problem that would make a production
+release unsafe, each a line ``"<code>: <explanation>"`` with a stable
+``schedule.config.*`` code; an empty list means the settings may be released.
+
+Scheduling is default-off (both flags ``0``). Production validation accepts only
+``0``/``1``, requires the two flags to change together, and when they are on requires
+every item of the spec's "Enabling it requires" list.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from scheduling.domain.admission import MAX_BACKOFF_SECONDS
+from scheduling.domain.errors import ValidationError
+from scheduling.domain.reasons import reason
+from scheduling.domain.tenancy import TenantCeilings
+
+UNPARSEABLE = reason(
+    "schedule.config.unparseable", "A configuration value does not parse as its declared type"
+)
+FLAG_INVALID = reason(
+    "schedule.config.flag_invalid", "A schedule feature flag is not exactly 0 or 1 in production"
+)
+FLAGS_SPLIT = reason(
+    "schedule.config.flags_split",
+    "AGENT_SCHEDULE_API_ENABLED and AGENT_SCHEDULE_WORKER_ENABLED differ; they change together",
+)
+NOT_PRODUCTION = reason(
+    "schedule.config.not_production",
+    "Scheduling is enabled but the environment is not production",
+)
+STORAGE_NOT_POSTGRES = reason(
+    "schedule.config.storage_not_postgres", "Enabled scheduling needs PostgreSQL storage"
+)
+DATABASE_URL_MISSING = reason(
+    "schedule.config.database_url_missing", "Enabled scheduling needs AGENT_SCHEDULE_DATABASE_URL"
+)
+SCHEDULER_LOGIN_MISSING = reason(
+    "schedule.config.scheduler_login_missing",
+    "Production needs a separate least-privilege scheduler login URL",
+)
+DIRECTORY_NOT_DURABLE = reason(
+    "schedule.config.principal_directory_not_durable",
+    "Enabled scheduling needs the durable principal directory",
+)
+ADMISSION_DEVELOPMENT_ONLY = reason(
+    "schedule.config.admission_development_only",
+    "Enabled scheduling needs the PostgreSQL admission controller, not allow-all",
+)
+ASYNC_SLOTS = reason("schedule.config.async_slots", "The async run worker needs at least one slot")
+INTERACTIVE_RESERVE = reason(
+    "schedule.config.interactive_reserve", "At least one slot must be reserved for interactive runs"
+)
+ASYNC_RESERVE = reason(
+    "schedule.config.async_reserve", "At least one slot must be reserved for async runs"
+)
+TOPOLOGY_INVALID = reason(
+    "schedule.config.topology_invalid",
+    "The slot counts are inconsistent (non-positive, or the reserves exceed the total)",
+)
+CEILING_MISSING = reason(
+    "schedule.config.ceiling_missing", "A tenant ceiling is not configured (it must be finite)"
+)
+CEILING_INVALID = reason(
+    "schedule.config.ceiling_invalid", "A tenant ceiling is zero, negative or not finite"
+)
+SCAN_BATCH_INVALID = reason(
+    "schedule.config.scan_batch_invalid", "The schedule worker's scan batch is not positive"
+)
+POLL_INVALID = reason("schedule.config.poll_invalid", "The fallback poll interval is not positive")
+BACKOFF_INVALID = reason(
+    "schedule.config.backoff_invalid",
+    "The admission backoff is not positive or above the admission maximum",
+)
+RETENTION_INVALID = reason(
+    "schedule.config.retention_invalid",
+    "Terminal retention days, purge interval or purge batch is not positive",
+)
+
+PREFIX = "AGENT_SCHEDULE_"
+
+
+class Environment(StrEnum):
+    DEVELOPMENT = "development"
+    PRODUCTION = "production"
+
+
+class ConfigurationError(ValidationError):
+    """Values that do not parse; ``details["problems"]`` lists every one."""
+
+
+# Environment variable (after PREFIX) -> TenantCeilings field.
+CEILING_FIELDS: dict[str, str] = {
+    "TENANT_MAX_RUN_TIMEOUT_SECONDS": "max_run_timeout_seconds",
+    "TENANT_MAX_MISFIRE_GRACE_SECONDS": "max_misfire_grace_seconds",
+    "TENANT_MAX_STEPS": "max_steps",
+    "TENANT_MAX_MODEL_CALLS": "max_model_calls",
+    "TENANT_MAX_TOOL_CALLS": "max_tool_calls",
+    "TENANT_MAX_COST_PER_RUN": "max_cost_per_run",
+    "TENANT_MAX_ACTIVE_RUNS": "max_active_runs",
+    "TENANT_MAX_MATERIALIZATIONS_PER_MINUTE": "max_materializations_per_minute",
+    "TENANT_MAX_DAILY_COST": "max_daily_cost",
+    "TENANT_MAX_MONTHLY_COST": "max_monthly_cost",
+}
+
+
+class CeilingSettings(BaseModel):
+    """Tenant ceilings; ``None`` is "not configured" (which production refuses)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_run_timeout_seconds: int | None = None
+    max_misfire_grace_seconds: int | None = None
+    max_steps: int | None = None
+    max_model_calls: int | None = None
+    max_tool_calls: int | None = None
+    max_cost_per_run: Decimal | None = None
+    max_active_runs: int | None = None
+    max_materializations_per_minute: int | None = None
+    max_daily_cost: Decimal | None = None
+    max_monthly_cost: Decimal | None = None
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        env_of = {field: PREFIX + name for name, field in CEILING_FIELDS.items()}
+        for field, value in self:
+            if value is None:
+                out.append(f"{CEILING_MISSING}: {env_of[field]} is not set")
+            elif (isinstance(value, Decimal) and not value.is_finite()) or value <= 0:
+                out.append(f"{CEILING_INVALID}: {env_of[field]} must be finite and positive")
+        return out
+
+    def to_ceilings(self) -> TenantCeilings | None:
+        """The domain value, or ``None`` while any ceiling is missing or invalid."""
+        if self.problems():
+            return None
+        return TenantCeilings.model_validate(self.model_dump())
+
+
+class Topology(BaseModel):
+    """Fleet run capacity and the slots of each run-worker process (spec "Capacity").
+
+    ``total_slots`` is the fleet-wide number of concurrently leased runs; the two
+    reserves keep slots for each class; ``async_slots`` and ``interactive_slots`` are
+    the claim loops one async or interactive run-worker process runs.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total_slots: int = 4
+    interactive_reserved_slots: int = 1
+    async_reserved_slots: int = 1
+    async_slots: int = 2
+    interactive_slots: int = 2
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        if self.async_slots < 1:
+            out.append(f"{ASYNC_SLOTS}: {PREFIX}ASYNC_SLOTS must be at least 1")
+        if self.interactive_reserved_slots < 1:
+            out.append(
+                f"{INTERACTIVE_RESERVE}: {PREFIX}INTERACTIVE_RESERVED_SLOTS must be at least 1"
+            )
+        if self.async_reserved_slots < 1:
+            out.append(f"{ASYNC_RESERVE}: {PREFIX}ASYNC_RESERVED_SLOTS must be at least 1")
+        if self.total_slots < 1 or self.interactive_slots < 1:
+            out.append(f"{TOPOLOGY_INVALID}: total and interactive worker slots must be positive")
+        elif self.interactive_reserved_slots + self.async_reserved_slots > self.total_slots:
+            out.append(f"{TOPOLOGY_INVALID}: the two reserves exceed {PREFIX}TOTAL_SLOTS")
+        return out
+
+
+class Settings(BaseModel):
+    """Every setting of a scheduling deployment (no credential other than database URLs).
+
+    Database URLs: ``database_url`` is the migration/trusted login (run workers use it
+    too, as no runtime role exists yet); the API, scheduler and maintenance roles use
+    their own login URL when given, otherwise ``SET LOCAL ROLE`` over ``database_url``
+    (development only for the scheduler: production requires its own login).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    environment: Environment = Environment.DEVELOPMENT
+    api_flag: str = "0"
+    worker_flag: str = "0"
+    storage: Literal["postgres", "memory"] = "postgres"
+    principal_directory: Literal["durable", "static"] = "durable"
+    admission: Literal["postgres", "allow_all"] = "postgres"
+    database_url: str | None = None
+    api_database_url: str | None = None
+    scheduler_database_url: str | None = None
+    maintenance_database_url: str | None = None
+    role_prefix: str | None = None
+    tenants: tuple[str, ...] = ()
+    topology: Topology = Field(default_factory=Topology)
+    ceilings: CeilingSettings = Field(default_factory=CeilingSettings)
+    scan_batch: int = 100
+    fallback_poll_seconds: float = 30.0
+    admission_backoff_seconds: float = 30.0
+    terminal_retention_days: int = 30
+    purge_interval_seconds: int = 3600
+    terminal_purge_batch: int = 100
+
+    # ---------------------------------------------------------------- flags
+
+    @property
+    def api_enabled(self) -> bool:
+        return _truthy(self.api_flag)
+
+    @property
+    def worker_enabled(self) -> bool:
+        return _truthy(self.worker_flag)
+
+    @property
+    def production(self) -> bool:
+        return self.environment is Environment.PRODUCTION
+
+    # ---------------------------------------------------------------- parsing
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Parse ``AGENT_SCHEDULE_*`` (and ``SCHEDULING_ROLE_PREFIX``) from ``env``."""
+        raw: dict[str, Any] = {}
+        scalars = {
+            "ENVIRONMENT": "environment",
+            "API_ENABLED": "api_flag",
+            "WORKER_ENABLED": "worker_flag",
+            "STORAGE": "storage",
+            "PRINCIPAL_DIRECTORY": "principal_directory",
+            "ADMISSION": "admission",
+            "DATABASE_URL": "database_url",
+            "API_DATABASE_URL": "api_database_url",
+            "SCHEDULER_DATABASE_URL": "scheduler_database_url",
+            "MAINTENANCE_DATABASE_URL": "maintenance_database_url",
+            "SCAN_BATCH": "scan_batch",
+            "FALLBACK_POLL_SECONDS": "fallback_poll_seconds",
+            "ADMISSION_BACKOFF_SECONDS": "admission_backoff_seconds",
+            "TERMINAL_RETENTION_DAYS": "terminal_retention_days",
+            "PURGE_INTERVAL_SECONDS": "purge_interval_seconds",
+            "TERMINAL_PURGE_BATCH": "terminal_purge_batch",
+        }
+        topology = {
+            "TOTAL_SLOTS": "total_slots",
+            "INTERACTIVE_RESERVED_SLOTS": "interactive_reserved_slots",
+            "ASYNC_RESERVED_SLOTS": "async_reserved_slots",
+            "ASYNC_SLOTS": "async_slots",
+            "INTERACTIVE_SLOTS": "interactive_slots",
+        }
+        for name, field in scalars.items():
+            value = _value(env, PREFIX + name)
+            if value is not None:
+                raw[field] = value
+        raw["topology"] = {
+            field: value
+            for name, field in topology.items()
+            if (value := _value(env, PREFIX + name)) is not None
+        }
+        raw["ceilings"] = {
+            field: value
+            for name, field in CEILING_FIELDS.items()
+            if (value := _value(env, PREFIX + name)) is not None
+        }
+        tenants = _value(env, PREFIX + "TENANTS")
+        if tenants is not None:
+            raw["tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
+        prefix = _value(env, "SCHEDULING_ROLE_PREFIX")
+        if prefix is not None:
+            raw["role_prefix"] = prefix
+        try:
+            return cls.model_validate(raw)
+        except PydanticValidationError as exc:
+            problems = [
+                f"{UNPARSEABLE}: {_env_name(error['loc'])}: {error['msg']}"
+                for error in exc.errors()
+            ]
+            raise ConfigurationError(
+                UNPARSEABLE, "configuration values do not parse", {"problems": problems}
+            ) from None
+
+
+def _value(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _truthy(flag: str) -> bool:
+    return flag.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_name(loc: tuple[int | str, ...]) -> str:
+    """The environment variable behind a pydantic error location."""
+    field = str(loc[-1]) if loc else "?"
+    if len(loc) >= 2 and loc[0] == "ceilings":
+        names = {v: k for k, v in CEILING_FIELDS.items()}
+        return PREFIX + names.get(field, field.upper())
+    return PREFIX + field.upper().replace("_FLAG", "_ENABLED")
+
+
+# -------------------------------------------------------------------- validation
+
+
+def flag_problems(settings: Settings) -> list[str]:
+    """Production flag rules: exactly ``0``/``1``, and both equal."""
+    problems = [
+        f"{FLAG_INVALID}: {PREFIX}{name}={value!r} (only '0' or '1')"
+        for name, value in (
+            ("API_ENABLED", settings.api_flag),
+            ("WORKER_ENABLED", settings.worker_flag),
+        )
+        if value not in ("0", "1")
+    ]
+    if settings.api_enabled != settings.worker_enabled:
+        problems.append(
+            f"{FLAGS_SPLIT}: {PREFIX}API_ENABLED={settings.api_flag!r} but"
+            f" {PREFIX}WORKER_ENABLED={settings.worker_flag!r}"
+        )
+    return problems
+
+
+def validate_release(settings: Settings) -> list[str]:
+    """Every problem that blocks releasing ``settings`` to production (empty: none)."""
+    problems = flag_problems(settings)
+    if not (settings.api_enabled or settings.worker_enabled):
+        return problems  # scheduling stays off: nothing else is required
+    if not settings.production:
+        problems.append(f"{NOT_PRODUCTION}: {PREFIX}ENVIRONMENT is {settings.environment.value}")
+    if settings.storage != "postgres":
+        problems.append(f"{STORAGE_NOT_POSTGRES}: {PREFIX}STORAGE is {settings.storage}")
+    if not settings.database_url:
+        problems.append(f"{DATABASE_URL_MISSING}: {PREFIX}DATABASE_URL is not set")
+    if not settings.scheduler_database_url or (
+        settings.scheduler_database_url == settings.database_url
+    ):
+        problems.append(
+            f"{SCHEDULER_LOGIN_MISSING}: {PREFIX}SCHEDULER_DATABASE_URL must name the"
+            " scheduler login, distinct from the migration login"
+        )
+    if settings.principal_directory != "durable":
+        problems.append(
+            f"{DIRECTORY_NOT_DURABLE}: {PREFIX}PRINCIPAL_DIRECTORY is"
+            f" {settings.principal_directory}"
+        )
+    if settings.admission != "postgres":
+        problems.append(f"{ADMISSION_DEVELOPMENT_ONLY}: {PREFIX}ADMISSION is {settings.admission}")
+    problems += settings.topology.problems()
+    problems += settings.ceilings.problems()
+    if settings.scan_batch <= 0:
+        problems.append(f"{SCAN_BATCH_INVALID}: {PREFIX}SCAN_BATCH must be positive")
+    if not 0 < settings.fallback_poll_seconds < math.inf:
+        problems.append(
+            f"{POLL_INVALID}: {PREFIX}FALLBACK_POLL_SECONDS must be finite and positive"
+        )
+    if not 0 < settings.admission_backoff_seconds <= MAX_BACKOFF_SECONDS:
+        problems.append(
+            f"{BACKOFF_INVALID}: {PREFIX}ADMISSION_BACKOFF_SECONDS must be within"
+            f" (0, {MAX_BACKOFF_SECONDS:g}]"
+        )
+    for name, value in (
+        ("TERMINAL_RETENTION_DAYS", settings.terminal_retention_days),
+        ("PURGE_INTERVAL_SECONDS", settings.purge_interval_seconds),
+        ("TERMINAL_PURGE_BATCH", settings.terminal_purge_batch),
+    ):
+        if value <= 0:
+            problems.append(f"{RETENTION_INVALID}: {PREFIX}{name} must be positive")
+    return problems
+
+
+def problem_codes(problems: list[str]) -> list[str]:
+    """The reason codes of ``problems`` (each line starts with its code)."""
+    return [problem.split(":", 1)[0] for problem in problems]
