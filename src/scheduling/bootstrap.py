@@ -25,6 +25,7 @@ No business logic lives here.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import NoReturn
 from uuid import UUID
@@ -66,7 +67,7 @@ from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import AllowAllAdmission, require_production_admission
 from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
 from scheduling.service.materializer import ScheduleMaterializer
-from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, WorkerSettings
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.validation import DefinitionValidator
 
@@ -289,6 +290,29 @@ class SchedulerSettings:
         )
 
 
+class StopAwareWake:
+    """The scheduler's wake source: a LISTEN notification or the stop request, so a
+    sleeping worker notices SIGTERM at once instead of after its poll interval."""
+
+    def __init__(self, listener: WakeSource | None, stop: asyncio.Event | None) -> None:
+        self._listener = listener
+        self._stop = stop
+
+    async def wait(self) -> None:
+        waits: list[asyncio.Future[object]] = []
+        if self._stop is not None:
+            waits.append(asyncio.ensure_future(self._stop.wait()))
+        if self._listener is not None:
+            waits.append(asyncio.ensure_future(self._listener.wait()))
+        if not waits:
+            await asyncio.Event().wait()  # nothing can wake us: the poll timer will
+            return
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
 @dataclass
 class SchedulerRole:
     worker: ScheduleWorker
@@ -316,6 +340,7 @@ def build_scheduler(
     clock: Clock,
     ids: IdGenerator,
     probe: Probe | None = None,
+    stop: asyncio.Event | None = None,
 ) -> SchedulerRole:
     """The schedule worker through the least-privilege scheduler login."""
     problems = list(settings.release_problems)
@@ -378,7 +403,7 @@ def build_scheduler(
         settings=WorkerSettings(
             batch_size=settings.scan_batch, fallback_poll_seconds=settings.fallback_poll_seconds
         ),
-        wake=listener,
+        wake=StopAwareWake(listener, stop),
         accountant=accountant,
         pending=pending,
     )

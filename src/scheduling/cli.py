@@ -162,6 +162,8 @@ def diagnostics(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import scheduling.commands  # noqa: F401  (registers the operator commands)
+
     parser = argparse.ArgumentParser(prog="scheduling", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, spec in COMMANDS.items():

@@ -81,7 +81,9 @@ CEILING_INVALID = reason(
 SCAN_BATCH_INVALID = reason(
     "schedule.config.scan_batch_invalid", "The schedule worker's scan batch is not positive"
 )
-POLL_INVALID = reason("schedule.config.poll_invalid", "The fallback poll interval is not positive")
+POLL_INVALID = reason(
+    "schedule.config.poll_invalid", "The fallback poll interval is not finite and positive"
+)
 BACKOFF_INVALID = reason(
     "schedule.config.backoff_invalid",
     "The admission backoff is not positive or above the admission maximum",
