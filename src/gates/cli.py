@@ -40,6 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--require-ceiling", type=_milestone, metavar="M", help="exit 0 iff the ceiling >= M"
     )
+    run.add_argument(
+        "--require-complete",
+        action="append",
+        default=[],
+        type=_milestone,
+        metavar="M",
+        help="exit 0 only if milestone M is complete (repeatable; with --require-ceiling too)",
+    )
     run.add_argument("--checks-dir", type=Path, default=None, help=argparse.SUPPRESS)
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
 
@@ -68,6 +76,7 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         seed=args.seed,
         ledger=args.ledger,
         require_ceiling=args.require_ceiling,
+        require_complete=args.require_complete,
         pytest_args=args.pytest_args,
         command=command_line(argv),
     )

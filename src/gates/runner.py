@@ -41,6 +41,7 @@ class RunOptions:
     seed: int | None = None
     ledger: Path | None = None
     require_ceiling: int | None = None
+    require_complete: list[int] = field(default_factory=list)
     pytest_args: list[str] = field(default_factory=list)
     command: str = ""
 
@@ -116,13 +117,23 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     )
     report = build_report(catalog, ledger, gate_results, run)
     write_reports(report, options.output)
-    return report, exit_code(report, selected, options.require_ceiling)
+    return report, exit_code(
+        report, selected, options.require_ceiling, options.require_complete
+    )
 
 
-def exit_code(report: GateReport, selected: set[str], require_ceiling: int | None) -> int:
-    """0 when the run meets its bar: the required ceiling, or every selected gate PASS."""
-    if require_ceiling is not None:
-        return 0 if report.ceiling.milestone >= require_ceiling else 1
+def exit_code(
+    report: GateReport,
+    selected: set[str],
+    require_ceiling: int | None,
+    require_complete: Sequence[int] = (),
+) -> int:
+    """0 when the run meets its bar: the required ceiling and the required complete
+    milestones when either is given, else every selected gate PASS."""
+    if require_ceiling is not None or require_complete:
+        complete = {m.number for m in report.milestones if m.state.value == "complete"}
+        ceiling_ok = require_ceiling is None or report.ceiling.milestone >= require_ceiling
+        return 0 if ceiling_ok and set(require_complete) <= complete else 1
     failing = [g for g in report.gates if g.id in selected and g.status.value != "PASS"]
     return 1 if failing else 0
 

@@ -144,3 +144,14 @@ def test_cli_verify_accepts_the_report_and_refuses_a_tampered_copy(
     forged.write_text(json.dumps(raw))
     assert main(["verify", str(forged)]) == 1
     assert "contradicts its checks" in capsys.readouterr().err
+
+
+def test_require_complete_names_milestones_that_must_be_complete(tmp_path: Path) -> None:
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    options = RunOptions(checks_dir=checks, output=tmp_path / "o", seed=1, require_complete=[9])
+    assert run_gates(options)[1] == 0
+    options.require_complete = [9, 11]  # nothing is bound: M11 is incomplete
+    assert run_gates(options)[1] == 1
+    options.require_ceiling, options.require_complete = 9, [10]  # M10 is in progress
+    assert run_gates(options)[1] == 1
