@@ -43,7 +43,8 @@ def production_env(admin_url: str, scheduler_url: str) -> dict[str, str]:
         "AGENT_SCHEDULE_DATABASE_URL": admin_url,
         "AGENT_SCHEDULE_SCHEDULER_DATABASE_URL": scheduler_url,
         "AGENT_SCHEDULE_TENANTS": WHO.tenant_id,
-        "AGENT_SCHEDULE_FALLBACK_POLL_SECONDS": "1",
+        # A long poll: a prompt exit on SIGTERM shows the sleep wakes on the stop request.
+        "AGENT_SCHEDULE_FALLBACK_POLL_SECONDS": "60",
         "AGENT_SCHEDULE_TENANT_MAX_RUN_TIMEOUT_SECONDS": "3600",
         "AGENT_SCHEDULE_TENANT_MAX_MISFIRE_GRACE_SECONDS": "7200",
         "AGENT_SCHEDULE_TENANT_MAX_STEPS": "100",
@@ -93,9 +94,20 @@ def start(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return proc
 
 
+STOP_SECONDS: list[float] = []
+
+
 def terminate(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    began = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # never leave a server process behind a failed test
+        proc.communicate()
+        raise
+    STOP_SECONDS.append(time.monotonic() - began)
+    print(f"{proc.args[1]}: exit {proc.returncode} {STOP_SECONDS[-1]:.2f} s after SIGTERM")
     return proc.returncode, out, err
 
 
@@ -168,6 +180,7 @@ async def test_operator_commands_against_a_fresh_database(fresh: tuple[str, str]
         code, out, err = terminate(scheduler)
     assert code == 0, err
     assert "scheduler stopped" in out
+    assert STOP_SECONDS[-1] < 10, "the scheduler slept through SIGTERM (60 s poll)"
     assert len(occurrences) == 1, err
     run_id = occurrences[0]["run_id"]
 
