@@ -125,7 +125,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         {"cadence": {"kind": "YEARLY", "local_time": "09:00", "dates": [], "timezone": "UTC"}},
     ),
     ("schedule.revision.non_positive_timeout", {"run_timeout_seconds": 0}),
-    ("schedule.revision.invalid_field", {"run_timeout_seconds": None}),
+    ("schedule.revision.missing_field", {"run_timeout_seconds": None}),
+    ("schedule.revision.missing_field", {"misfire_grace_seconds": None}),
     ("schedule.revision.non_positive_grace", {"misfire_grace_seconds": -5}),
     (
         "schedule.limits.non_positive_bound",

@@ -75,6 +75,7 @@ def invalid_definitions() -> list[tuple[str, dict[str, Any]]]:
             cases.append((f"{name}={bad}", {"limits": {**base, name: value}}))
     for bad in (0, -1):
         cases.append((f"run_timeout_seconds={bad}", {"run_timeout_seconds": bad}))
+    cases.append(("run_timeout_seconds missing", {"run_timeout_seconds": None}))
     return cases
 
 
@@ -129,8 +130,7 @@ async def test_every_scheduled_run_is_bounded(pg_url: str, gate_evidence: GateEv
             assert isinstance(caught.value, ValidationError), label
             rejected[label] = caught.value.code
         assert await schedules_count(h) == 0
-        # A stored definition without its timeout cannot be decoded into a revision (the
-        # service's ScheduleDefinition cannot even be built without one).
+        # A stored definition without its timeout cannot be decoded into a revision either.
         for name in ("run_timeout_seconds", "limits"):
             stored = revision_definition()
             del stored[name]

@@ -178,6 +178,11 @@ def request_hash(operation: str, body: Mapping[str, Any]) -> str:
     return content_hash({"operation": operation, "body": dict(body)})
 
 
+_BOUND_FIELDS = frozenset(
+    {"run_timeout_seconds", "misfire_grace_seconds", "max_consecutive_failures"}
+)
+
+
 class DefinitionValidator:
     """Checks a definition against the caller's current authority and the tenant."""
 
@@ -249,6 +254,9 @@ class DefinitionValidator:
             "misfire_grace_seconds": definition.misfire_grace_seconds,
             "max_consecutive_failures": definition.max_consecutive_failures,
         }
+        # An absent bound (None from a caller's payload) is a missing field, not a type
+        # error: drop it so the domain reports ``schedule.revision.missing_field``.
+        fields = {k: v for k, v in fields.items() if v is not None or k not in _BOUND_FIELDS}
         # Construct once so the domain's own rules (positive bounds, text bounds) apply
         # before the ceiling comparison reports on values that are legal at all.
         ValidatedDefinition(fields, cadence).build(UUID(int=0), 1, principal.principal_id, now)
