@@ -42,7 +42,9 @@ async def test_corrupt_definition_neither_rolls_back_nor_blocks_siblings(pg_url:
         await corrupt(h, bad)
         fire = await h.next_fire(ids[0])
         h.clock.advance_to(fire + timedelta(seconds=1))
-        worker = h.worker(h.materializer(), batch_size=1, failure_backoff_seconds=600)
+        worker = h.worker(
+            h.materializer(), expect_errors=True, batch_size=1, failure_backoff_seconds=600
+        )
         reports = [await worker.run_once() for _ in range(3)]
         errors = {k: v for r in reports for k, v in r.errors.items()}
         assert list(errors) == [bad]

@@ -4,12 +4,19 @@
 schedule service through the API role and the materializer through the least-privilege
 scheduler role (``SET LOCAL ROLE``), both over the durable directories, on one virtual
 clock. ``ledger(...)`` reads the rows the checkers need.
+
+Workers are strict: ``ScheduleWorker.run_once`` isolates a failing materialization
+(logs it, records its type in ``PassReport.errors``, sets the schedule aside), which
+is right in production but lets a check that only inspects the ledger pass while
+materializations crash. ``Harness.worker``/``Harness.scan`` therefore fail on any
+``report.errors`` unless the caller opts in with ``expect_errors=True``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,7 +51,7 @@ from scheduling.ports.probe import Probe
 from scheduling.ports.records import PrincipalRecord
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.materializer import ScheduleMaterializer
-from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+from scheduling.service.schedule_worker import PassReport, ScheduleWorker, WorkerSettings
 
 WHO = principal("materializer-owner")
 WRITTEN_TABLES = (
@@ -88,6 +95,48 @@ class Ledger:
 
     def event_types(self) -> list[str]:
         return [str(e["event_type"]) for e in self.events]
+
+
+class SwallowedScanErrors(AssertionError):
+    """A scan isolated materialization errors that the check did not expect."""
+
+    def __init__(self, errors: dict[UUID, str]) -> None:
+        listed = ", ".join(f"{sid}: {name}" for sid, name in sorted(errors.items(), key=str))
+        super().__init__(
+            f"the schedule worker swallowed {len(errors)} materialization error(s)"
+            f" [{listed}] (tracebacks are in the captured log); pass expect_errors=True"
+            " only where a check means to provoke them"
+        )
+        self.errors = dict(errors)
+
+
+def assert_clean(report: PassReport) -> PassReport:
+    """Fail when a pass isolated any materialization error; return the report."""
+    if report.errors:
+        raise SwallowedScanErrors(report.errors)
+    return report
+
+
+class StrictScheduleWorker(ScheduleWorker):
+    """The real schedule worker whose passes fail on isolated errors (unless expected).
+
+    ``run`` keeps the production loop (which logs a failed pass and carries on), then
+    raises once it stops if any pass swallowed an unexpected error."""
+
+    def __init__(self, *, expect_errors: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.expect_errors = expect_errors
+        self.errors_seen: dict[UUID, str] = {}
+
+    async def run_once(self) -> PassReport:
+        report = await super().run_once()
+        self.errors_seen.update(report.errors)
+        return report if self.expect_errors else assert_clean(report)
+
+    async def run(self, stop: asyncio.Event | Callable[[], bool]) -> None:
+        await super().run(stop)
+        if self.errors_seen and not self.expect_errors:
+            raise SwallowedScanErrors(self.errors_seen)
 
 
 @dataclass
@@ -140,9 +189,14 @@ class Harness:
             calculator=calculator,
         )
 
-    def worker(self, materializer: ScheduleMaterializer, **settings: Any) -> ScheduleWorker:
-        """A schedule worker with the post-run accounting sweep wired."""
-        return ScheduleWorker(
+    def worker(
+        self, materializer: ScheduleMaterializer, *, expect_errors: bool = False, **settings: Any
+    ) -> StrictScheduleWorker:
+        """A strict schedule worker with the post-run accounting sweep wired: a pass
+        that isolates a materialization error raises ``SwallowedScanErrors`` unless
+        ``expect_errors`` (then read ``report.errors`` yourself)."""
+        return StrictScheduleWorker(
+            expect_errors=expect_errors,
             uow=self.scheduler,
             materializer=materializer,
             clock=self.world.clock,
@@ -154,6 +208,14 @@ class Harness:
             ),
             pending=PostgresPendingAccounts(self.scheduler),
         )
+
+    async def scan(
+        self, worker: ScheduleWorker | None = None, *, expect_errors: bool = False
+    ) -> PassReport:
+        """One worker pass (a fresh strict worker over a fresh materializer by default);
+        fails on any isolated materialization error unless ``expect_errors``."""
+        report = await (worker or self.worker(self.materializer())).run_once()
+        return report if expect_errors else assert_clean(report)
 
     async def create(self, who: Principal = WHO, key: str | None = None, **overrides: Any) -> UUID:
         result = await self.world.service.create(

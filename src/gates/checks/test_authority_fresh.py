@@ -71,7 +71,7 @@ async def test_due_occurrence_fails_closed(
         old_version = version(("member",), WHO.scopes)
         await change(h)
         h.clock.advance_to(first + timedelta(seconds=3))
-        await h.worker(h.materializer()).run_once()
+        assert (await h.worker(h.materializer()).run_once()).errors == {}
         ledger = (await h.ledger()).of(sid)
         assert len(ledger.occurrences) == 1
         failed = ledger.occurrences[0]
@@ -92,7 +92,7 @@ async def test_due_occurrence_fails_closed(
         # Restore: only the later occurrence is affected.
         await h.set_principal()
         h.clock.advance_to(second + timedelta(seconds=3))
-        await h.worker(h.materializer()).run_once()
+        assert (await h.worker(h.materializer()).run_once()).errors == {}
         after = (await h.ledger()).of(sid)
         assert [o["disposition"] for o in after.occurrences] == [
             "AUTHORIZATION_FAILED",
@@ -123,7 +123,7 @@ async def test_version_is_resolved_at_firing(pg_url: str, gate_evidence: GateEvi
         await h.set_principal(roles=("member", "auditor"))
         fresh = version(("member", "auditor"), WHO.scopes)
         h.clock.advance_to(first + timedelta(seconds=3))
-        await h.worker(h.materializer()).run_once()
+        assert (await h.worker(h.materializer()).run_once()).errors == {}
         ledger = (await h.ledger()).of(sid)
         assert [o["disposition"] for o in ledger.occurrences] == ["MATERIALIZED"]
         assert ledger.occurrences[0]["authority_version"] == fresh
