@@ -15,11 +15,12 @@ from __future__ import annotations
 import calendar as pycalendar
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gates.checks.recurrence_support import (
@@ -100,162 +101,425 @@ def valid_payloads(draw: Any, kinds: tuple[str, ...] = ALL_KINDS) -> tuple[Paylo
 
 # ------------------------------------------------------------- one defect each
 
-Mutation = Callable[[Payload, Any], tuple[Any, str] | None]
-_KINDS: dict[Mutation, tuple[str, ...]] = {}
+Parser = Callable[[Any], Any]
 
 
-def mutation_kinds(mutation: Mutation) -> tuple[str, ...]:
-    """The kinds a mutation applies to (it returns None for the others)."""
-    return _KINDS.get(mutation, ALL_KINDS)
+@dataclass(frozen=True)
+class Defect:
+    """One way to spoil a valid payload, and the one stable code it must be rejected with.
 
+    ``apply(payload, variant)`` returns the spoiled payload, or None when the defect does
+    not apply to that payload (e.g. no selector to duplicate)."""
 
-def _set(field: str, values: list[Any], code: str, kinds: tuple[str, ...]) -> Mutation:
-    def mutate(p: Payload, draw: Any) -> tuple[Any, str] | None:
-        if p["kind"] not in kinds:
-            return None
-        return {**p, field: draw(st.sampled_from(values))}, code
-
-    _KINDS[mutate] = kinds
-    return mutate
-
-
-def _unknown_field(p: Payload, draw: Any) -> tuple[Any, str] | None:
-    name = draw(st.sampled_from(["interval", "cron", "Timezone", "at_local", "every"]))
-    return {**p, name: 1}, cad.UNKNOWN_FIELD
-
-
-def _missing_field(p: Payload, draw: Any) -> tuple[Any, str] | None:
-    optional = {"days_of_month", "last_day"}
-    required = [k for k in p if k != "kind" and k not in optional]
-    name = draw(st.sampled_from(required))
-    return {k: v for k, v in p.items() if k != name}, cad.MISSING_FIELD
-
-
-def _bad_kind(p: Payload, draw: Any) -> tuple[Any, str] | None:
-    return {
-        **p,
-        "kind": draw(st.sampled_from(["HOURLY", "daily", "CRON", "", 3])),
-    }, cad.UNKNOWN_KIND
-
-
-def _not_object(p: Payload, draw: Any) -> tuple[Any, str] | None:
-    return draw(st.sampled_from([[p], "DAILY", None, 7])), cad.NOT_AN_OBJECT
-
-
-def _monthly_empty(p: Payload, draw: Any) -> tuple[Any, str] | None:
-    if p["kind"] != "MONTHLY":
-        return None
-    return {**p, "days_of_month": [], "last_day": False}, cad.MONTHLY_EMPTY
-
-
-def _duplicate(field: str, code: str, kind: str) -> Mutation:
-    def mutate(p: Payload, draw: Any) -> tuple[Any, str] | None:
-        if p["kind"] != kind or not p.get(field):
-            return None
-        items = list(p[field])
-        return {**p, field: [*items, items[0]]}, code
-
-    _KINDS[mutate] = (kind,)
-    return mutate
-
-
-def _date_item(values: list[Any], code: str) -> Mutation:
-    def mutate(p: Payload, draw: Any) -> tuple[Any, str] | None:
-        if p["kind"] != "YEARLY":
-            return None
-        return {**p, "dates": [*p["dates"], draw(st.sampled_from(values))]}, code
-
-    _KINDS[mutate] = ("YEARLY",)
-    return mutate
+    name: str
+    code: str
+    kinds: tuple[str, ...]
+    variants: tuple[Any, ...]
+    apply: Callable[[Payload, Any], Any]
 
 
 CIVIL = ("DAILY", "WEEKLY", "MONTHLY", "YEARLY")
-_KINDS[_monthly_empty] = ("MONTHLY",)
-MUTATIONS: list[Mutation] = [
-    _unknown_field,
-    _missing_field,
-    _bad_kind,
-    _not_object,
-    _set("at", ["2026-03-08T02:30:00", "2026-03-08T02:30"], cad.NAIVE_INSTANT, ("ONCE",)),
-    _set(
-        "at", ["tomorrow", "2026-13-01T00:00:00Z", "2026-03-08", ""], cad.INVALID_INSTANT, ("ONCE",)
+
+
+def _setter(field_name: str) -> Callable[[Payload, Any], Any]:
+    return lambda p, v: {**p, field_name: v}
+
+
+def _drop(p: Payload, name: Any) -> Any:
+    return {k: v for k, v in p.items() if k != name} if name in p else None
+
+
+def _duplicate(field_name: str) -> Callable[[Payload, Any], Any]:
+    def apply(p: Payload, index: Any) -> Any:
+        items = list(p.get(field_name) or [])
+        return {**p, field_name: [*items, items[index]]} if items else None
+
+    return apply
+
+
+def _add_date(p: Payload, item: Any) -> Any:
+    return {**p, "dates": [*p["dates"], item]}
+
+
+def _monthly_empty(p: Payload, spelling: Any) -> Any:
+    cleared = {k: v for k, v in p.items() if k not in ("days_of_month", "last_day")}
+    return {**cleared, **spelling}
+
+
+_MISSING = ("kind", "at", "local_time", "timezone", "weekdays", "dates")
+
+DEFECTS: tuple[Defect, ...] = (
+    Defect(
+        "unknown_field",
+        cad.UNKNOWN_FIELD,
+        ALL_KINDS,
+        ("interval", "cron", "Timezone", "at_local", "every"),
+        lambda p, name: {**p, name: 1},
     ),
-    _set("at", [1767225600, None], cad.INVALID_TYPE, ("ONCE",)),
-    _set(
-        "timezone",
-        ["Mars/Olympus", "america/new_york", "", "EST5EDT ", "Factory", "+05:00"],
+    Defect("missing_field", cad.MISSING_FIELD, ALL_KINDS, _MISSING, _drop),
+    Defect(
+        "unknown_kind",
+        cad.UNKNOWN_KIND,
+        ALL_KINDS,
+        ("HOURLY", "daily", "CRON", "", 3),
+        _setter("kind"),
+    ),
+    Defect(
+        "not_an_object",
+        cad.NOT_AN_OBJECT,
+        ALL_KINDS,
+        ("list", "DAILY", None, 7),
+        lambda p, v: [p] if v == "list" else v,
+    ),
+    Defect(
+        "naive_instant",
+        cad.NAIVE_INSTANT,
+        ("ONCE",),
+        ("2026-03-08T02:30:00", "2026-03-08T02:30"),
+        _setter("at"),
+    ),
+    Defect(
+        "invalid_instant",
+        cad.INVALID_INSTANT,
+        ("ONCE",),
+        ("tomorrow", "2026-13-01T00:00:00Z", "2026-03-08", ""),
+        _setter("at"),
+    ),
+    Defect("at_wrong_type", cad.INVALID_TYPE, ("ONCE",), (1767225600, None), _setter("at")),
+    Defect(
+        "invalid_timezone",
         cad.INVALID_TIMEZONE,
         CIVIL,
+        ("Mars/Olympus", "america/new_york", "", "EST5EDT ", "Factory", "+05:00"),
+        _setter("timezone"),
     ),
-    _set("timezone", [None, 5], cad.INVALID_TYPE, CIVIL),
-    _set(
-        "local_time",
-        ["24:00", "9:00", "09:60", "09:00:60", "0900", "09:00:00.5", "", "09:00Z"],
+    Defect("timezone_wrong_type", cad.INVALID_TYPE, CIVIL, (None, 5), _setter("timezone")),
+    Defect(
+        "invalid_local_time",
         cad.INVALID_LOCAL_TIME,
         CIVIL,
+        ("24:00", "9:00", "09:60", "09:00:60", "0900", "09:00:00.5", "", "09:00Z"),
+        _setter("local_time"),
     ),
-    _set("local_time", [900, None], cad.INVALID_TYPE, CIVIL),
-    _set("weekdays", [[]], cad.WEEKDAYS_EMPTY, ("WEEKLY",)),
-    _set("weekdays", [[0], [8], [1, -1]], cad.WEEKDAY_OUT_OF_RANGE, ("WEEKLY",)),
-    _set("weekdays", [[True], ["1"], "1", [1.0]], cad.INVALID_TYPE, ("WEEKLY",)),
-    _duplicate("weekdays", cad.WEEKDAY_DUPLICATE, "WEEKLY"),
-    _set("days_of_month", [[0], [32], [1, 40]], cad.DAY_OUT_OF_RANGE, ("MONTHLY",)),
-    _duplicate("days_of_month", cad.DAY_DUPLICATE, "MONTHLY"),
-    _monthly_empty,
-    _set("last_day", ["yes", 1, None], cad.INVALID_TYPE, ("MONTHLY",)),
-    _set("dates", [[]], cad.YEARLY_EMPTY, ("YEARLY",)),
-    _date_item([{"month": 13, "day": 1}, {"month": 0, "day": 1}], cad.MONTH_OUT_OF_RANGE),
-    _date_item([{"month": 1, "day": 0}, {"month": 1, "day": 32}], cad.YEARLY_DAY_OUT_OF_RANGE),
-    _date_item(
-        [
-            {"month": m, "day": d}
-            for m, d in ((4, 31), (2, 30), (2, 31), (6, 31), (9, 31), (11, 31))
-        ],
+    Defect("local_time_wrong_type", cad.INVALID_TYPE, CIVIL, (900, None), _setter("local_time")),
+    Defect("weekdays_empty", cad.WEEKDAYS_EMPTY, ("WEEKLY",), ([],), _setter("weekdays")),
+    Defect(
+        "weekday_out_of_range",
+        cad.WEEKDAY_OUT_OF_RANGE,
+        ("WEEKLY",),
+        ([0], [8], [1, -1]),
+        _setter("weekdays"),
+    ),
+    Defect(
+        "weekday_wrong_type",
+        cad.INVALID_TYPE,
+        ("WEEKLY",),
+        ([True], ["1"], "1", [1.0]),
+        _setter("weekdays"),
+    ),
+    Defect(
+        "weekday_duplicate", cad.WEEKDAY_DUPLICATE, ("WEEKLY",), (0, -1), _duplicate("weekdays")
+    ),
+    Defect(
+        "day_out_of_range",
+        cad.DAY_OUT_OF_RANGE,
+        ("MONTHLY",),
+        ([0], [32], [1, 40]),
+        _setter("days_of_month"),
+    ),
+    Defect(
+        "day_wrong_type",
+        cad.INVALID_TYPE,
+        ("MONTHLY",),
+        ([True], ["1"], 1, [1.5]),
+        _setter("days_of_month"),
+    ),
+    Defect("day_duplicate", cad.DAY_DUPLICATE, ("MONTHLY",), (0, -1), _duplicate("days_of_month")),
+    Defect(
+        "monthly_selector_empty",
+        cad.MONTHLY_EMPTY,
+        ("MONTHLY",),
+        ({}, {"days_of_month": []}, {"last_day": False}, {"days_of_month": [], "last_day": False}),
+        _monthly_empty,
+    ),
+    Defect(
+        "last_day_wrong_type", cad.INVALID_TYPE, ("MONTHLY",), ("yes", 1, None), _setter("last_day")
+    ),
+    Defect("yearly_selector_empty", cad.YEARLY_EMPTY, ("YEARLY",), ([],), _setter("dates")),
+    Defect(
+        "dates_wrong_type",
+        cad.INVALID_TYPE,
+        ("YEARLY",),
+        ("02-29", [[2, 29]], [{"month": "2", "day": 29}]),
+        _setter("dates"),
+    ),
+    Defect(
+        "month_out_of_range",
+        cad.MONTH_OUT_OF_RANGE,
+        ("YEARLY",),
+        ({"month": 13, "day": 1}, {"month": 0, "day": 1}),
+        _add_date,
+    ),
+    Defect(
+        "yearly_day_out_of_range",
+        cad.YEARLY_DAY_OUT_OF_RANGE,
+        ("YEARLY",),
+        ({"month": 1, "day": 0}, {"month": 1, "day": 32}),
+        _add_date,
+    ),
+    Defect(
+        "yearly_date_impossible",
         cad.YEARLY_DATE_IMPOSSIBLE,
+        ("YEARLY",),
+        tuple(
+            {"month": m, "day": d}
+            for m, d in ((2, 30), (2, 31), (4, 31), (6, 31), (9, 31), (11, 31))
+        ),
+        _add_date,
     ),
-    _date_item([{"month": 1, "day": 1, "year": 2026}], cad.UNKNOWN_FIELD),
-    _date_item([{"month": 1}], cad.MISSING_FIELD),
-    _duplicate("dates", cad.YEARLY_DATE_DUPLICATE, "YEARLY"),
-]
+    Defect(
+        "date_unknown_field",
+        cad.UNKNOWN_FIELD,
+        ("YEARLY",),
+        ({"month": 1, "day": 1, "year": 2026},),
+        _add_date,
+    ),
+    Defect(
+        "date_missing_field", cad.MISSING_FIELD, ("YEARLY",), ({"month": 1}, {"day": 1}), _add_date
+    ),
+    Defect(
+        "yearly_date_duplicate",
+        cad.YEARLY_DATE_DUPLICATE,
+        ("YEARLY",),
+        (0, -1),
+        _duplicate("dates"),
+    ),
+)
+DEFECT_CODES = frozenset(d.code for d in DEFECTS)
+
+# Deterministic bases: every kind, with and without each optional selector.
+BASES: tuple[Payload, ...] = (
+    {"kind": "ONCE", "at": "2026-03-08T02:30:00-05:00"},
+    {"kind": "DAILY", "local_time": "09:00", "timezone": "America/New_York"},
+    {"kind": "WEEKLY", "local_time": "23:59:59", "timezone": "Asia/Kolkata", "weekdays": [5, 1, 3]},
+    {
+        "kind": "MONTHLY",
+        "local_time": "02:30",
+        "timezone": "Europe/London",
+        "days_of_month": [31, 1, 15],
+    },
+    {
+        "kind": "MONTHLY",
+        "local_time": "00:00",
+        "timezone": "UTC",
+        "days_of_month": [],
+        "last_day": True,
+    },
+    {
+        "kind": "YEARLY",
+        "local_time": "12:00",
+        "timezone": "US/Eastern",
+        "dates": [{"month": 12, "day": 31}, {"month": 2, "day": 29}],
+    },
+)
+
+# Valid edge values and their exact canonical forms.
+VALID_EDGES: tuple[tuple[Payload, Payload], ...] = (
+    (
+        {
+            "kind": "YEARLY",
+            "local_time": "07:05",
+            "timezone": "Europe/Paris",
+            "dates": [{"day": 29, "month": 2}],
+        },
+        {
+            "kind": "YEARLY",
+            "local_time": "07:05:00",
+            "timezone": "Europe/Paris",
+            "dates": [{"month": 2, "day": 29}],
+        },
+    ),
+    (
+        {
+            "kind": "MONTHLY",
+            "local_time": "23:00:00",
+            "timezone": "America/Nuuk",
+            "days_of_month": [31, 29, 30],
+            "last_day": True,
+        },
+        {
+            "kind": "MONTHLY",
+            "local_time": "23:00:00",
+            "timezone": "America/Nuuk",
+            "days_of_month": [29, 30, 31],
+            "last_day": True,
+        },
+    ),
+    (
+        {"kind": "MONTHLY", "local_time": "00:00", "timezone": "UTC", "last_day": True},
+        {
+            "kind": "MONTHLY",
+            "local_time": "00:00:00",
+            "timezone": "UTC",
+            "days_of_month": [],
+            "last_day": True,
+        },
+    ),
+    (
+        {"kind": "MONTHLY", "local_time": "00:00", "timezone": "UTC", "days_of_month": [1]},
+        {
+            "kind": "MONTHLY",
+            "local_time": "00:00:00",
+            "timezone": "UTC",
+            "days_of_month": [1],
+            "last_day": False,
+        },
+    ),
+    (
+        {
+            "kind": "WEEKLY",
+            "local_time": "00:00",
+            "timezone": "US/Eastern",
+            "weekdays": [7, 6, 5, 4, 3, 2, 1],
+        },
+        {
+            "kind": "WEEKLY",
+            "local_time": "00:00:00",
+            "timezone": "US/Eastern",
+            "weekdays": [1, 2, 3, 4, 5, 6, 7],
+        },
+    ),
+    (
+        {"kind": "ONCE", "at": "2026-03-08T02:30:00.250000+05:45"},
+        {"kind": "ONCE", "at": "2026-03-07T20:45:00.250000Z"},
+    ),
+)
+
+
+def check_valid(parse: Parser, payload: Payload, canonical: Payload) -> None:
+    """A valid payload parses to its canonical form and round-trips without drift."""
+    try:
+        value = parse(payload)
+    except ValidationError as exc:
+        raise AssertionError(f"valid {payload!r} rejected with {exc.code}") from exc
+    assert value.to_payload() == canonical, f"{payload!r}: {value.to_payload()} != {canonical}"
+    again = parse(json.loads(canonical_json(value.to_payload())))
+    assert again == value, f"{payload!r} drifted on a round trip: {again!r}"
+    assert again.to_payload() == canonical
+
+
+def check_defect(parse: Parser, defect: Defect, bad: Any) -> None:
+    """A spoiled payload fails with exactly its defect's code."""
+    try:
+        value = parse(bad)
+    except ValidationError as exc:
+        code: str = exc.code
+    else:
+        raise AssertionError(f"{defect.name}: {bad!r} was accepted as {value!r}")
+    assert code == defect.code, f"{defect.name}: {bad!r} -> {code}, not {defect.code}"
+
+
+def explicit_defect_cases() -> list[tuple[Defect, Any]]:
+    """Every defect, every variant, on every base payload it applies to."""
+    cases = []
+    for defect in DEFECTS:
+        for base in BASES:
+            if base["kind"] not in defect.kinds:
+                continue
+            for variant in defect.variants:
+                bad = defect.apply(base, variant)
+                if bad is not None:
+                    cases.append((defect, bad))
+    return cases
+
+
+@dataclass
+class ValuesCoverage:
+    """What one run of the calendar_values check exercised."""
+
+    accepted: dict[str, int] = field(default_factory=dict)
+    explicit: dict[str, int] = field(default_factory=dict)
+    generated: dict[str, int] = field(default_factory=dict)
+    by_defect: dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def bump(counts: dict[str, int], key: str) -> None:
+        counts[key] = counts.get(key, 0) + 1
+
+    def missing_codes(self) -> list[str]:
+        seen = set(self.explicit) | set(self.generated)
+        return sorted(DEFECT_CODES - seen)
+
+    def defects_without_explicit_case(self) -> list[str]:
+        return sorted(d.name for d in DEFECTS if not self.by_defect.get(d.name))
+
+
+def run_explicit(parse: Parser, coverage: ValuesCoverage) -> None:
+    for payload, canonical in VALID_EDGES:
+        check_valid(parse, payload, canonical)
+        coverage.bump(coverage.accepted, payload["kind"])
+    for defect, bad in explicit_defect_cases():
+        check_defect(parse, defect, bad)
+        coverage.bump(coverage.explicit, defect.code)
+        coverage.bump(coverage.by_defect, defect.name)
+
+
+def generated_valid(parse: Parser, coverage: ValuesCoverage) -> Callable[[], None]:
+    @given(valid_payloads())
+    def valid_values(case: tuple[Payload, Payload]) -> None:
+        check_valid(parse, *case)
+        coverage.bump(coverage.accepted, case[0]["kind"])
+
+    return valid_values
+
+
+def generated_defects(
+    parse: Parser, coverage: ValuesCoverage, pinned: settings | None = None
+) -> Callable[[], None]:
+    # By default three times the profile's examples: there are many defects, each cheap.
+    profile = settings.default
+    assert profile is not None  # the gate plugin loads a profile
+
+    @(pinned or settings(max_examples=3 * profile.max_examples))
+    @given(st.data())
+    def defective_values(data: st.DataObject) -> None:
+        defect = data.draw(st.sampled_from(DEFECTS), label="defect")
+        payload, _ = data.draw(valid_payloads(defect.kinds), label="valid payload")
+        bad = defect.apply(payload, data.draw(st.sampled_from(defect.variants), label="variant"))
+        assume(bad is not None)  # e.g. no selector to duplicate in this payload
+        check_defect(parse, defect, bad)
+        coverage.bump(coverage.generated, defect.code)
+
+    return defective_values
 
 
 @pytest.mark.gate(VALUES)
 def test_values_are_closed_canonical_and_round_trip(gate_evidence: GateEvidence) -> None:
     registered = all_reasons()
-    accepted: dict[str, int] = {}
-    rejected: dict[str, int] = {}
-
-    @given(valid_payloads())
-    def valid_values(case: tuple[Payload, Payload]) -> None:
-        payload, canonical = case
-        value = parse_cadence(payload)
-        assert value.to_payload() == canonical
-        again = parse_cadence(json.loads(canonical_json(value.to_payload())))
-        assert again == value
-        assert again.to_payload() == canonical
-        accepted[payload["kind"]] = accepted.get(payload["kind"], 0) + 1
-
-    @given(st.data())
-    def defective_values(data: st.DataObject) -> None:
-        mutation = data.draw(st.sampled_from(MUTATIONS))
-        payload, _ = data.draw(valid_payloads(mutation_kinds(mutation)))
-        outcome = mutation(payload, data.draw)
-        assume(outcome is not None)  # e.g. no selector to duplicate in this payload
-        assert outcome is not None
-        bad, code = outcome
-        assert code in registered
-        with pytest.raises(ValidationError) as caught:
-            parse_cadence(bad)
-        assert caught.value.code == code, f"{bad!r}: {caught.value.code} != {code}"
-        rejected[code] = rejected.get(code, 0) + 1
-
-    valid_values()
-    defective_values()
-    gate_evidence.record("accepted_by_kind", dict(sorted(accepted.items())))
-    gate_evidence.record("rejected_by_code", dict(sorted(rejected.items())))
+    unregistered = sorted(c for c in DEFECT_CODES if c not in registered)
+    assert not unregistered, f"defects expect unregistered codes: {unregistered}"
+    coverage = ValuesCoverage()
+    run_explicit(parse_cadence, coverage)
+    generated_valid(parse_cadence, coverage)()
+    generated_defects(parse_cadence, coverage)()
+    gate_evidence.record("accepted_by_kind", dict(sorted(coverage.accepted.items())))
+    gate_evidence.record("codes_expected", sorted(DEFECT_CODES))
+    gate_evidence.record("rejected_explicit_by_code", dict(sorted(coverage.explicit.items())))
+    gate_evidence.record("rejected_generated_by_code", dict(sorted(coverage.generated.items())))
+    gate_evidence.record("explicit_cases_by_defect", dict(sorted(coverage.by_defect.items())))
+    gate_evidence.record(
+        "codes_missing_from_generated", sorted(DEFECT_CODES - set(coverage.generated))
+    )
     gate_evidence.record("reproduction", reproduction())
-    if len(accepted) < 5 or len(rejected) < 8:
-        gate_evidence.not_covered("too few kinds accepted or defects rejected")
+    if set(coverage.accepted) != set(ALL_KINDS):
+        gate_evidence.not_covered(
+            f"kinds never accepted: {set(ALL_KINDS) - set(coverage.accepted)}"
+        )
+    if coverage.missing_codes() or coverage.defects_without_explicit_case():
+        gate_evidence.not_covered(
+            f"codes never rejected: {coverage.missing_codes()}; defects without an explicit "
+            f"case: {coverage.defects_without_explicit_case()}"
+        )
 
 
 # ------------------------------------------------------------------ recurrence
