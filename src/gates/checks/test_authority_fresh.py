@@ -1,35 +1,41 @@
 """gate.schedule.authority_fresh on PostgreSQL: firing revalidates current authority.
 
-Separate cases, each on its own schedule and database: a requested scope revoked, the
-principal disabled, and the authority version changed by a role change that drops the
-requested scope (the content-derived version moves with it). Each due occurrence fails
-closed: AUTHORIZATION_FAILED with its stable reason, an audited
+Every revision pins the owner's content-derived authority version at approval (create,
+update, patch; ADR 1200). Three separate cases, each on its own schedule and database:
+a requested scope revoked, the principal disabled, and the authority version changed
+*alone* (an extra, unrelated role is granted: the principal stays enabled and every
+requested scope stays granted, only the version moves). Each due occurrence fails
+closed: AUTHORIZATION_FAILED with its stable reason (``scope_revoked``,
+``principal_disabled``, ``authority_changed``), an audited
 ``schedule.occurrence.authorization_failed`` event, no session or run, cadence
-advanced, failure count incremented. Restoring authority affects only the next
-occurrence (which materializes with the restored version) and never rewrites the
-failed one.
+advanced, failure count incremented. Restoring authority (the principal's authority
+content returns, so its content-derived version matches the pin again) affects only
+the next occurrence, which materializes; the failed one is never rewritten.
 
-A version change alone (a new role that grants nothing the schedule needs) does not
-fail - the spec's success conditions do not include an unchanged version - but the
-occurrence and ``run.queued`` carry the *new* version: the materializer resolved it
-fresh rather than trusting the snapshot taken at creation.
+A successful occurrence and its ``run.queued`` carry the version resolved at firing,
+which equals the revision's pinned one (the only version that can materialize).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
+from uuid import UUID
 
 import pytest
 
 from gates.checks.materialize_support import WHO, Harness
 from gates.pytest_plugin import GateEvidence
 from scheduling.ports.directories import authority_version
-from scheduling.service.materializer import PRINCIPAL_DISABLED, SCOPE_REVOKED
+from scheduling.service.materializer import AUTHORITY_CHANGED, PRINCIPAL_DISABLED, SCOPE_REVOKED
 
 pytestmark = pytest.mark.postgres
 
 Change = Callable[[Harness], Awaitable[None]]
+
+SEEDED_ROLES = ("member",)
+"""The roles ``seed_durable`` gives the owner (``Harness.set_principal``'s default)."""
 
 
 async def revoke_scope(h: Harness) -> None:
@@ -40,9 +46,10 @@ async def disable(h: Harness) -> None:
     await h.set_principal(enabled=False)
 
 
-async def change_version(h: Harness) -> None:
-    # The role that granted memory.read is gone: new inputs, new version, scope lost.
-    await h.set_principal(scopes=WHO.scopes - {"memory.read"}, roles=("viewer",))
+async def change_version_only(h: Harness) -> None:
+    # An extra role that grants nothing the schedule needs: same enabled flag, same
+    # scopes (memory.read still granted), new authority inputs -> a new version only.
+    await h.set_principal(roles=(*SEEDED_ROLES, "auditor"))
 
 
 def version(roles: tuple[str, ...], scopes: frozenset[str], enabled: bool = True) -> str:
@@ -54,8 +61,27 @@ def version(roles: tuple[str, ...], scopes: frozenset[str], enabled: bool = True
 CASES: dict[str, tuple[Change, str]] = {
     "scope_revoked": (revoke_scope, SCOPE_REVOKED),
     "principal_disabled": (disable, PRINCIPAL_DISABLED),
-    "authority_version_changed": (change_version, SCOPE_REVOKED),
+    "authority_version_changed": (change_version_only, AUTHORITY_CHANGED),
 }
+
+
+async def pinned_version(h: Harness, schedule_id: UUID, revision: int = 1) -> Any:
+    rows = await h.sql(
+        "SELECT definition FROM schedule_revisions WHERE schedule_id = :i AND revision = :r",
+        i=schedule_id,
+        r=revision,
+    )
+    return rows[0]["definition"].get("authority_version")
+
+
+async def principal_row(h: Harness) -> dict[str, Any]:
+    rows = await h.sql(
+        "SELECT enabled, scopes, authority_inputs FROM principals"
+        " WHERE tenant_id = :t AND principal_id = :p",
+        t=WHO.tenant_id,
+        p=WHO.principal_id,
+    )
+    return rows[0]
 
 
 @pytest.mark.gate("gate.schedule.authority_fresh")
@@ -68,8 +94,16 @@ async def test_due_occurrence_fails_closed(
     try:
         sid = await h.create()
         first = await h.next_fire(sid)
-        old_version = version(("member",), WHO.scopes)
+        old_version = version(SEEDED_ROLES, WHO.scopes)
+        assert await pinned_version(h, sid) == old_version
         await change(h)
+        if case == "authority_version_changed":
+            # Prove the case changes the version and nothing the other two cases cover.
+            row = await principal_row(h)
+            assert row["enabled"] is True
+            assert "memory.read" in row["scopes"]
+            assert row["authority_inputs"] == {"roles": [*SEEDED_ROLES, "auditor"]}
+            assert version((*SEEDED_ROLES, "auditor"), WHO.scopes) != old_version
         h.clock.advance_to(first + timedelta(seconds=3))
         assert (await h.worker(h.materializer()).run_once()).errors == {}
         ledger = (await h.ledger()).of(sid)
@@ -86,10 +120,12 @@ async def test_due_occurrence_fails_closed(
         assert len(audit) == 1
         assert audit[0]["payload"]["reason_code"] == code
         schedule = await h.schedule(sid)
+        assert schedule["state"] == "ACTIVE"
         assert schedule["consecutive_failures"] == 1
         second = schedule["next_fire_at"]
         assert second > h.clock.now()
-        # Restore: only the later occurrence is affected.
+        # Restore: the principal's authority content returns, so the content-derived
+        # version matches the pin again; only the later occurrence is affected.
         await h.set_principal()
         h.clock.advance_to(second + timedelta(seconds=3))
         assert (await h.worker(h.materializer()).run_once()).errors == {}
@@ -101,11 +137,13 @@ async def test_due_occurrence_fails_closed(
         assert after.occurrences[0] == failed
         assert after.occurrences[1]["authority_version"] == old_version
         assert len(after.runs) == 1
+        assert await pinned_version(h, sid) == old_version
         gate_evidence.record(
             case,
             {
                 "reason_code": code,
                 "occurrences": [o["disposition"] for o in after.occurrences],
+                "pinned_authority_version": old_version,
                 "failed_authority_version": failed["authority_version"],
                 "restored_authority_version": old_version,
             },
@@ -115,23 +153,28 @@ async def test_due_occurrence_fails_closed(
 
 
 @pytest.mark.gate("gate.schedule.authority_fresh")
-async def test_version_is_resolved_at_firing(pg_url: str, gate_evidence: GateEvidence) -> None:
+async def test_materialized_occurrence_carries_the_pinned_version(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
     h = await Harness.open(pg_url)
     try:
         sid = await h.create()
         first = await h.next_fire(sid)
-        await h.set_principal(roles=("member", "auditor"))
-        fresh = version(("member", "auditor"), WHO.scopes)
+        pinned = await pinned_version(h, sid)
+        current = version(SEEDED_ROLES, WHO.scopes)
+        assert pinned == current
         h.clock.advance_to(first + timedelta(seconds=3))
         assert (await h.worker(h.materializer()).run_once()).errors == {}
         ledger = (await h.ledger()).of(sid)
         assert [o["disposition"] for o in ledger.occurrences] == ["MATERIALIZED"]
-        assert ledger.occurrences[0]["authority_version"] == fresh
+        assert ledger.occurrences[0]["authority_version"] == pinned
+        assert ledger.runs[0]["metadata"]["authority_version"] == pinned
         queued = [e for e in ledger.session_events if e["event_type"] == "run.queued"]
-        assert queued[0]["payload"]["authority_version"] == fresh
+        assert len(queued) == 1
+        assert queued[0]["payload"]["authority_version"] == pinned
         assert queued[0]["payload"]["occurrence_id"] == str(ledger.occurrences[0]["id"])
         gate_evidence.record(
-            "version_only_change", {"stamped": fresh, "disposition": "MATERIALIZED"}
+            "materialized_version", {"pinned": pinned, "stamped": pinned, "run_queued": pinned}
         )
     finally:
         await h.close()

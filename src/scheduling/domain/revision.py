@@ -4,6 +4,12 @@ A revision's ``cadence`` is the canonical payload dict of ``scheduling.domain.ca
 ``cadence_value`` is the parsed ``Cadence``. ``to_definition()`` is the exact JSON form
 persisted as ``definition JSONB`` (everything except the row's identity columns), and
 ``from_definition(...)`` rebuilds an equal revision from it.
+
+``authority_version`` is the creator's content-derived authority version at the time
+the owner approved this definition (create, full update, patch). It is a non-secret
+audit fact, not a credential; firing fails closed when the principal's current version
+differs from it (ADR 1200). Revisions written before pinning existed decode to None
+and keep the earlier behaviour.
 """
 
 from __future__ import annotations
@@ -162,6 +168,7 @@ class ScheduleRevision(DomainModel):
     policy_profile: Annotated[str, Field(strict=True)]
     requested_scopes: frozenset[str]
     browser_profile_id: UUID | None = None
+    authority_version: Annotated[str, Field(strict=True)] | None = None
     limits: RunLimits
     run_timeout_seconds: StrictInt
     cadence: dict[str, object]
@@ -235,7 +242,7 @@ class ScheduleRevision(DomainModel):
 
     def to_definition(self) -> dict[str, Any]:
         """The JSON definition stored beside the identity columns (canonical, sorted)."""
-        return {
+        out: dict[str, Any] = {
             "title": self.title,
             "instruction": self.instruction,
             "agent_id": str(self.agent_id),
@@ -252,6 +259,11 @@ class ScheduleRevision(DomainModel):
             "misfire_grace_seconds": self.misfire_grace_seconds,
             "max_consecutive_failures": self.max_consecutive_failures,
         }
+        # Omitted when unpinned, so a definition stored before pinning existed
+        # re-encodes to exactly the JSON it was stored as.
+        if self.authority_version is not None:
+            out["authority_version"] = self.authority_version
+        return out
 
     @classmethod
     def from_definition(
@@ -272,6 +284,8 @@ class ScheduleRevision(DomainModel):
         data = dict(definition)
         # Old definitions decode with no website binding (spec "Explicit website binding").
         data.setdefault("browser_profile_id", None)
+        # ... and with no pinned authority version (ADR 1200).
+        data.setdefault("authority_version", None)
         if isinstance(data.get("requested_scopes"), list):
             data["requested_scopes"] = frozenset(data["requested_scopes"])
         return cls(

@@ -6,9 +6,10 @@ Step for step, in one trusted unit of work, with ``now`` read once from the Cloc
 1. lock the schedule ``FOR UPDATE SKIP LOCKED`` if ACTIVE and ``next_fire_at <= now``;
 2. load its current immutable revision and compute the due calculation (bounded);
 3. resolve current authority (principal exists and is enabled, every requested scope
-   still granted), configuration (pinned agent version exists with the pinned policy
-   profile, tenant ceilings configured and not exceeded), grace, overlap, and finally
-   admission (only when a run would be created);
+   still granted, the authority version the revision pinned unchanged), configuration
+   (pinned agent version exists with the pinned policy profile, tenant ceilings
+   configured and not exceeded), grace, overlap, and finally admission (only when a
+   run would be created);
 4. insert the unique occurrence (the idempotency key is (schedule_id, nominal_fire_at));
 5. for MATERIALIZED: the dedicated session with its reserved metadata, ``session.created``,
    the context-only scheduler seed user message, the priority-10 QUEUED run
@@ -88,6 +89,11 @@ PRINCIPAL_DISABLED = reason(
 SCOPE_REVOKED = reason(
     "schedule.materialize.scope_revoked",
     "At firing a requested scope is no longer granted; AUTHORIZATION_FAILED",
+)
+AUTHORITY_CHANGED = reason(
+    "schedule.materialize.authority_changed",
+    "At firing the principal's authority version differs from the revision's pinned one;"
+    " AUTHORIZATION_FAILED",
 )
 AGENT_VERSION_MISSING = reason(
     "schedule.materialize.agent_version_missing",
@@ -299,6 +305,12 @@ class ScheduleMaterializer:
             return PRINCIPAL_DISABLED
         if not revision.requested_scopes <= authority.scopes:
             return SCOPE_REVOKED
+        # Any change of the owner's authority since they approved this revision, even
+        # an added role, stops it until authority returns or the owner re-approves
+        # (ADR 1200). Unpinned (older) revisions keep the scope-only rule.
+        pinned = revision.authority_version
+        if pinned is not None and pinned != authority.authority_version:
+            return AUTHORITY_CHANGED
         return None
 
     async def _configuration(self, schedule: Schedule, revision: ScheduleRevision) -> str | None:

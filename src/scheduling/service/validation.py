@@ -229,7 +229,8 @@ class DefinitionValidator:
         now: datetime,
         require_future: bool,
     ) -> ValidatedDefinition:
-        """Every rule, in order; returns the normalized revision fields."""
+        """Every rule, in order; returns the normalized revision fields, which pin
+        ``authority.authority_version`` (the version the owner approves under)."""
         self.scan_text(definition.title, definition.instruction)
         cadence = parse_cadence(definition.cadence)
         raw_limits = definition.limits
@@ -253,6 +254,10 @@ class DefinitionValidator:
             "cadence": cadence.to_payload(),
             "misfire_grace_seconds": definition.misfire_grace_seconds,
             "max_consecutive_failures": definition.max_consecutive_failures,
+            # The owner approves this definition under their current authority; firing
+            # fails closed once that authority changes (ADR 1200). Not in the request
+            # hash: ``normalized_request`` covers only what the caller sent.
+            "authority_version": authority.authority_version,
         }
         # An absent bound (None from a caller's payload) is a missing field, not a type
         # error: drop it so the domain reports ``schedule.revision.missing_field``.
