@@ -24,7 +24,7 @@ import pytest
 
 from gates.checks.materialize_support import WHO, Harness
 from gates.checks.runtime_support import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
-from gates.checks.service_support import AGENT_VERSION, START
+from gates.checks.service_support import AGENT_VERSION, START, definition
 from gates.pytest_plugin import GateEvidence
 from scheduling.ports.records import PrincipalRecord
 from scheduling.ports.runtime import QueueCapacity
@@ -72,6 +72,20 @@ async def test_run_snapshots_requested_scopes_and_denies_undeclared_tools(
                 )
             )
             await uow.commit()
+        # The grant changed the owner's authority version, which each revision pinned
+        # (ADR 1200): the owner re-approves the same definitions under the wider
+        # authority (revision 2 re-pins), and the runs must still not inherit it.
+        for label, version, scopes, _ in CASES:
+            await h.world.service.update(
+                WHO,
+                schedules[label],
+                1,
+                definition(
+                    instruction="Search the news. [script:undeclared_tool]",
+                    agent_version=version,
+                    requested_scopes=scopes,
+                ),
+            )
         fire = (await h.sql("SELECT min(next_fire_at) AS f FROM schedules"))[0]["f"]
         h.clock.advance_to(fire + timedelta(seconds=1))
         runs: dict[str, UUID] = {}
