@@ -66,7 +66,7 @@ async def test_every_disposition_recovered_from_paginated_reads(
         nine = await h.next_fire(ok)
         h.clock.advance_to(nine + timedelta(seconds=1))
         scheduler = h.worker(h.materializer())
-        await scheduler.run_once()
+        assert (await h.scan(scheduler)).errors == {}
         cancel_run = (await h.ledger()).of(cancel).runs[0]["id"]
         await RunCancellation(h.api, h.clock).cancel(CANCELLER, cancel_run)
         accountant = RunAccountant(uow=h.scheduler, clock=h.clock, ids=h.world.ids.fork("a"))
@@ -84,9 +84,9 @@ async def test_every_disposition_recovered_from_paginated_reads(
         # (no run worker runs again) across its next instant.
         overlap = await h.create(key="overlap", cadence=daily("10:00"))
         h.clock.advance_to(await h.next_fire(overlap) + timedelta(seconds=1))
-        await scheduler.run_once()
+        assert (await h.scan(scheduler)).errors == {}
         h.clock.advance_to(await h.next_fire(overlap) + timedelta(seconds=1))
-        await scheduler.run_once()
+        assert (await h.scan(scheduler)).errors == {}
 
         # The schedule worker's accounting sweep also covers the run cancelled while
         # queued (no run worker saw it finish).
