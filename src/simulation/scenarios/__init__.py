@@ -15,6 +15,8 @@ SCENARIO_MODULES: tuple[str, ...] = (
     "simulation.scenarios.demo",
     "simulation.scenarios.ledger_demo",
     "simulation.scenarios.materialize",
+    "simulation.scenarios.overlap",
+    "simulation.scenarios.lifecycle",
 )
 
 _REGISTRY: dict[str, Scenario] = {}

@@ -1,0 +1,1 @@
+"""Lifecycle scenarios (gate.schedule.lifecycle_linear under the simulator)."""
