@@ -1,20 +1,29 @@
 """Materializer facets of gate.schedule.misfire_bounded and
 gate.schedule.calendar_misfire_bounded, on PostgreSQL through the scheduler role.
 
-The clock jumps across thousands of nominal instants (daily: ~3,000; monthly with
-day 31 and last_day: 1,200 months; yearly February 29: 400 years). One scan must
-write exactly one occurrence (MATERIALIZED within grace; MISSED with
+Each check puts one schedule through two outages, each closed by ONE schedule-worker
+scan (``ScheduleWorker.run_once`` over the strict harness, so a swallowed error fails):
+a short one (a week of daily, a year of monthly, twelve years of February 29) and a
+long one (a century of daily: ~36,500 instants; 1,000 years of monthly day 31 plus
+last_day: ~12,000; 4,000 years of yearly February 29: ~970). After each outage the scan
+must write exactly one occurrence (MATERIALIZED within grace; MISSED with
 ``schedule.materialize.grace_expired`` outside it, no session or run) and exactly one
-``schedule.misfires_coalesced`` event whose first/last/count equal an independent
-brute-force walk, store the first future instant directly, and do bounded work: the
-calculator's operation counter stays far below the number of missed instants. A
-second scan at the same instant writes nothing.
+``schedule.misfires_coalesced`` event whose first/last/count equal a step-by-step walk,
+store the first future instant directly, and a second scan finds nothing due and
+writes nothing.
+
+Bounded work is proven by the calculator's operation counter, not by timing: the long
+outage's count stays within ``SAME_ORDER`` times the short outage's (a per-date loop
+grows with the span), and the long outage spans at least ``INSTANTS_PER_OPERATION``
+times more missed instants than operations, so a loop over them cannot hide under it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -29,7 +38,13 @@ pytestmark = pytest.mark.postgres
 
 MISFIRE = "gate.schedule.misfire_bounded"
 CALENDAR = "gate.schedule.calendar_misfire_bounded"
-OPS_BOUND = 2_000
+SAME_ORDER = 3
+"""The long outage may cost at most this many times the short one's operations."""
+INSTANTS_PER_OPERATION = 10
+"""The long outage spans at least this many missed instants per operation counted."""
+GRACE_SECONDS = 900
+
+Calculators = Callable[[OperationCounter], RecurrenceCalculator]
 
 
 def brute_instants(cadence: dict[str, Any], after: datetime, until: datetime) -> list[datetime]:
@@ -43,88 +58,137 @@ def brute_instants(cadence: dict[str, Any], after: datetime, until: datetime) ->
     return out
 
 
-async def outage_scan(
-    url: str, cadence: dict[str, Any], outage: timedelta, *, late: timedelta
+async def outage(
+    h: Harness,
+    sid: UUID,
+    cadence: dict[str, Any],
+    span: timedelta,
+    *,
+    late: timedelta,
+    calculators: Calculators = RecurrenceCalculator,
 ) -> dict[str, Any]:
-    """Create, jump ``outage`` past the first instant plus ``late``, scan twice."""
-    h = await Harness.open(url)
-    try:
-        sid = await h.create(cadence=cadence, misfire_grace_seconds=900)
-        first = await h.next_fire(sid)
-        walk = brute_instants(cadence, first, first + outage)
-        latest = walk[-1]
-        h.clock.advance_to(latest + late)
-        counter = OperationCounter()
-        materializer = h.materializer(calculator=RecurrenceCalculator(counter))
-        before = await h.counts()
-        result = await materializer.materialize(sid)
-        after = await h.counts()
-        again = await h.materializer().materialize(sid)
-        final = await h.counts()
-        ledger = (await h.ledger()).of(sid)
-        schedule = await h.schedule(sid)
-        return {
-            "result": result,
-            "again": again,
-            "delta": {k: after[k] - before[k] for k in after},
-            "second_delta": {k: final[k] - after[k] for k in after},
-            "ledger": ledger,
-            "schedule": schedule,
-            "walk": walk,
-            "ops": counter.total,
-            "now": h.clock.now(),
-            "cadence": cadence,
-        }
-    finally:
-        await h.close()
+    """Jump ``span`` past the schedule's next firing plus ``late``; one worker scan."""
+    first = await h.next_fire(sid)
+    walk = brute_instants(cadence, first, first + span)
+    h.clock.advance_to(walk[-1] + late)
+    counter = OperationCounter()
+    worker = h.worker(h.materializer(calculator=calculators(counter)))
+    before_ledger = (await h.ledger()).of(sid)
+    before = await h.counts()
+    report = await h.scan(worker)
+    after = await h.counts()
+    again = await h.scan(worker)
+    direct = await h.materializer().materialize(sid)
+    final = await h.counts()
+    ledger = (await h.ledger()).of(sid)
+    seen = {o["id"] for o in before_ledger.occurrences}
+    seen_events = {e["id"] for e in before_ledger.events}
+    return {
+        "report": report,
+        "again": again,
+        "direct": direct,
+        "sid": sid,
+        "delta": {k: after[k] - before[k] for k in after},
+        "second_delta": {k: final[k] - after[k] for k in after},
+        "occurrences": [o for o in ledger.occurrences if o["id"] not in seen],
+        "events": [e for e in ledger.events if e["id"] not in seen_events],
+        "schedule": await h.schedule(sid),
+        "walk": walk,
+        "ops": counter.total,
+        "now": h.clock.now(),
+        "cadence": cadence,
+    }
 
 
-def assert_bounded_scan(out: dict[str, Any], *, materialized: bool) -> None:
+def assert_one_scan(out: dict[str, Any], *, materialized: bool) -> None:
+    """One scan decided the latest instant, coalesced the rest, advanced past now."""
     walk: list[datetime] = out["walk"]
-    ledger = out["ledger"]
-    result = out["result"]
-    assert result.status is MaterializeStatus.DECIDED
-    occurrences = ledger.occurrences
+    report = out["report"]
+    assert report.scanned == [out["sid"]], report
+    assert [r.status for r in report.results] == [MaterializeStatus.DECIDED]
+    occurrences = out["occurrences"]
     assert len(occurrences) == 1, f"{len(occurrences)} occurrences for one scan"
     occ = occurrences[0]
     assert occ["nominal_fire_at"] == walk[-1]
-    coalesced = [e for e in ledger.events if e["event_type"] == "schedule.misfires_coalesced"]
+    coalesced = [e for e in out["events"] if e["event_type"] == "schedule.misfires_coalesced"]
     assert len(coalesced) == 1, f"{len(coalesced)} coalescing events"
     payload = coalesced[0]["payload"]
     assert payload["count"] == len(walk) - 1
     assert payload["first_nominal_at"] == format_instant(walk[0])
     assert payload["last_nominal_at"] == format_instant(walk[-2])
     expected_next = next_after(parse_cadence(out["cadence"]), out["now"])
-    assert out["schedule"]["next_fire_at"] == expected_next
     assert expected_next is not None
-    assert expected_next > out["now"]
-    # Bounded: never one step per missed date (the walk is the per-date count).
-    assert out["ops"] < OPS_BOUND, out["ops"]
-    assert len(walk) < 200 or out["ops"] < len(walk) // 2, (out["ops"], len(walk))
+    assert out["schedule"]["next_fire_at"] == expected_next > out["now"]
+    # The same worker scans again: nothing is due, nothing is written.
+    assert out["again"].scanned == []
+    assert out["direct"].status is MaterializeStatus.NOT_DUE
     assert sum(out["second_delta"].values()) == 0, out["second_delta"]
-    assert out["again"].status is MaterializeStatus.NOT_DUE
     if materialized:
         assert occ["disposition"] == "MATERIALIZED"
-        assert out["delta"]["runs"] == 1
-        assert out["delta"]["sessions"] == 1
+        assert out["delta"]["runs"] == out["delta"]["sessions"] == 1
     else:
         assert occ["disposition"] == "MISSED"
         assert occ["reason_code"] == GRACE_EXPIRED
         assert out["delta"]["runs"] == out["delta"]["sessions"] == 0
-        assert out["schedule"]["consecutive_failures"] == 1
 
 
-def record(ev: GateEvidence, name: str, out: dict[str, Any]) -> None:
-    ev.record(
-        name,
-        {
+def assert_bounded(short: dict[str, Any], long: dict[str, Any]) -> None:
+    """The long outage's work is of the short one's order, far below its instants."""
+    assert len(long["walk"]) >= 100 * len(short["walk"]), "the outages are not far apart"
+    assert long["ops"] <= SAME_ORDER * short["ops"], (short["ops"], long["ops"])
+    assert len(long["walk"]) >= INSTANTS_PER_OPERATION * long["ops"], (
+        long["ops"],
+        len(long["walk"]),
+    )
+
+
+async def two_outages(
+    url: str,
+    cadence: dict[str, Any],
+    short: timedelta,
+    long: timedelta,
+    *,
+    long_late: timedelta,
+    calculators: Calculators = RecurrenceCalculator,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A short outage closed within grace, the run finished, then a long outage."""
+    h = await Harness.open(url)
+    try:
+        sid = await h.create(cadence=cadence, misfire_grace_seconds=GRACE_SECONDS)
+        first = await outage(
+            h, sid, cadence, short, late=timedelta(seconds=20), calculators=calculators
+        )
+        await h.sql(
+            "UPDATE runs SET status = 'COMPLETED', finished_at = :t WHERE status = 'QUEUED'",
+            t=h.clock.now(),
+        )
+        second = await outage(h, sid, cadence, long, late=long_late, calculators=calculators)
+        return first, second
+    finally:
+        await h.close()
+
+
+def record(ev: GateEvidence, name: str, short: dict[str, Any], long: dict[str, Any]) -> None:
+    def one(out: dict[str, Any]) -> dict[str, Any]:
+        return {
             "missed_instants": len(out["walk"]),
             "coalesced_count": len(out["walk"]) - 1,
             "calculator_operations": out["ops"],
             "rows_written_by_scan": out["delta"],
             "rows_written_by_second_scan": out["second_delta"],
-            "disposition": out["ledger"].occurrences[0]["disposition"],
+            "disposition": out["occurrences"][0]["disposition"],
             "next_fire_at": format_instant(out["schedule"]["next_fire_at"]),
+        }
+
+    ev.record(
+        name,
+        {
+            "short_outage": one(short),
+            "long_outage": one(long),
+            "operations_ratio_long_to_short": round(long["ops"] / max(short["ops"], 1), 2),
+            "bound": f"long ops <= {SAME_ORDER} x short ops; instants >= "
+            f"{INSTANTS_PER_OPERATION} x ops",
+            "driven_by": "ScheduleWorker.run_once (one scan per outage)",
         },
     )
 
@@ -143,34 +207,60 @@ YEARLY = {
     "dates": [{"month": 2, "day": 29}],
     "timezone": "Europe/London",
 }
+YEARS = 365.2425
+
+
+def days(years: float) -> timedelta:
+    return timedelta(days=round(years * YEARS))
 
 
 @pytest.mark.gate(MISFIRE, facet="materializer")
-async def test_daily_outage_one_scan(pg_url: str, gate_evidence: GateEvidence) -> None:
-    out = await outage_scan(pg_url, DAILY, timedelta(days=3000), late=timedelta(seconds=20))
-    assert_bounded_scan(out, materialized=True)
-    assert len(out["walk"]) >= 3000
-    record(gate_evidence, "daily_within_grace", out)
+async def test_daily_century_outage_one_scan(pg_url: str, gate_evidence: GateEvidence) -> None:
+    short, long = await two_outages(
+        pg_url, DAILY, timedelta(days=7), days(100), long_late=timedelta(seconds=20)
+    )
+    assert_one_scan(short, materialized=True)
+    assert_one_scan(long, materialized=True)
+    assert len(long["walk"]) >= 36_000
+    assert_bounded(short, long)
+    record(gate_evidence, "daily_100_years_within_grace", short, long)
 
 
 @pytest.mark.gate(MISFIRE, facet="materializer")
 async def test_daily_outage_missed_variant(pg_url: str, gate_evidence: GateEvidence) -> None:
-    out = await outage_scan(pg_url, DAILY, timedelta(days=3000), late=timedelta(hours=2))
-    assert_bounded_scan(out, materialized=False)
-    record(gate_evidence, "daily_outside_grace", out)
+    short, long = await two_outages(
+        pg_url, DAILY, timedelta(days=7), timedelta(days=3000), long_late=timedelta(hours=2)
+    )
+    assert_one_scan(short, materialized=True)
+    assert_one_scan(long, materialized=False)
+    assert long["schedule"]["consecutive_failures"] == 1
+    assert len(long["walk"]) >= 3000
+    assert_bounded(short, long)
+    record(gate_evidence, "daily_3000_days_outside_grace", short, long)
 
 
 @pytest.mark.gate(CALENDAR, facet="materializer")
-async def test_monthly_outage_one_scan(pg_url: str, gate_evidence: GateEvidence) -> None:
-    out = await outage_scan(pg_url, MONTHLY, timedelta(days=36525), late=timedelta(minutes=3))
-    assert_bounded_scan(out, materialized=True)
-    assert len(out["walk"]) >= 1199
-    record(gate_evidence, "monthly_100_years", out)
+async def test_monthly_millennium_outage_one_scan(pg_url: str, gate_evidence: GateEvidence) -> None:
+    short, long = await two_outages(
+        pg_url, MONTHLY, days(1), days(1000), long_late=timedelta(minutes=3)
+    )
+    assert_one_scan(short, materialized=True)
+    assert_one_scan(long, materialized=True)
+    assert len(long["walk"]) >= 11_990
+    assert_bounded(short, long)
+    record(gate_evidence, "monthly_1000_years", short, long)
 
 
 @pytest.mark.gate(CALENDAR, facet="materializer")
-async def test_yearly_outage_missed(pg_url: str, gate_evidence: GateEvidence) -> None:
-    out = await outage_scan(pg_url, YEARLY, timedelta(days=146097), late=timedelta(days=3))
-    assert_bounded_scan(out, materialized=False)
-    assert len(out["walk"]) >= 96
-    record(gate_evidence, "yearly_feb29_400_years", out)
+async def test_yearly_feb29_4000_year_outage_missed(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    short, long = await two_outages(
+        pg_url, YEARLY, days(12), days(4000), long_late=timedelta(days=3)
+    )
+    assert_one_scan(short, materialized=True)
+    assert_one_scan(long, materialized=False)
+    # 4,000 Gregorian years hold exactly 970 leap days.
+    assert len(long["walk"]) >= 969
+    assert_bounded(short, long)
+    record(gate_evidence, "yearly_feb29_4000_years", short, long)
