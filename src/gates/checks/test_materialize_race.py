@@ -6,7 +6,11 @@ materialize_once: two schedule workers race on one due definition; every interle
 the exhaustive search distinguishes (sleep-set pruning over the steps' footprints) is
 executed and checked, then three workers run seeded random walks. Each execution
 must end with exactly one occurrence, session, run, seed checkpoint and creation-event
-sequence, one worker reporting the decision and the other(s) no second effect.
+sequence, one worker reporting the decision and every other returning normally with
+``not_due`` (an error, swallowed or not, is a violation). Each of the two workers must
+have won in some interleaving. The footprints are hand-written, so the two-worker race
+is explored a second time without them (no pruning at all) and must reach the same
+verdicts and the same set of outcomes (who won, what each worker returned).
 
 materialize_atomic: a crash sweep injects each fault kind (client abort, dropped
 connection, terminated backend, lost COMMIT acknowledgement) after every write of one
@@ -22,16 +26,19 @@ Replay any failure with the command the assertion prints
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from gates.pytest_plugin import GateEvidence, gate_profile
 from simulation import databases, evidence
+from simulation.checkers.violation import Violation
 from simulation.database import DatabaseServer
 from simulation.errors import FaultKind
-from simulation.runner import Simulator
-from simulation.scenarios.materialize import ATOMIC, ONCE, ONCE3, STEPS
+from simulation.runner import Exploration, Simulator
+from simulation.scenario import ExecutionView, Scenario, World
+from simulation.scenarios.materialize import ATOMIC, ONCE, ONCE3, ONCE_UNPRUNED, STEPS
 from simulation.store import FailureStore
 
 pytestmark = pytest.mark.postgres
@@ -47,26 +54,95 @@ def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
     )
 
 
+Outcome = tuple[tuple[str, str, str], ...]
+
+
+def recording(scenario: Scenario, outcomes: list[Outcome]) -> Scenario:
+    """``scenario`` whose check also records each checked execution's outcome: per
+    worker, the completion (ok / info) and the returned status."""
+    check = scenario.check
+
+    async def check_and_record(world: World, view: ExecutionView) -> list[Violation]:
+        found = await check(world, view)
+        ops = [op for op in world.history.operations() if op.op == "materialize"]
+        outcomes.append(
+            tuple(
+                sorted(
+                    (
+                        op.process,
+                        op.status,
+                        str(op.value.get("status") if isinstance(op.value, dict) else op.value),
+                    )
+                    for op in ops
+                )
+            )
+        )
+        return found
+
+    return dataclasses.replace(scenario, check=check_and_record)
+
+
+def winners_of(outcomes: list[Outcome]) -> set[str]:
+    return {p for outcome in outcomes for p, status, value in outcome if value == "decided"}
+
+
+def assert_explored(result: Exploration) -> None:
+    assert not result.failures, evidence.failure_report(result)
+    assert not result.not_covered(), result.not_covered()
+
+
 @pytest.mark.gate("gate.schedule.materialize_once")
 async def test_two_and_three_workers_materialize_once(
     pg_server: DatabaseServer, pg_template: str, tmp_path: Path, gate_evidence: GateEvidence
 ) -> None:
     sim = _simulator(pg_server, pg_template, tmp_path)
-    two = await sim.explore(ONCE, mode="exhaustive", seed=SEED, executions=EXHAUSTIVE_LIMIT)
+    pruned: list[Outcome] = []
+    two = await sim.explore(
+        recording(ONCE, pruned), mode="exhaustive", seed=SEED, executions=EXHAUSTIVE_LIMIT
+    )
     evidence.attach_evidence(gate_evidence, two, prefix="two_workers.")
-    assert not two.failures, evidence.failure_report(two)
+    assert_explored(two)
+    assert two.exhausted, f"{EXHAUSTIVE_LIMIT} executions did not exhaust the race"
+    assert two.interleavings_explored >= 2
+    # Both orders happened: each worker won in at least one interleaving.
+    assert winners_of(pruned) == {"a", "b"}, pruned
+    gate_evidence.record("two_workers.winners", sorted(winners_of(pruned)))
+
+    # Cross-check of the footprints: no pruning at all, same verdicts, same outcomes.
+    unpruned: list[Outcome] = []
+    full = await sim.explore(
+        recording(ONCE_UNPRUNED, unpruned),
+        mode="exhaustive",
+        seed=SEED,
+        executions=EXHAUSTIVE_LIMIT,
+    )
+    evidence.attach_evidence(gate_evidence, full, prefix="unpruned.")
+    assert_explored(full)
+    assert full.exhausted, f"{EXHAUSTIVE_LIMIT} executions did not exhaust the unpruned race"
+    assert full.counts.get("pruned", 0) == 0
+    assert full.interleavings_explored >= two.interleavings_explored
+    assert set(unpruned) == set(pruned), (sorted(set(unpruned)), sorted(set(pruned)))
+    gate_evidence.record(
+        "footprint_cross_check",
+        {
+            "pruned_interleavings": two.interleavings_explored,
+            "pruned_away": two.counts.get("pruned", 0),
+            "unpruned_interleavings": full.interleavings_explored,
+            "distinct_outcomes": [list(map(list, o)) for o in sorted(set(pruned))],
+            "same_verdicts_and_outcomes": True,
+        },
+    )
+
     three = await sim.explore(ONCE3, mode="random", seed=SEED, executions=RANDOM_SEEDS)
     evidence.attach_evidence(gate_evidence, three, prefix="three_workers.")
-    assert not three.failures, evidence.failure_report(three)
+    assert_explored(three)
     gate_evidence.record("workers_raced", [2, 3])
     gate_evidence.record(
         "replay",
         "scheduling-sim run --scenario materialize.once --mode exhaustive "
-        f"--seed {SEED} --executions {EXHAUSTIVE_LIMIT}",
+        f"--seed {SEED} --executions {EXHAUSTIVE_LIMIT}; unpruned: "
+        "--scenario materialize.once_unpruned",
     )
-    assert two.interleavings_explored >= 2
-    # Both orders happened: each worker won at least once across the interleavings.
-    assert two.reached.get("materialize.committed", 0) >= two.interleavings_explored
 
 
 @pytest.mark.gate("gate.schedule.materialize_atomic")

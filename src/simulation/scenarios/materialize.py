@@ -2,6 +2,8 @@
 
 * ``materialize.once`` - two schedule workers race on one due daily schedule;
 * ``materialize.once3`` - the same with three workers (random walks);
+* ``materialize.once_unpruned`` - ``materialize.once`` without footprints (no pruning),
+  to cross-check that the footprints' pruning hides no distinct outcome;
 * ``materialize.atomic`` - one worker, meant for the crash sweep (a fault of every kind
   after every write); the quiet phase first records what survived the crash, then
   retries without faults.
@@ -15,11 +17,10 @@ checkpoint, creation-event sequence and ``schedule.occurrence.materialized`` eve
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
-
-import asyncpg
 
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
@@ -30,7 +31,6 @@ from scheduling.adapters.postgres.directories import (
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.cadence import parse_cadence
-from scheduling.domain.errors import SchedulingError
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
@@ -177,7 +177,12 @@ async def _create(world: World) -> None:
 
 
 async def materialize_worker(ctx: WorkerContext) -> None:
-    """One schedule worker pass over the one schedule; faults are indeterminate."""
+    """One schedule worker pass over the one schedule.
+
+    Any exception leaves the operation indeterminate (``info``). Only an injected
+    fault is swallowed: any other error - a SchedulingError included - is re-raised,
+    so the runner reports ``worker.error`` unless a fault was fired on this task (a
+    terminated backend surfaces as a driver error, not as the injected exception)."""
     engine = ctx.sqlalchemy_engine()
     sid: UUID = ctx.vars["schedule_id"]
     op = ctx.history.invoke("materialize", schedule=str(sid))
@@ -185,15 +190,10 @@ async def materialize_worker(ctx: WorkerContext) -> None:
         result = await build_materializer(
             scheduler_factory(engine), ctx.clock, ctx.ids, ctx.probe
         ).materialize(sid)
-    except (SchedulingError, asyncpg.PostgresError, OSError, ConnectionError) as exc:
-        if injected_fault_of(exc) is None and not isinstance(exc, SchedulingError):
-            raise
-        op.info(type(exc).__name__)
-        return
     except Exception as exc:
+        op.info(type(exc).__name__)
         if injected_fault_of(exc) is None:
             raise
-        op.info(type(exc).__name__)
         return
     finally:
         await engine.dispose()
@@ -274,20 +274,38 @@ def _count(rows: list[dict[str, Any]], event_type: str) -> int:
     return sum(r["event_type"] == event_type for r in rows)
 
 
+def winners(world: World) -> list[str]:
+    """The workers whose materialization returned ``decided``."""
+    return [
+        op.process
+        for op in world.history.operations()
+        if op.op == "materialize" and op.status == "ok" and op.value["status"] == "decided"
+    ]
+
+
 async def check_once(world: World, view: ExecutionView) -> list[Violation]:
     rows = await _rows(world)
     found = complete_ledger(
         rows, world.vars["schedule_id"], world.vars["nominal"], world.vars["coalesced"]
     )
-    decided = [
-        op
-        for op in world.history.operations()
-        if isinstance(op.value, dict) and op.value.get("status") == "decided"
-    ]
+    decided = winners(world)
     if len(decided) != 1:
         found.append(
             Violation("materialize.one_winner", f"{len(decided)} workers reported a decision")
         )
+    # Every other worker returned normally and wrote nothing: not an error (swallowed or
+    # not), not a retry, not an "already decided" cadence repair.
+    for op in world.history.operations():
+        if op.op != "materialize" or op.process in decided[:1]:
+            continue
+        if op.status != "ok" or op.value.get("status") != "not_due":
+            found.append(
+                Violation(
+                    "materialize.no_second_effect",
+                    f"{op.process} returned {op.status} {op.value!r}, not ok not_due",
+                    {"task": op.process},
+                )
+            )
     occ_ids = {str(r["id"]) for r in rows["schedule_occurrences"]}
     for op in world.history.operations():
         value = op.value
@@ -366,6 +384,18 @@ ONCE = register(
         footprints=FOOTPRINTS,
         template=_template,
         max_steps=120,
+    )
+)
+
+# The same race with no footprints: every transition conflicts, so the exhaustive search
+# prunes nothing. Its verdicts must equal the pruned search's (a cross-check that the
+# hand-written FOOTPRINTS above hide no interleaving with a different outcome).
+ONCE_UNPRUNED = register(
+    dataclasses.replace(
+        ONCE,
+        name="materialize.once_unpruned",
+        summary="materialize.once explored without footprint pruning (cross-check)",
+        footprints={},
     )
 )
 
