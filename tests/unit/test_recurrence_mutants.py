@@ -1,17 +1,19 @@
 """Tests of the tests: the civil-time and bounded-work gate assertions must go red
-against deliberately broken calculators (and the invariant check against a lax model).
+against deliberately broken calculators.
 
 Each mutant is a classic scheduler bug: zoneinfo's naive gap answer, +24h arithmetic,
-the later instant of a fold, skipping a gap day, and counting missed occurrences one
-by one. If an assertion stopped catching its mutant, the gate it backs would be
-proving nothing.
+the later instant of a fold, skipping a gap day, counting missed occurrences one by
+one, and the calendar bugs of monthly/yearly cadences (an absent day clamped to the
+month end, last_day off by one, February 29 every year, a date selected twice firing
+twice). If an assertion stopped catching its mutant, the gate it backs would be
+proving nothing. (The domain-invariant check's tests of the test are in
+test_gate_hardening_calendar_domain_invariants.py.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,15 +29,12 @@ from gates.checks.recurrence_support import (
     assert_sequence,
     civil_cadences,
 )
-from gates.checks.test_domain_invariants import SCHEDULE_FIELDS, _check, inputs, schedule_is_legal
 from gates.checks.test_recurrence_bounded import assert_bounded
 from scheduling import parse_cadence
 from scheduling.domain.cadence import Cadence, CivilCadence, DailyCadence, OnceCadence
-from scheduling.domain.reasons import all_reasons
 from scheduling.domain.recurrence.calendar import selector_for
 from scheduling.domain.recurrence.counter import OperationCounter, ensure
 from scheduling.domain.recurrence.zones import load_zone
-from scheduling.domain.schedule import Schedule
 from scheduling.recurrence import DueCalculation, calculate_due, next_firing
 
 Resolver = Callable[[CivilCadence, date], datetime | None]
@@ -195,20 +194,3 @@ def test_bounded_work_catches_a_loop_per_missed_occurrence() -> None:
     assert_bounded(cadence, since, later)
     with pytest.raises(AssertionError):
         assert_bounded(cadence, since, later, _counting_one_by_one)
-
-
-def test_invariant_check_catches_a_lax_model() -> None:
-    """A model that skips validation admits illegal schedules; the check must notice."""
-    registered = all_reasons()
-
-    def lax(**data: Any) -> Schedule:
-        return Schedule.model_construct(**data)
-
-    @settings(max_examples=300, derandomize=True, database=None, deadline=None)
-    @given(inputs(SCHEDULE_FIELDS))
-    def property_(case: tuple[dict[str, Any], dict[str, bool], bool]) -> None:
-        data, ok, shape_ok = case
-        _check(lax, data, shape_ok and schedule_is_legal(data, ok), {}, registered)
-
-    with pytest.raises((AssertionError, ExceptionGroup)):
-        property_()
