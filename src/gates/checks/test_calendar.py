@@ -441,6 +441,7 @@ class ValuesCoverage:
     explicit: dict[str, int] = field(default_factory=dict)
     generated: dict[str, int] = field(default_factory=dict)
     by_defect: dict[str, int] = field(default_factory=dict)
+    generated_by_defect: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def bump(counts: dict[str, int], key: str) -> None:
@@ -452,6 +453,9 @@ class ValuesCoverage:
 
     def defects_without_explicit_case(self) -> list[str]:
         return sorted(d.name for d in DEFECTS if not self.by_defect.get(d.name))
+
+    def defects_never_generated(self) -> list[str]:
+        return sorted(d.name for d in DEFECTS if not self.generated_by_defect.get(d.name))
 
 
 def run_explicit(parse: Parser, coverage: ValuesCoverage) -> None:
@@ -475,22 +479,27 @@ def generated_valid(parse: Parser, coverage: ValuesCoverage) -> Callable[[], Non
 
 def generated_defects(
     parse: Parser, coverage: ValuesCoverage, pinned: settings | None = None
-) -> Callable[[], None]:
-    # By default three times the profile's examples: there are many defects, each cheap.
+) -> list[Callable[[], None]]:
+    """One property per defect (a tenth of the profile's examples each, at least 5): a
+    generated valid payload spoiled by that defect. One property drawing the defect
+    too would leave some defects to the luck of hypothesis's sampling."""
     profile = settings.default
     assert profile is not None  # the gate plugin loads a profile
+    examples = max(5, profile.max_examples // 10)
 
-    @(pinned or settings(max_examples=3 * profile.max_examples))
-    @given(st.data())
-    def defective_values(data: st.DataObject) -> None:
-        defect = data.draw(st.sampled_from(DEFECTS), label="defect")
-        payload, _ = data.draw(valid_payloads(defect.kinds), label="valid payload")
-        bad = defect.apply(payload, data.draw(st.sampled_from(defect.variants), label="variant"))
-        assume(bad is not None)  # e.g. no selector to duplicate in this payload
-        check_defect(parse, defect, bad)
-        coverage.bump(coverage.generated, defect.code)
+    def spoiled_by(defect: Defect) -> Callable[[], None]:
+        @(pinned or settings(max_examples=examples))
+        @given(valid_payloads(defect.kinds), st.sampled_from(defect.variants))
+        def defective_values(case: tuple[Payload, Payload], variant: Any) -> None:
+            bad = defect.apply(case[0], variant)
+            assume(bad is not None)  # e.g. no selector to duplicate in this payload
+            check_defect(parse, defect, bad)
+            coverage.bump(coverage.generated, defect.code)
+            coverage.bump(coverage.generated_by_defect, defect.name)
 
-    return defective_values
+        return defective_values
+
+    return [spoiled_by(d) for d in DEFECTS]
 
 
 @pytest.mark.gate(VALUES)
@@ -501,12 +510,16 @@ def test_values_are_closed_canonical_and_round_trip(gate_evidence: GateEvidence)
     coverage = ValuesCoverage()
     run_explicit(parse_cadence, coverage)
     generated_valid(parse_cadence, coverage)()
-    generated_defects(parse_cadence, coverage)()
+    for check in generated_defects(parse_cadence, coverage):
+        check()
     gate_evidence.record("accepted_by_kind", dict(sorted(coverage.accepted.items())))
     gate_evidence.record("codes_expected", sorted(DEFECT_CODES))
     gate_evidence.record("rejected_explicit_by_code", dict(sorted(coverage.explicit.items())))
     gate_evidence.record("rejected_generated_by_code", dict(sorted(coverage.generated.items())))
     gate_evidence.record("explicit_cases_by_defect", dict(sorted(coverage.by_defect.items())))
+    gate_evidence.record(
+        "generated_cases_by_defect", dict(sorted(coverage.generated_by_defect.items()))
+    )
     gate_evidence.record(
         "codes_missing_from_generated", sorted(DEFECT_CODES - set(coverage.generated))
     )
@@ -515,11 +528,14 @@ def test_values_are_closed_canonical_and_round_trip(gate_evidence: GateEvidence)
         gate_evidence.not_covered(
             f"kinds never accepted: {set(ALL_KINDS) - set(coverage.accepted)}"
         )
-    if coverage.missing_codes() or coverage.defects_without_explicit_case():
-        gate_evidence.not_covered(
-            f"codes never rejected: {coverage.missing_codes()}; defects without an explicit "
-            f"case: {coverage.defects_without_explicit_case()}"
-        )
+    gaps = {
+        "codes never rejected": coverage.missing_codes(),
+        "defects without an explicit case": coverage.defects_without_explicit_case(),
+        "defects never generated": coverage.defects_never_generated(),
+        "codes never rejected by a generated case": sorted(DEFECT_CODES - set(coverage.generated)),
+    }
+    if any(gaps.values()):
+        gate_evidence.not_covered(f"{gaps}")
 
 
 # ------------------------------------------------------------------ recurrence
