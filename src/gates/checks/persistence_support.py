@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.tables import metadata
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
@@ -289,3 +290,15 @@ async def table_snapshot(url: str, tables: tuple[str, ...] = OWNED_TABLES) -> di
             rows = await conn.execute(text(f"SELECT t::text FROM {table} t ORDER BY 1"))
             snapshot[table] = [r[0] for r in rows]
         return snapshot
+
+
+async def tables_containing(url: str, needle: str) -> set[str]:
+    """Every table (of the declared metadata) with a row whose text contains ``needle``
+    (as the admin login, which bypasses row-level security)."""
+    found = set()
+    async with admin_connection(url) as conn:
+        for table in metadata.sorted_tables:
+            sql = f"SELECT count(*) FROM {table.name} t WHERE t::text LIKE :m"
+            if (await conn.execute(text(sql), {"m": f"%{needle}%"})).scalar_one():
+                found.add(table.name)
+    return found

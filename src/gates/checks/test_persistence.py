@@ -9,16 +9,20 @@ transaction (each mutation must be reported), so the check is shown able to fail
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from typing import Any
+from uuid import UUID
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from gates.checks.materialize_support import WHO as HARNESS_OWNER
+from gates.checks.materialize_support import Harness
 from gates.checks.persistence_support import (
     ALICE,
     BOB,
@@ -31,7 +35,9 @@ from gates.checks.persistence_support import (
     row_counts,
     seeded_world,
     table_snapshot,
+    tables_containing,
 )
+from gates.checks.runtime_support import run_worker
 from gates.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.errors import sqlstate_of
 from scheduling.adapters.postgres.inspection import (
@@ -52,9 +58,12 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition
 from scheduling.domain.paging import PageRequest
 from scheduling.domain.schedule import ScheduleState
-from scheduling.ports.records import IdempotencyEntry, ProcessEvent
+from scheduling.ports.records import ErasureResult, IdempotencyEntry, ProcessEvent
 from scheduling.ports.repositories import FORBIDDEN, MISSING_REFERENCE, ScheduleCommand
+from scheduling.ports.runtime import QueueCapacity
 from scheduling.ports.unit_of_work import UnitOfWork
+from scheduling.runtime.scripted import ANSWER
+from scheduling.service.sessions import SessionErasureService
 
 ROLES = role_names()
 OCC = "schedule_occurrences"
@@ -491,6 +500,148 @@ async def _owner_rows(url: str, world: World, owner: Any) -> dict[str, int]:
             name: int((await conn.execute(text(sql), params)).scalar_one())
             for name, (sql, params) in queries.items()
         }
+
+
+# ------------------------------------------- erasure of a really materialized run
+
+Eraser = Callable[[Harness, UUID], Awaitable[ErasureResult]]
+
+
+async def erase_through_service(h: Harness, session_id: UUID) -> ErasureResult:
+    """The session delete route's service, through the API role, as the owner."""
+    return await SessionErasureService(h.api, h.clock).erase(HARNESS_OWNER, session_id)
+
+
+@pytest.mark.gate("gate.schedule.erasure_audited")
+async def test_erasure_of_a_materialized_and_executed_occurrence(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    await check_real_erasure(pg_url, gate_evidence)
+
+
+async def check_real_erasure(
+    pg_url: str, gate_evidence: GateEvidence, erase: Eraser = erase_through_service
+) -> None:
+    """The real materializer (one strict worker scan) and the real run worker produce
+    the graph; the real erasure service erases it. The occurrence keeps its audit facts,
+    the session's whole graph is gone, its content survives nowhere (the instruction
+    only in the schedule's own revision), and the schedule history is untouched."""
+    marker = f"erasure-probe-{secrets.token_hex(6)}"
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(key="erased", instruction=f"Brief me on {marker}. [script:succeed]")
+        other = await h.create(
+            key="kept",
+            instruction="Another schedule's work.",
+            cadence={"kind": "DAILY", "local_time": "11:00", "timezone": "Europe/Paris"},
+        )
+        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
+        await h.scan()
+        runner = run_worker(h.admin, h.clock, "eraser-run", capacity=QueueCapacity(4, 1, 1))
+        executed = 0
+        while await runner.run_once() is not None:
+            executed += 1
+        assert executed == 1
+        # Another schedule's occurrence (run left queued) and a later, missed occurrence
+        # of the erased schedule: history erasure must not touch.
+        h.clock.advance_to(await h.next_fire(other) + timedelta(seconds=1))
+        await h.scan()
+        h.clock.advance_to(await h.next_fire(sid) + timedelta(minutes=20))
+        await h.scan()
+        ledger = await h.ledger()
+        mine = ledger.of(sid)
+        assert [o["disposition"] for o in mine.occurrences] == ["MATERIALIZED", "MISSED"]
+        target = mine.occurrences[0]
+        session_id, run_id = target["session_id"], target["run_id"]
+        assert mine.runs[0]["status"] == "COMPLETED"
+        kinds = {e["event_type"] for e in mine.session_events}
+        assert {"message.user", "message.assistant"} <= kinds, kinds
+        assert mine.checkpoints, "the run wrote no checkpoint"
+        before_marker = await tables_containing(pg_url, marker)
+        before_answer = await tables_containing(pg_url, ANSWER)
+        assert "session_events" in before_marker  # the seed message holds the instruction
+        assert "session_events" in before_answer  # the run's output
+        history = await _history(h, exclude=target["id"])
+        graph_events = len(mine.session_events)
+
+        h.clock.advance(3600)
+        erased_at = h.clock.now()
+        result = await erase(h, session_id)
+
+        assert (result.occurrences_marked, result.runs_deleted, result.events_deleted) == (
+            1,
+            1,
+            graph_events,
+        )
+        row = (await h.sql("SELECT * FROM schedule_occurrences WHERE id = :i", i=target["id"]))[0]
+        assert row["disposition"] == "MATERIALIZED"
+        assert (row["session_id"], row["run_id"], row["links_erased_at"]) == (None, None, erased_at)
+        kept = ("materialized_at", "authority_version", "nominal_fire_at", "schedule_revision")
+        assert {k: row[k] for k in kept} == {k: target[k] for k in kept}
+        assert row["materialized_at"] is not None
+        assert row["authority_version"]
+        gone = {
+            "sessions": await h.sql("SELECT id FROM sessions WHERE id = :s", s=session_id),
+            "session_events": await h.sql(
+                "SELECT seq FROM session_events WHERE session_id = :s", s=session_id
+            ),
+            "runs": await h.sql("SELECT id FROM runs WHERE id = :r", r=run_id),
+            "run_checkpoints": await h.sql(
+                "SELECT seq FROM run_checkpoints WHERE run_id = :r", r=run_id
+            ),
+        }
+        assert all(rows == [] for rows in gone.values()), gone
+        # No erased content anywhere: the instruction survives only as the schedule's
+        # own definition (history), the run's output nowhere.
+        after_marker = await tables_containing(pg_url, marker)
+        after_answer = await tables_containing(pg_url, ANSWER)
+        assert after_marker == {"schedule_revisions"}, after_marker
+        assert after_answer == set(), after_answer
+        assert await _history(h, exclude=target["id"]) == history
+        gate_evidence.record(
+            "materialized_executed_erased",
+            {
+                "produced_by": "ScheduleWorker scan + RunWorker (scripted succeed)",
+                "erased_through": "SessionErasureService (API role)",
+                "erasure": {
+                    "occurrences_marked": result.occurrences_marked,
+                    "runs_deleted": result.runs_deleted,
+                    "events_deleted": result.events_deleted,
+                },
+                "instruction_tables_before": sorted(before_marker),
+                "instruction_tables_after": sorted(after_marker),
+                "output_tables_before": sorted(before_answer),
+                "output_tables_after": sorted(after_answer),
+                "history_rows_unchanged": {k: len(v) for k, v in history.items()},
+            },
+        )
+    finally:
+        await h.close()
+
+
+async def _history(h: Harness, *, exclude: UUID) -> dict[str, list[dict[str, Any]]]:
+    """The schedule history erasure must leave alone (all but the erased occurrence),
+    plus the other schedule's live graph."""
+    return {
+        "schedules": await h.sql("SELECT * FROM schedules ORDER BY id"),
+        "schedule_revisions": await h.sql(
+            "SELECT * FROM schedule_revisions ORDER BY schedule_id, revision"
+        ),
+        "other_occurrences": await h.sql(
+            "SELECT * FROM schedule_occurrences WHERE id <> :x ORDER BY id", x=exclude
+        ),
+        "process_events": await h.sql("SELECT * FROM process_events ORDER BY id"),
+        "other_sessions": await h.sql(
+            "SELECT s.* FROM sessions s JOIN schedule_occurrences o ON o.session_id = s.id"
+            " WHERE o.id <> :x ORDER BY s.id",
+            x=exclude,
+        ),
+        "other_runs": await h.sql(
+            "SELECT r.* FROM runs r JOIN schedule_occurrences o ON o.run_id = r.id"
+            " WHERE o.id <> :x ORDER BY r.id",
+            x=exclude,
+        ),
+    }
 
 
 # --------------------------------------------------------------------------- isolation
