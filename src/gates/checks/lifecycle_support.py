@@ -25,7 +25,8 @@ before B was invoked" is exactly the real-time order the linearizability checker
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,7 +44,8 @@ from scheduling.service.materializer import (
     MaterializeStatus,
     ScheduleMaterializer,
 )
-from simulation.history import History
+from scheduling.service.schedules import ScheduleService
+from simulation.history import History, OpRef
 
 CADENCES: tuple[dict[str, Any], ...] = (
     {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"},
@@ -94,13 +96,19 @@ class LifecycleModel:
     """
 
     created_at: str
+    start: tuple[Any, ...] | None = None
+    """The state to start from instead of a fresh creation (e.g. after an update)."""
 
     def initial(self) -> Hashable:
+        if self.start is not None:
+            return self.start
         return ("ACTIVE", 1, fire_after(0, self.created_at), 0, 0, False)
 
     def apply(self, state: Hashable, op: str, args: Mapping[str, Any]) -> tuple[Hashable, Any]:
         assert isinstance(state, tuple)
         current, revision, fire, cadence, failures, in_flight = state
+        if op == "read":
+            return state, ("read", current, revision, fire)
         now = args["now"]
         if op == "due":
             return state, _is_due(current, fire, now)
@@ -174,6 +182,75 @@ def observed(schedule: Schedule, changed: bool) -> tuple[Any, ...]:
     return ("ok", schedule.state.value, schedule.current_revision, fire, changed)
 
 
+def read_back(schedule: Schedule) -> tuple[Any, ...]:
+    """A point read as the model's ``read`` sees it."""
+    fire = None if schedule.next_fire_at is None else format_instant(schedule.next_fire_at)
+    return ("read", schedule.state.value, schedule.current_revision, fire)
+
+
+Invoke = Callable[..., OpRef]
+"""Starts an operation in a history (``History.invoke`` bound to a process)."""
+
+
+async def call_lifecycle(
+    service: ScheduleService,
+    who: Principal,
+    kind: str,
+    sid: UUID,
+    expected: int,
+    cadence: int = 0,
+    title: str = "T",
+) -> tuple[Any, ...]:
+    """One lifecycle operation through the service, as the model observes it."""
+    if kind == "update":
+        changed = definition(title=title, cadence=CADENCES[cadence])
+        result = await service.update(who, sid, expected, changed)
+    elif kind == "pause":
+        result = await service.pause(who, sid, expected)
+    elif kind == "resume":
+        result = await service.resume(who, sid, expected)
+    else:
+        result = await service.cancel(who, sid, expected)
+    return observed(result.schedule, result.changed)
+
+
+async def record_scan(
+    invoke: Invoke,
+    scheduler: UnitOfWorkFactory,
+    materializer: ScheduleMaterializer | None,
+    schedules: Sequence[UUID],
+    now: str,
+) -> None:
+    """A due scan as the schedule worker does it: one due read (recorded as one read
+    per schedule over the same window), then one materialization per due schedule.
+    A materialization that returns NOT_DUE wrote nothing (the schedule was locked by a
+    concurrent writer, ``SKIP LOCKED``, or no longer due) and is recorded as ``fail``
+    (no effect); the due read beside it is checked. Exceptions other than a
+    ``SchedulingError`` propagate with the operation left open (indeterminate)."""
+    refs = [invoke("due", schedule=k, now=now) for k in range(len(schedules))]
+    async with scheduler.begin() as uow:
+        due = set(await uow.schedules.due(datetime.fromisoformat(now), 10_000))
+    for k, ref in enumerate(refs):
+        ref.ok(schedules[k] in due)
+    if materializer is None:
+        return
+    for k, sid in enumerate(schedules):
+        if sid not in due:
+            continue
+        ref = invoke("materialize", schedule=k, now=now)
+        try:
+            result = await materializer.materialize(sid)
+        except SchedulingError as exc:
+            ref.fail(("error", exc.code))
+            continue
+        if result.status is MaterializeStatus.NOT_DUE:
+            # Due a moment ago but locked by a concurrent writer (SKIP LOCKED) or no
+            # longer due: either way nothing was written and a later scan decides.
+            ref.fail(materialized(result))
+            continue
+        ref.ok(materialized(result))
+
+
 class HistoryDriver:
     """Runs batches of operations concurrently and records them in a History."""
 
@@ -234,42 +311,21 @@ class HistoryDriver:
             ref.ok(result)
 
     async def _call(self, op: Op, sid: UUID, args: Mapping[str, Any]) -> tuple[Any, ...]:
-        service, expected = self.world.service, args["expected_revision"]
         if op.kind == "update":
             self._titles += 1
-            changed = definition(title=f"T{self._titles}", cadence=CADENCES[op.cadence])
-            result = await service.update(self.who, sid, expected, changed)
-        elif op.kind == "pause":
-            result = await service.pause(self.who, sid, expected)
-        elif op.kind == "resume":
-            result = await service.resume(self.who, sid, expected)
-        else:
-            result = await service.cancel(self.who, sid, expected)
-        return observed(result.schedule, result.changed)
+        return await call_lifecycle(
+            self.world.service,
+            self.who,
+            op.kind,
+            sid,
+            args["expected_revision"],
+            op.cadence,
+            f"T{self._titles}",
+        )
 
     async def _due(self, process: str, now: str) -> None:
-        # A scan: one due read (recorded as one read per schedule over the same window),
-        # then, as the schedule worker does, one materialization per due schedule.
-        refs = [
-            self.history.invoke(process, "due", schedule=k, now=now)
-            for k in range(len(self.schedules))
-        ]
-        async with self.scheduler.begin() as uow:
-            due = set(await uow.schedules.due(datetime.fromisoformat(now), 10_000))
-        for k, ref in enumerate(refs):
-            ref.ok(self.schedules[k] in due)
-        if self.materializer is None:
-            return
-        for k, sid in enumerate(self.schedules):
-            if sid not in due:
-                continue
-            ref = self.history.invoke(process, "materialize", schedule=k, now=now)
-            try:
-                result = await self.materializer.materialize(sid)
-            except SchedulingError as exc:
-                ref.fail(("error", exc.code))
-                continue
-            ref.ok(materialized(result))
+        invoke = functools.partial(self.history.invoke, process)
+        await record_scan(invoke, self.scheduler, self.materializer, self.schedules, now)
 
     def model_for(self, key: Hashable) -> LifecycleModel:
         assert isinstance(key, int)

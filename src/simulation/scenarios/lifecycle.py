@@ -1,1 +1,344 @@
-"""Lifecycle scenarios (gate.schedule.lifecycle_linear under the simulator)."""
+"""Lifecycle scenarios (gate.schedule.lifecycle_linear under the simulator).
+
+Setup: one daily schedule created through the service and updated once (revision 2,
+so revision 1 is stale from the start); the clock stands 30 s past its first instant,
+so a scan would materialize it. Then simulated workers run lifecycle operations
+through the real ``ScheduleService`` (API role) and due scans through the real
+``ScheduleMaterializer`` (scheduler role), each parked at every named write:
+``service.<op>.{locked,mutated,event_appended,committed}`` and ``materialize.*``.
+
+* ``lifecycle.race`` - ``update`` (current revision, new cadence) then ``resume``,
+  ``pause`` then ``resume`` (current revision), ``cancel`` (current revision), ``stale`` (an update and
+  a cancel with revision 1) and ``scan`` (a due read, then a materialization);
+* ``lifecycle.crash`` - ``owner`` (pause, resume, cancel), ``scan`` and ``stale``, for the
+  crash sweep: a fault of each kind after every service write. A crashed operation is
+  indeterminate (recorded ``info``): the checker accepts it taking effect or not.
+
+The quiet phase reads the schedule back (a ``read`` operation). The check: the history
+(per schedule) is linearizable against ``gates.checks.lifecycle_support.LifecycleModel``
+(the spec's closed transitions, the cached next firing, the scan), so every history
+is equivalent to one allowed serial order; independently, a schedule once observed
+CANCELLED is CANCELLED at the end, and each resume event fires at the cadence's first
+instant strictly after it (paused time never backfills).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduling.adapters.memory.directories import (
+    ConfiguredBrowserProfiles,
+    ConfiguredTenantConfiguration,
+)
+from scheduling.adapters.postgres.directories import (
+    DurableAgentRegistry,
+    DurablePrincipalDirectory,
+)
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.domain.cadence import format_instant, parse_cadence
+from scheduling.domain.errors import ConflictError, SchedulingError
+from scheduling.domain.recurrence.engine import next_after
+from scheduling.domain.secrets import SecretScanner
+from scheduling.ports.clock import Clock
+from scheduling.ports.ids import IdGenerator
+from scheduling.ports.probe import NullProbe, Probe
+from scheduling.service import materializer as m
+from scheduling.service.schedules import ScheduleService
+from scheduling.service.validation import DefinitionValidator
+from simulation.checkers import check_linearizable_per_key
+from simulation.checkers.violation import Violation
+from simulation.errors import injected_fault_of
+from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.scenarios import register
+from simulation.scenarios.materialize import build_materializer, scheduler_factory
+
+ServiceFactory = Callable[[PostgresUnitOfWorkFactory, Clock, IdGenerator, Probe], ScheduleService]
+Script = Sequence[tuple[str, int | None]]
+"""A worker's operations in order: (kind, expected revision); ``None`` means the current
+revision, read (and recorded as a ``read``) just before; kind ``scan`` ignores it."""
+
+CURRENT, STALE = 2, 1
+NEW_CADENCE = 1
+"""``update`` switches to ``lifecycle_support.CADENCES[1]`` (weekly, UTC)."""
+
+
+def service_steps(*ops: str) -> tuple[str, ...]:
+    return tuple(
+        f"service.{op}.{write}"
+        for op in ops
+        for write in ("locked", "mutated", "event_appended", "committed")
+    )
+
+
+def _template(server: Any) -> str:
+    from simulation.database.pytest_plugin import build_migrated, migrated_template_key
+
+    name: str = server.ensure_template(migrated_template_key(), build_migrated)
+    return name
+
+
+def build_service(
+    uow: PostgresUnitOfWorkFactory,
+    clock: Clock,
+    ids: IdGenerator,
+    probe: Probe,
+    cls: type[ScheduleService] = ScheduleService,
+) -> ScheduleService:
+    """The service as production wires it, over the durable directories."""
+    from gates.checks.service_support import CEILINGS
+
+    validator = DefinitionValidator(
+        principals=DurablePrincipalDirectory(uow),
+        agents=DurableAgentRegistry(uow),
+        browser_profiles=ConfiguredBrowserProfiles(),
+        tenants=ConfiguredTenantConfiguration(default=CEILINGS),
+        scanner=SecretScanner(),
+    )
+    return cls(uow=uow, clock=clock, ids=ids, validator=validator, probe=probe)
+
+
+async def setup(world: World) -> None:
+    from gates.checks.lifecycle_support import CADENCES
+    from gates.checks.service_support import definition, principal, seed_durable
+
+    who = principal("sim-lifecycle")
+    admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    try:
+        await seed_durable(admin, [who], at=world.clock.now())
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        service = build_service(api, world.clock, world.ids.fork("setup"), NullProbe())
+        created = await service.create(who, "lifecycle-0", definition(cadence=CADENCES[0]))
+        sid = created.schedule.id
+        world.clock.advance(60)
+        updated = await service.update(
+            who, sid, 1, definition(title="revised", cadence=CADENCES[0])
+        )
+    finally:
+        await admin.dispose()
+    schedule = updated.schedule
+    assert schedule.current_revision == CURRENT
+    assert schedule.next_fire_at is not None
+    fire = format_instant(schedule.next_fire_at)
+    world.vars.update(
+        who=who,
+        schedule_id=sid,
+        created_at=created.schedule.created_at.isoformat(),
+        # LifecycleModel state: (state, revision, next_fire_at, cadence, failures, in_flight)
+        start=("ACTIVE", CURRENT, fire, 0, 0, False),
+    )
+    world.clock.advance_to(schedule.next_fire_at + timedelta(seconds=30))
+
+
+def lifecycle_worker(
+    script: Script, cls: type[ScheduleService] = ScheduleService
+) -> Callable[[WorkerContext], Awaitable[None]]:
+    """Runs ``script`` in order; each operation is recorded in the history."""
+
+    async def worker(ctx: WorkerContext) -> None:
+        from gates.checks.lifecycle_support import call_lifecycle, read_back, record_scan
+
+        engine = ctx.sqlalchemy_engine()
+        api = PostgresUnitOfWorkFactory(engine, assume_role=role_names().api)
+        scheduler = scheduler_factory(engine)
+        service = build_service(api, ctx.clock, ctx.ids.fork("service"), ctx.probe, cls)
+        materializer = build_materializer(
+            scheduler, ctx.clock, ctx.ids.fork("materializer"), ctx.probe
+        )
+        sid, who = ctx.vars["schedule_id"], ctx.vars["who"]
+        try:
+            for kind, expected in script:
+                now = ctx.clock.now().isoformat()
+                if kind == "scan":
+                    await _faultable(
+                        record_scan(ctx.history.invoke, scheduler, materializer, [sid], now)
+                    )
+                    continue
+                if expected is None:
+                    read = ctx.history.invoke("read", schedule=0)
+                    detail = await service.get(who, sid)
+                    read.ok(read_back(detail.schedule))
+                    expected = detail.schedule.current_revision
+                args: dict[str, Any] = {"schedule": 0, "expected_revision": expected, "now": now}
+                if kind == "update":
+                    args["cadence"] = NEW_CADENCE
+                ref = ctx.history.invoke(kind, **args)
+                try:
+                    value = await call_lifecycle(
+                        service, who, kind, sid, expected, NEW_CADENCE, f"{ctx.name}-{kind}"
+                    )
+                except ConflictError as exc:
+                    ref.ok(("conflict", exc.details.get("current_revision")))
+                except SchedulingError as exc:
+                    ref.fail(("error", exc.code))
+                except Exception as exc:
+                    fault = injected_fault_of(exc)
+                    if fault is None:
+                        raise
+                    ref.info(f"fault:{fault.kind.value}")
+                    return  # a crashed client does not go on
+                else:
+                    ref.ok(value)
+        finally:
+            await engine.dispose()
+
+    return worker
+
+
+async def _faultable(scan: Awaitable[None]) -> None:
+    """A scan crashed by an injected fault leaves its operation open (indeterminate)."""
+    try:
+        await scan
+    except Exception as exc:
+        if injected_fault_of(exc) is None:
+            raise
+
+
+async def quiet_read(world: World, view: ExecutionView) -> None:
+    """Read the schedule back without faults: the final state joins the history."""
+    from gates.checks.lifecycle_support import read_back
+
+    admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    try:
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        service = build_service(api, world.clock, world.ids.fork("quiet"), NullProbe())
+        ref = world.history.invoke("quiet", "read", schedule=0)
+        detail = await service.get(world.vars["who"], world.vars["schedule_id"])
+        ref.ok(read_back(detail.schedule))
+    finally:
+        await admin.dispose()
+
+
+async def check(world: World, view: ExecutionView) -> list[Violation]:
+    from gates.checks.lifecycle_support import LifecycleModel
+
+    model = LifecycleModel(world.vars["created_at"], start=world.vars["start"])
+    found = check_linearizable_per_key(
+        world.history, lambda _key: model, key=lambda op: op.args["schedule"]
+    )
+    return found + await direct_checks(world)
+
+
+async def direct_checks(world: World) -> list[Violation]:
+    """Model-independent: CANCELLED never reopens; a resume never backfills."""
+    from gates.checks.lifecycle_support import CADENCES
+
+    sid = world.vars["schedule_id"]
+    conn = await world.connect()
+    try:
+        state = await conn.fetchval("SELECT state FROM schedules WHERE id = $1", sid)
+        resumed = await conn.fetch(
+            "SELECT e.payload, r.definition FROM process_events e"
+            " JOIN schedule_revisions r ON r.schedule_id = e.schedule_id"
+            " AND r.revision = (e.payload->>'revision')::int"
+            " WHERE e.event_type = 'schedule.resumed' AND e.schedule_id = $1",
+            sid,
+        )
+    finally:
+        await conn.close()
+    found = []
+    for op in world.history.operations():
+        cancelled = isinstance(op.value, tuple) and op.value[:2] == ("ok", "CANCELLED")
+        if op.status == "ok" and cancelled and state != "CANCELLED":
+            found.append(Violation("lifecycle.cancel_final", f"{op.op_id} cancelled; now {state}"))
+    for payload, definition in resumed:
+        payload, definition = _json(payload), _json(definition)
+        at = datetime.fromisoformat(payload["occurred_at"])
+        cadence = definition.get("cadence", CADENCES[0])
+        expected = next_after(parse_cadence(cadence), at)
+        if (
+            expected is None
+            or expected <= at
+            or payload["next_fire_at"] != format_instant(expected)
+        ):
+            found.append(
+                Violation(
+                    "lifecycle.no_backfill",
+                    f"resumed at {at.isoformat()} fires at {payload['next_fire_at']}",
+                )
+            )
+    return found
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+RACE_SCRIPTS: dict[str, Script] = {
+    "cancel": [("cancel", None)],
+    "pause": [("pause", None), ("resume", None)],
+    "scan": [("scan", 0)],
+    "stale": [("update", STALE), ("cancel", STALE)],
+    "update": [("update", None), ("resume", None)],
+}
+# One owner pauses, resumes, then cancels (so every service write is reached in the
+# discovery run and crashed in turn) while a scan and stale writes race it.
+CRASH_SCRIPTS: dict[str, Script] = {
+    "owner": [("pause", None), ("resume", None), ("cancel", None)],
+    "scan": [("scan", 0)],
+    "stale": [("update", STALE), ("cancel", STALE)],
+}
+RACE_STEPS = (
+    *service_steps("update", "pause", "resume", "cancel"),
+    m.STEP_LOCKED,
+    m.STEP_OCCURRENCE,
+    m.STEP_COMMITTED,
+)
+CRASH_POINTS = service_steps("pause", "resume", "cancel")
+
+
+def lifecycle_scenario(
+    name: str,
+    summary: str,
+    scripts: dict[str, Script],
+    *,
+    steps: tuple[str, ...],
+    fault_steps: tuple[str, ...] | None = None,
+    cls: type[ScheduleService] = ScheduleService,
+) -> Scenario:
+    """A lifecycle scenario; ``cls`` is the service class (tests inject a broken one)."""
+    return Scenario(
+        name=name,
+        summary=summary,
+        setup=setup,
+        workers={n: lifecycle_worker(script, cls) for n, script in scripts.items()},
+        quiet=quiet_read,
+        check=check,
+        steps=steps,
+        fault_steps=fault_steps,
+        template=_template,
+        max_steps=200,
+    )
+
+
+RACE = register(
+    lifecycle_scenario(
+        "lifecycle.race",
+        "update, pause/resume, cancel, stale writes and a due scan race on one schedule",
+        RACE_SCRIPTS,
+        steps=RACE_STEPS,
+    )
+)
+CRASH = register(
+    lifecycle_scenario(
+        "lifecycle.crash",
+        "crash after every service write of pause/resume and cancel racing a scan",
+        CRASH_SCRIPTS,
+        steps=CRASH_POINTS,
+        fault_steps=CRASH_POINTS,
+    )
+)
+
+
+def with_service(scenario: Scenario, name: str, cls: type[ScheduleService]) -> Scenario:
+    """The same scenario with every worker's service of class ``cls``."""
+    scripts = RACE_SCRIPTS if set(scenario.workers) == set(RACE_SCRIPTS) else CRASH_SCRIPTS
+    return dataclasses.replace(
+        scenario,
+        name=name,
+        workers={n: lifecycle_worker(scripts[n], cls) for n in scenario.workers},
+    )
