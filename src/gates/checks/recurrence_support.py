@@ -235,6 +235,24 @@ def civil_cadences(draw: Any, aim: Aim, kinds: tuple[str, ...]) -> CivilCadence:
     return YearlyCadence(aim.wall_time, aim.zone, tuple(pairs))
 
 
+@st.composite
+def transition_aims(draw: Any, want: str, zones: list[str] | None = None) -> Aim:
+    """An aim whose wall time lies inside a real gap (``want="gap"``) or fold
+    (``want="fold"``) of its zone, from its first wall second to its last, so the civil
+    date it selects needs that resolution. Zones without one fall back to ``aims``."""
+    key = draw(st.sampled_from(zones or ZONES))
+    wanted = [t for t in transitions_of(key) if (t.is_gap if want == "gap" else t.is_fold)]
+    if not wanted:
+        fallback: Aim = draw(aims([key]))
+        return fallback
+    t = draw(st.sampled_from(wanted))
+    low, high = sorted([t.wall_before(), t.wall_after()])
+    width = int((high - low).total_seconds())
+    wall = low + timedelta(seconds=draw(st.integers(0, max(width - 1, 0))))
+    reference = t.instant + timedelta(seconds=draw(st.integers(-3 * 86400, 3 * 86400)))
+    return Aim(key, t, wall.time().replace(microsecond=0), wall.date(), reference, f"in-{want}")
+
+
 # ------------------------------------------------------------------- evidence
 
 
@@ -246,13 +264,17 @@ class Tally:
     zones: set[str] = field(default_factory=set)
     spots: dict[str, int] = field(default_factory=dict)
     resolutions: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def note(self, aim: Aim, resolution: str | None = None) -> None:
+    def note(self, aim: Aim, resolution: str | None = None, kind: str | None = None) -> None:
         self.examples += 1
         self.zones.add(aim.zone)
         self.spots[aim.where] = self.spots.get(aim.where, 0) + 1
         if resolution is not None:
             self.resolutions[resolution] = self.resolutions.get(resolution, 0) + 1
+            if kind is not None:
+                row = self.by_kind.setdefault(kind, {})
+                row[resolution] = row.get(resolution, 0) + 1
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -261,6 +283,9 @@ class Tally:
             "zones_available": len(ZONES),
             "aim_spots": dict(sorted(self.spots.items())),
             "resolutions": dict(sorted(self.resolutions.items())),
+            "resolutions_by_kind": {
+                k: dict(sorted(v.items())) for k, v in sorted(self.by_kind.items())
+            },
         }
 
 
@@ -360,3 +385,46 @@ def assert_count(api: Api, cadence: Cadence, start: datetime, end: datetime) -> 
     got = api.count_inclusive(cadence, start, end)
     assert got == expected, f"count({cadence}, {start}, {end}) = {got}, oracle {expected}"
     return got
+
+
+# Names of the resolution rules, as ``Firing.resolution`` and docs/civil-time.md spell them.
+RULE_NAMES = {
+    "exact": "exact",
+    "fold": "fold->earlier",
+    "gap": "gap->first valid",
+    "missing-date": "missing date",
+}
+
+
+def previous_occurrence(cadence: CivilCadence, day: date) -> datetime:
+    """The oracle's instant of the latest selected, existing local date before ``day``."""
+    back = day - ONE_DAY
+    for _ in range(366 * 9):
+        if selected(cadence, back):
+            resolved = oracle_resolve(cadence.timezone, back, cadence.local_time)
+            if resolved is not None:
+                return resolved[0]
+        back -= ONE_DAY
+    raise AssertionError(f"{cadence}: no occurrence in the nine years before {day}")
+
+
+def assert_resolution_on(api: Api, cadence: CivilCadence, day: date) -> str:
+    """The occurrence of selected local ``day`` (the first after the previous selected
+    date's) is the oracle's: the one instant of an exact time, the earlier of a fold,
+    the first valid instant after a gap, none for a date the zone skipped. Returns the
+    rule applied (a key of ``RULE_NAMES``)."""
+    assert selected(cadence, day), f"{cadence} does not select {day}"
+    expected = oracle_resolve(cadence.timezone, day, cadence.local_time)
+    reference = previous_occurrence(cadence, day)
+    got = api.next_after(cadence, reference)
+    if expected is None:
+        assert got is None or _wall(cadence.timezone, got.replace(tzinfo=None)).date() != day
+        return "missing-date"
+    instant, kind = expected
+    assert got == instant, f"{cadence} on {day}: expected {instant} ({kind}), got {got}"
+    if kind == "fold":
+        wall = datetime.combine(day, cadence.local_time)
+        zone = load_zone(cadence.timezone)
+        both = sorted(wall - (zone.utcoffset(wall.replace(fold=f)) or timedelta()) for f in (0, 1))
+        assert got == both[0].replace(tzinfo=UTC) < both[1].replace(tzinfo=UTC)
+    return kind

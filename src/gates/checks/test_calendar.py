@@ -25,23 +25,29 @@ from hypothesis import strategies as st
 
 from gates.checks.recurrence_support import (
     REAL,
+    RULE_NAMES,
     ZONES,
     Tally,
     aims,
     assert_count,
     assert_next_and_latest,
+    assert_resolution_on,
     assert_sequence,
     civil_cadences,
     oracle_instants,
+    previous_occurrence,
     reproduction,
+    transition_aims,
 )
 from gates.pytest_plugin import GateEvidence
 from scheduling import parse_cadence
 from scheduling.domain import cadence as cad
+from scheduling.domain.cadence import CivilCadence
 from scheduling.domain.canonical import canonical_json
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import all_reasons
-from scheduling.recurrence import count_inclusive, upcoming
+from scheduling.recurrence import count_inclusive, next_firing, upcoming
+from scheduling.timezones import tzdata_version
 
 VALUES = "gate.schedule.calendar_values"
 RECURRENCE = "gate.schedule.calendar_recurrence"
@@ -541,17 +547,35 @@ def test_values_are_closed_canonical_and_round_trip(gate_evidence: GateEvidence)
 # ------------------------------------------------------------------ recurrence
 
 
+CALENDAR_KINDS = ("MONTHLY", "YEARLY")
+NEEDED_RULES = ("fold", "gap")
+
+
+def _calendar_kind(cadence: CivilCadence) -> str:
+    return str(cadence.kind.value)
+
+
 @pytest.mark.gate(RECURRENCE)
 def test_monthly_and_yearly_match_the_oracle_at_real_transitions(
     gate_evidence: GateEvidence,
 ) -> None:
+    """Each example selects a local date (a third aimed inside a real gap, a third
+    inside a real fold, a third anywhere near a transition), checks the rule that date
+    needs against the oracle and the calculator's own explanation, then next / latest /
+    sequence / count around the transition."""
     tally = Tally()
 
     @given(st.data())
     def property_(data: st.DataObject) -> None:
-        aim = data.draw(aims())
-        cadence = data.draw(civil_cadences(aim, ("MONTHLY", "YEARLY")))
-        tally.note(aim, type(cadence).__name__)
+        target = data.draw(st.sampled_from(["gap", "fold", "near"]), label="target")
+        aim = data.draw(aims() if target == "near" else transition_aims(target), label="aim")
+        cadence = data.draw(civil_cadences(aim, CALENDAR_KINDS), label="cadence")
+        rule = assert_resolution_on(REAL, cadence, aim.day)
+        if rule != "missing-date":
+            firing = next_firing(cadence, previous_occurrence(cadence, aim.day))
+            assert firing is not None
+            assert firing.resolution.value == RULE_NAMES[rule], f"{firing.describe()} ({rule})"
+        tally.note(aim, RULE_NAMES[rule], _calendar_kind(cadence))
         assert_next_and_latest(REAL, cadence, aim.reference)
         assert_sequence(REAL, cadence, aim.reference, 6)
         end = aim.reference + timedelta(days=data.draw(st.integers(0, 800)))
@@ -559,7 +583,106 @@ def test_monthly_and_yearly_match_the_oracle_at_real_transitions(
 
     property_()
     gate_evidence.record("generated", tally.evidence())
+    gate_evidence.record("tzdata", tzdata_version())
     gate_evidence.record("reproduction", reproduction())
+    missing = [
+        f"{kind} never hit {RULE_NAMES[rule]}"
+        for kind in CALENDAR_KINDS
+        for rule in NEEDED_RULES
+        if not tally.by_kind.get(kind, {}).get(RULE_NAMES[rule])
+    ]
+    if missing:
+        gate_evidence.not_covered("; ".join(missing))
+
+
+# (cadence, local date, expected UTC instant, rule): month ends and yearly dates that
+# fall on a real transition, each checked by hand against the zone's published rules.
+_LONDON = {"local_time": "01:30", "timezone": "Europe/London"}
+_NEW_YORK = {"timezone": "America/New_York"}
+CALENDAR_KNOWN: list[tuple[Payload, date, str, str]] = [
+    # 2024-03-31 was the last Sunday of March: 01:30 does not exist; 02:00 BST is 01:00Z.
+    (
+        {"kind": "MONTHLY", **_LONDON, "last_day": True},
+        date(2024, 3, 31),
+        "2024-03-31T01:00:00",
+        "gap->first valid",
+    ),
+    # 2027-10-31 is the last Sunday of October: 01:30 happens twice; BST's is 00:30Z.
+    (
+        {"kind": "MONTHLY", **_LONDON, "last_day": True},
+        date(2027, 10, 31),
+        "2027-10-31T00:30:00",
+        "fold->earlier",
+    ),
+    (
+        {"kind": "MONTHLY", **_LONDON, "days_of_month": [31]},
+        date(2027, 10, 31),
+        "2027-10-31T00:30:00",
+        "fold->earlier",
+    ),
+    (
+        {"kind": "YEARLY", **_LONDON, "dates": [{"month": 3, "day": 31}]},
+        date(2024, 3, 31),
+        "2024-03-31T01:00:00",
+        "gap->first valid",
+    ),
+    # New York 2026: 02:30 on March 8 does not exist (07:00Z); 01:30 on November 1 twice (05:30Z).
+    (
+        {"kind": "MONTHLY", **_NEW_YORK, "local_time": "02:30", "days_of_month": [8]},
+        date(2026, 3, 8),
+        "2026-03-08T07:00:00",
+        "gap->first valid",
+    ),
+    (
+        {"kind": "YEARLY", **_NEW_YORK, "local_time": "01:30", "dates": [{"month": 11, "day": 1}]},
+        date(2026, 11, 1),
+        "2026-11-01T05:30:00",
+        "fold->earlier",
+    ),
+    (
+        {
+            "kind": "YEARLY",
+            **_NEW_YORK,
+            "local_time": "02:30",
+            "dates": [{"month": 3, "day": 8}, {"month": 2, "day": 29}],
+        },
+        date(2026, 3, 8),
+        "2026-03-08T07:00:00",
+        "gap->first valid",
+    ),
+    # Apia skipped 2011-12-30: a monthly 30th has no December 2011 occurrence.
+    (
+        {
+            "kind": "MONTHLY",
+            "local_time": "09:00",
+            "timezone": "Pacific/Apia",
+            "days_of_month": [30],
+        },
+        date(2011, 12, 30),
+        "",
+        "missing date",
+    ),
+]
+
+
+@pytest.mark.gate(RECURRENCE)
+@pytest.mark.parametrize(("payload", "day", "expected", "rule"), CALENDAR_KNOWN)
+def test_known_calendar_transitions(
+    gate_evidence: GateEvidence, payload: Payload, day: date, expected: str, rule: str
+) -> None:
+    cadence = parse_cadence(payload)
+    assert not isinstance(cadence, cad.OnceCadence)
+    start = datetime.combine(day, datetime.min.time(), tzinfo=UTC) - timedelta(days=2)
+    firings = [f for f in upcoming(cadence, start, 3) if f.local_date == day]
+    assert RULE_NAMES[assert_resolution_on(REAL, cadence, day)] == rule
+    if rule == "missing date":
+        assert firings == []
+        gate_evidence.record("case", f"{payload} skips {day}")
+        return
+    assert len(firings) == 1, "the selected date fires exactly once"
+    assert firings[0].instant == datetime.fromisoformat(expected).replace(tzinfo=UTC)
+    assert firings[0].resolution.value == rule
+    gate_evidence.record("case", firings[0].describe())
 
 
 def _local_dates(payload: Payload, start: datetime, end: datetime) -> list[date]:
