@@ -214,7 +214,8 @@ class Harness:
     ) -> PassReport:
         """One worker pass (a fresh strict worker over a fresh materializer by default);
         fails on any isolated materialization error unless ``expect_errors``."""
-        report = await (worker or self.worker(self.materializer())).run_once()
+        worker = worker or self.worker(self.materializer(), expect_errors=expect_errors)
+        report = await worker.run_once()
         return report if expect_errors else assert_clean(report)
 
     async def create(self, who: Principal = WHO, key: str | None = None, **overrides: Any) -> UUID:
