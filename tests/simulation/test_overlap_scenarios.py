@@ -24,7 +24,7 @@ from simulation.database import DatabaseServer
 from simulation.runner import Simulator
 from simulation.scenarios import all_scenarios
 from simulation.scenarios.materialize import build_materializer
-from simulation.scenarios.overlap import ALONE, HELD, with_factory
+from simulation.scenarios.overlap import ALONE, HELD, RELEASE, with_factory
 from simulation.store import FailureStore
 
 
@@ -92,3 +92,16 @@ def test_cli_runs_and_replays_an_overlap_trace(
     assert "materialize.occurrence_inserted[A]" in out
     assert main(["replay", str(trace)]) == 0
     assert capsys.readouterr().out.count("identical, byte for byte") == 2
+
+
+@pytest.mark.postgres
+async def test_release_scenario_catches_the_mutant_while_the_run_is_in_flight(
+    pg_server: DatabaseServer, pg_template: str, tmp_path: Path
+) -> None:
+    mutant = with_factory(RELEASE, "overlap.release_blind", blind_materializer)
+    result = await _simulator(pg_server, pg_template, tmp_path).explore(
+        mutant, mode="random", seed=1, executions=6
+    )
+    assert result.failures, "the blind materializer was not caught"
+    invariants = {v.invariant for f in result.failures for v in f.violations}
+    assert "linearizable" in invariants

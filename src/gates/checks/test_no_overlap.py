@@ -9,7 +9,10 @@ exhaustively (``overlap.alone``); two and three workers with B due at the same
 instant run seeded random walks (``overlap.held``, ``overlap.held3``: the two schedules'
 transactions commute, so an exhaustive search of them mostly re-orders independent
 steps); and a crash sweep injects every fault kind after every write of the skip
-transaction (``overlap.crash``), then rescans without faults. Every execution must end
+transaction (``overlap.crash``), then rescans without faults. In ``overlap.release`` the
+held run is QUEUED and the real run worker finishes it at an interleaved point: A's
+instant is decided once, consistently with when the run ended (linearizability
+against a two-operation model). Every execution must end
 with A's instant recorded once as SKIPPED_OVERLAP, no second run, the held run row
 unchanged, and B materialized once. A declared step never reached, or a planned fault
 never fired, makes the gate ERROR.
@@ -40,7 +43,15 @@ from simulation.checkers import check_ledger
 from simulation.database import DatabaseServer
 from simulation.errors import FaultKind
 from simulation.runner import Simulator
-from simulation.scenarios.overlap import ALONE, CRASH, HELD, HELD3, SKIP_STEPS, labelled
+from simulation.scenarios.overlap import (
+    ALONE,
+    CRASH,
+    HELD,
+    HELD3,
+    RELEASE,
+    SKIP_STEPS,
+    labelled,
+)
 from simulation.store import FailureStore
 
 pytestmark = pytest.mark.postgres
@@ -49,6 +60,7 @@ GATE = "gate.schedule.no_overlap"
 SEED = 7
 EXHAUSTIVE_LIMIT = {"quick": 200, "deep": 2000}[gate_profile()]
 RANDOM_SEEDS = {"quick": (6, 6), "deep": (100, 100)}[gate_profile()]
+RELEASE_SEEDS = {"quick": 10, "deep": 200}[gate_profile()]
 
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
@@ -86,6 +98,23 @@ async def test_overlap_skip_in_every_interleaving(
     assert alone.interleavings_explored >= 2
     # B materialized in every checked execution with B.
     assert three.reached.get(labelled("materialize.run_queued", "B"), 0) >= three_seeds
+
+
+@pytest.mark.gate(GATE)
+async def test_one_decision_while_the_run_worker_finishes_the_run(
+    pg_server: DatabaseServer, pg_template: str, tmp_path: Path, gate_evidence: GateEvidence
+) -> None:
+    """The held run is QUEUED and the real run worker claims and finishes it while two
+    schedule workers scan: A's instant is decided once, SKIPPED_OVERLAP if the decision
+    linearizes before the run ended and MATERIALIZED (with its one new run) after."""
+    sim = _simulator(pg_server, pg_template, tmp_path)
+    result = await sim.explore(RELEASE, mode="random", seed=SEED, executions=RELEASE_SEEDS)
+    evidence.attach_evidence(gate_evidence, result, prefix="release.")
+    gate_evidence.record(
+        "release.replay",
+        f"scheduling-sim run --scenario overlap.release --seed {SEED} --executions {RELEASE_SEEDS}",
+    )
+    assert not result.failures, evidence.failure_report(result)
 
 
 @pytest.mark.gate(GATE)

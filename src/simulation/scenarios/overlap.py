@@ -126,8 +126,9 @@ def _template(server: Any) -> str:
     return name
 
 
-def setup_held(*, with_b: bool = True) -> Callable[[World], Any]:
-    """A's first run held RUNNING across A's second instant (and B due at it)."""
+def setup_held(*, with_b: bool = True, lease: bool = True) -> Callable[[World], Any]:
+    """A's first run held RUNNING across A's second instant (and B due at it); with
+    ``lease=False`` the run stays QUEUED, for a run worker to claim and finish."""
 
     async def setup(world: World) -> None:
         from gates.checks.service_support import build_world, definition, principal, seed_durable
@@ -159,12 +160,20 @@ def setup_held(*, with_b: bool = True) -> Callable[[World], Any]:
         finally:
             await admin.dispose()
         conn = await world.connect()
-        await conn.execute(
-            "UPDATE runs SET status = 'RUNNING', lease_owner = 'held', lease_expires_at = $1,"
-            " fencing_token = 1 WHERE id = $2",
-            second + timedelta(hours=1),
-            fired.run_id,
-        )
+        if lease:
+            await conn.execute(
+                "UPDATE runs SET status = 'RUNNING', lease_owner = 'held', lease_expires_at = $1,"
+                " fencing_token = 1 WHERE id = $2",
+                second + timedelta(hours=1),
+                fired.run_id,
+            )
+        else:
+            # Still QUEUED when the next instant is due, and not past its deadline.
+            await conn.execute(
+                "UPDATE runs SET deadline_at = $1 WHERE id = $2",
+                second + timedelta(hours=1),
+                fired.run_id,
+            )
         world.vars["held"] = dict(
             await conn.fetchrow("SELECT * FROM runs WHERE id = $1", fired.run_id)
         )
@@ -196,10 +205,19 @@ def summarize(report: PassReport, labels: dict[UUID, str]) -> dict[str, Any]:
     }
 
 
-def scan_worker(factory: MaterializerFactory = build_materializer) -> Callable[..., Any]:
-    """One schedule worker pass (the real ``ScheduleWorker``) over watched connections."""
+PENDING_STEP = "overlap.scan_pending"
+
+
+def scan_worker(
+    factory: MaterializerFactory = build_materializer, *, pending: int = 0
+) -> Callable[..., Any]:
+    """One schedule worker pass (the real ``ScheduleWorker``) over watched connections.
+    With ``pending`` > 0 the worker first parks that many times at a harness step, so
+    its pass may start anywhere relative to the other tasks (e.g. after a run ended)."""
 
     async def worker(ctx: WorkerContext) -> None:
+        for _ in range(pending):
+            await ctx.probe.step(PENDING_STEP)
         engine = ctx.sqlalchemy_engine()
         uow = scheduler_factory(engine)
         labels = _labels(ctx.vars)
@@ -409,3 +427,102 @@ def with_factory(scenario: Scenario, name: str, factory: MaterializerFactory) ->
     return dataclasses.replace(
         scenario, name=name, workers={n: scan_worker(factory) for n in scenario.workers}
     )
+
+
+# -- the run finishing at an interleaved point -------------------------------------------
+
+
+async def runner_worker(ctx: WorkerContext) -> None:
+    """The real run worker (scripted agent) claims A's queued run and finishes it."""
+    from gates.checks.runtime_support import run_worker
+    from scheduling.ports.runtime import QueueCapacity
+
+    engine = ctx.sqlalchemy_engine()
+    op = ctx.history.invoke("finish")
+    try:
+        trusted = PostgresUnitOfWorkFactory(engine)
+        runner = run_worker(
+            trusted, ctx.clock, "runner", capacity=QueueCapacity(4, 1, 1), probe=ctx.probe
+        )
+        outcome = await runner.run_once()
+    finally:
+        await engine.dispose()
+    status = None if outcome is None else str(outcome.status)
+    op.ok("terminal" if status in ("COMPLETED", "FAILED", "CANCELLED") else status)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseModel:
+    """A's held run and A's next instant: the decision is SKIPPED_OVERLAP while the run
+    is in flight, MATERIALIZED once it finished, and happens once."""
+
+    def initial(self) -> Any:
+        return (True, False)  # (run in flight, instant decided)
+
+    def apply(self, state: Any, op: str, args: Any) -> tuple[Any, Any]:
+        in_flight, decided = state
+        if op == "finish":
+            return (False, decided), "terminal"
+        if decided:
+            return state, "already decided"
+        disposition = "SKIPPED_OVERLAP" if in_flight else "MATERIALIZED"
+        return (in_flight, True), {"results": [["A", "decided", disposition]], "errors": []}
+
+
+async def check_release(world: World, view: ExecutionView) -> list[Violation]:
+    """Exactly one decision for A's instant, consistent with when the run finished."""
+    from simulation.checkers import check_linearizable
+
+    rows = await read_rows(world)
+    v = world.vars
+    a, first, second = v["a"], v["first"], v["second"]
+    found = check_ledger(
+        rows["schedule_occurrences"], rows["runs"], rows["sessions"], expected={a: [first, second]}
+    )
+    held = next(r for r in rows["runs"] if r["id"] == v["run_id"])
+    if held["status"] not in ("COMPLETED", "FAILED", "CANCELLED"):
+        found.append(Violation("overlap.release", f"the run worker left the run {held['status']}"))
+    occ = [o for o in rows["schedule_occurrences"] if o["nominal_fire_at"] == second]
+    expected_runs = 1 + sum(o["disposition"] == "MATERIALIZED" for o in occ)
+    if len(rows["runs"]) != expected_runs:
+        found.append(Violation("overlap.no_second_run", f"{len(rows['runs'])} runs"))
+    # Scans that decided nothing (not due, or A locked by the other worker) took no
+    # effect; the deciding scan and the finish must be linearizable.
+    ops = [
+        op
+        for op in world.history.operations()
+        if op.op == "finish"
+        or (op.status == "ok" and any(r[1] == "decided" for r in op.value["results"]))
+    ]
+    if sum(op.op == "scan" for op in ops) != 1:
+        found.append(Violation("overlap.one_decision", f"{len(ops) - 1} scans decided A"))
+    result = check_linearizable(ops, ReleaseModel(), history=world.history)
+    violation = result.violation("A")
+    if violation is not None:
+        found.append(violation)
+    return found
+
+
+RUN_STEPS = ("run.claimed", "run.started", "run.charged", "run.checkpointed", "run.finished")
+RELEASE = register(
+    Scenario(
+        name="overlap.release",
+        summary="two schedule workers scan while the run worker finishes A's run (random walks)",
+        setup=setup_held(with_b=False, lease=False),
+        workers={
+            "a": scan_worker(pending=4),
+            "b": scan_worker(pending=4),
+            "runner": runner_worker,
+        },
+        check=check_release,
+        # Both outcomes are reached across the seeds: the skip (run in flight) and the
+        # materialization with its run (the run ended first).
+        steps=(
+            *(labelled(step, "A") for step in SKIP_STEPS),
+            labelled(m.STEP_RUN, "A"),
+            *RUN_STEPS,
+        ),
+        template=_template,
+        max_steps=200,
+    )
+)
