@@ -76,8 +76,11 @@ WHO = principal("linear")
 
 SIM_SEED = 1
 SIM_SEEDS = {"quick": 20, "deep": 400}[gate_profile()]
+# Quick: a client abort and a lost COMMIT acknowledgement (the indeterminate case); the
+# deep profile adds the dropped connection and the terminated backend (measured: all
+# four kinds take about 20 s on the loaded 2-core box, over the quick budget).
 CRASH_KINDS = {
-    "quick": (FaultKind.RAISE, FaultKind.TERMINATE_BACKEND, FaultKind.LOSE_COMMIT_ACK),
+    "quick": (FaultKind.RAISE, FaultKind.LOSE_COMMIT_ACK),
     "deep": tuple(FaultKind),
 }[gate_profile()]
 
