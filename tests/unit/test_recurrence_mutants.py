@@ -377,17 +377,19 @@ def test_calendar_property_catches_each_mutant(name: str) -> None:
 def test_resolution_check_catches_fold_and_gap_mutants_on_calendar_kinds(name: str) -> None:
     """Monthly and yearly cadences obey the same fold and gap rules (known NY dates)."""
     gap_day, fold_day = date(2026, 3, 8), date(2026, 11, 1)
-    cases = [
+    cases: list[tuple[CivilCadence, date]] = [
         (MonthlyCadence(time(2, 30), NY, (8,)), gap_day),
         (YearlyCadence(time(2, 30), NY, (MonthDay(3, 8),)), gap_day),
         (MonthlyCadence(time(1, 30), NY, (1,)), fold_day),
         (YearlyCadence(time(1, 30), NY, (MonthDay(11, 1),)), fold_day),
     ]
     assert [assert_resolution_on(REAL, c, d) for c, d in cases] == ["gap", "gap", "fold", "fold"]
-    caught = 0
-    for cadence, day in cases:
+    caught = set()
+    for index, (cadence, day) in enumerate(cases):
         try:
             assert_resolution_on(YEAR_WIDE[name], cadence, day)
         except AssertionError:
-            caught += 1
-    assert caught >= 2, f"{name} passed {4 - caught} of 4 known calendar transitions"
+            caught.add(index)
+    # The naive and gap-skipping resolvers break gaps; fold-later breaks folds.
+    must_catch = {2, 3} if name == "fold-later" else {0, 1}
+    assert must_catch <= caught, f"{name}: caught only cases {sorted(caught)}"
