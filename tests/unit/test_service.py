@@ -217,3 +217,30 @@ async def test_repair_replaces_a_wrong_cache_after_emitting_the_event(world: Wor
     assert repair.current == datetime(2026, 3, 3, 8, 0, tzinfo=UTC)
     assert events_of(world, s.id)[-1] == "schedule.next_fire_repaired"
     assert (await world.service.get(ALICE, s.id)).schedule.next_fire_at == repair.current
+
+
+async def test_identical_patch_committed_in_between_replays_instead_of_conflicting(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window between the first replay look-up and the fast stale-revision check:
+    an identical request that commits there must make this one a replay."""
+    s = (await world.service.create(ALICE, "k", definition())).schedule
+    patch = SchedulePatch(instruction="Only security news.")
+    original = world.service._replay
+    raced = False
+
+    async def replay_then_race(*args: object) -> object:
+        nonlocal raced
+        result = await original(*args)  # type: ignore[arg-type]
+        if not raced:
+            raced = True
+            monkeypatch.setattr(world.service, "_replay", original)
+            await world.service.patch(ALICE, s.id, 1, patch, "same-key")
+        return result
+
+    monkeypatch.setattr(world.service, "_replay", replay_then_race)
+    result = await world.service.patch(ALICE, s.id, 1, patch, "same-key")
+    assert raced
+    assert result.replayed
+    assert result.schedule.current_revision == 2
+    assert events_of(world, s.id).count("schedule.updated") == 1

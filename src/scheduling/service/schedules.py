@@ -246,12 +246,20 @@ class ScheduleService:
     ) -> ScheduleResult:
         authority = await self._validator.authority(principal, WRITE)
         # Fail fast on a stale revision or terminal state before validating.
-        async with self._uow.begin(principal) as uow:
-            schedule = await self._get(uow, schedule_id, principal)
-            decide(Action.UPDATE, schedule.state, schedule.current_revision, expected_revision)
-            current = await uow.schedules.get_revision(
-                schedule_id, schedule.current_revision, principal
-            )
+        try:
+            async with self._uow.begin(principal) as uow:
+                schedule = await self._get(uow, schedule_id, principal)
+                decide(Action.UPDATE, schedule.state, schedule.current_revision, expected_revision)
+                current = await uow.schedules.get_revision(
+                    schedule_id, schedule.current_revision, principal
+                )
+        except ConflictError:
+            # An identical request may have committed since our first replay look-up and
+            # advanced the revision: that is a replay, not a conflict.
+            replay = await self._replay(principal, key, digest) if key and digest else None
+            if replay is None:
+                raise
+            return replay
         definition = make(current)
         now = self._clock.now()
         valid = await self._validator.validate(
