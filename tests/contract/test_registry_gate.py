@@ -68,3 +68,19 @@ def test_an_unregistered_adapter_factory_in_the_code_is_reported() -> None:
         "adapter factory scheduling.adapters.sqlite.uow:SqliteUnitOfWorkFactory"
         " is not registered in registry.toml"
     ]
+
+
+def test_a_method_only_mentioned_not_called_is_reported() -> None:
+    from gates.checks.test_repository_contract import _used_members
+
+    called, read = _used_members(
+        "class S:\n"
+        "    def test_x(self, repo):\n"
+        "        # repo.purge_terminal(...) is never called here\n"
+        "        assert 'repo.due(' != repo.next_fire_at\n"
+        "        repo.list(1)\n"
+    )
+    assert called == {"list"}
+    assert {"next_fire_at", "list"} <= read
+    assert "due" not in read
+    assert "purge_terminal" not in read

@@ -64,6 +64,19 @@ def _suite_tests(suite: str, contract_dir: Path) -> tuple[list[str], str] | None
     return None
 
 
+def _used_members(source: str) -> tuple[set[str], set[str]]:
+    """Names the suite calls as methods (``x.name(...)``) and names it reads as
+    attributes (``x.name``), from the syntax tree rather than a substring match."""
+    tree = ast.parse(source)
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    return called, read
+
+
 def _protocol_methods(protocol: Any) -> list[str]:
     return sorted(
         name
@@ -122,9 +135,13 @@ def registry_problems(
             problems.append(f"{label}: protocol cannot be imported ({exc!r})")
             protocol = None
         if protocol is not None:
+            called, read = _used_members(source)
             for method in _protocol_methods(protocol):
-                if f".{method}(" not in source and f".{method}" not in source:
-                    problems.append(f"{label}: suite never exercises {method}")
+                # A property must be read; a method must be called, not merely mentioned.
+                is_property = isinstance(vars(protocol)[method], property)
+                if method not in (read if is_property else called):
+                    verb = "reads" if is_property else "calls"
+                    problems.append(f"{label}: suite never {verb} {method}")
         if not port.get("adapters"):
             problems.append(f"{label}: no adapter is registered for the port")
         for adapter in port.get("adapters", []):
