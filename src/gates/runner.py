@@ -117,9 +117,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     )
     report = build_report(catalog, ledger, gate_results, run)
     write_reports(report, options.output)
-    return report, exit_code(
-        report, selected, options.require_ceiling, options.require_complete
-    )
+    return report, exit_code(report, selected, options.require_ceiling, options.require_complete)
 
 
 def exit_code(
