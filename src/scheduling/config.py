@@ -88,6 +88,10 @@ BACKOFF_INVALID = reason(
     "schedule.config.backoff_invalid",
     "The admission backoff is not positive or above the admission maximum",
 )
+CLAIM_BOUND_INVALID = reason(
+    "schedule.config.claim_bound_invalid",
+    "The interactive claim-latency bound is not finite and positive",
+)
 RETENTION_INVALID = reason(
     "schedule.config.retention_invalid",
     "Terminal retention days, purge interval or purge batch is not positive",
@@ -159,6 +163,9 @@ class Topology(BaseModel):
     ``total_slots`` is the fleet-wide number of concurrently leased runs; the two
     reserves keep slots for each class; ``async_slots`` and ``interactive_slots`` are
     the claim loops one async or interactive run-worker process runs.
+    ``interactive_claim_bound_seconds`` is the service level the reserve buys: the
+    longest an interactive run may wait for a claim while async load saturates its
+    share (and the longest async work may go unclaimed under an interactive flood).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -168,6 +175,7 @@ class Topology(BaseModel):
     async_reserved_slots: int = 1
     async_slots: int = 2
     interactive_slots: int = 2
+    interactive_claim_bound_seconds: float = 10.0
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -262,6 +270,7 @@ class Settings(BaseModel):
             "ASYNC_RESERVED_SLOTS": "async_reserved_slots",
             "ASYNC_SLOTS": "async_slots",
             "INTERACTIVE_SLOTS": "interactive_slots",
+            "INTERACTIVE_CLAIM_BOUND_SECONDS": "interactive_claim_bound_seconds",
         }
         for name, field in scalars.items():
             value = _value(env, PREFIX + name)
@@ -362,6 +371,11 @@ def validate_release(settings: Settings) -> list[str]:
     if settings.admission != "postgres":
         problems.append(f"{ADMISSION_DEVELOPMENT_ONLY}: {PREFIX}ADMISSION is {settings.admission}")
     problems += settings.topology.problems()
+    if not 0 < settings.topology.interactive_claim_bound_seconds < math.inf:
+        problems.append(
+            f"{CLAIM_BOUND_INVALID}: {PREFIX}INTERACTIVE_CLAIM_BOUND_SECONDS must be finite"
+            " and positive"
+        )
     problems += settings.ceilings.problems()
     if settings.scan_batch <= 0:
         problems.append(f"{SCAN_BATCH_INVALID}: {PREFIX}SCAN_BATCH must be positive")

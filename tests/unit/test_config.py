@@ -170,6 +170,10 @@ def test_disabled_scheduling_requires_nothing_else() -> None:
         ({"SCAN_BATCH": "-5"}, c.SCAN_BATCH_INVALID),
         ({"FALLBACK_POLL_SECONDS": "0"}, c.POLL_INVALID),
         ({"FALLBACK_POLL_SECONDS": "inf"}, c.POLL_INVALID),
+        ({"INTERACTIVE_CLAIM_BOUND_SECONDS": "0"}, c.CLAIM_BOUND_INVALID),
+        ({"INTERACTIVE_CLAIM_BOUND_SECONDS": "-1"}, c.CLAIM_BOUND_INVALID),
+        ({"INTERACTIVE_CLAIM_BOUND_SECONDS": "inf"}, c.CLAIM_BOUND_INVALID),
+        ({"INTERACTIVE_CLAIM_BOUND_SECONDS": "nan"}, c.CLAIM_BOUND_INVALID),
         ({"ADMISSION_BACKOFF_SECONDS": "0"}, c.BACKOFF_INVALID),
         ({"ADMISSION_BACKOFF_SECONDS": "300.5"}, c.BACKOFF_INVALID),
         ({"TERMINAL_RETENTION_DAYS": "0"}, c.RETENTION_INVALID),
@@ -188,6 +192,7 @@ def test_each_requirement_fails_alone(overrides: dict[str, str], expected: str) 
         {"ASYNC_SLOTS": "1", "INTERACTIVE_RESERVED_SLOTS": "1", "ASYNC_RESERVED_SLOTS": "1"},
         {"SCAN_BATCH": "1"},
         {"FALLBACK_POLL_SECONDS": "0.5"},
+        {"INTERACTIVE_CLAIM_BOUND_SECONDS": "0.5"},
         {"ADMISSION_BACKOFF_SECONDS": "300"},
         {"ADMISSION_BACKOFF_SECONDS": "0.001"},
         {

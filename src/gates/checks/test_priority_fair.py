@@ -8,7 +8,10 @@ The async load is scheduled load: ten daily schedules due at one instant, materi
 by the materializer (scheduler role) into priority-10 runs. Phase A saturates async
 capacity with them (they fill every slot async work may use) while short interactive
 runs (priority 0, submitted on demand) arrive one by one. Every interactive
-claim latency (claim instant - ``scheduled_for``) must stay within the configured bound.
+claim latency (claim instant - ``scheduled_for``) must stay within the configured bound
+(``Topology.interactive_claim_bound_seconds``, the product setting
+``AGENT_SCHEDULE_INTERACTIVE_CLAIM_BOUND_SECONDS``, read from the topology the check
+builds its fleet capacity from).
 Phase B floods interactive work: async work must keep progressing, i.e. the longest
 stretch with no async run holding a slot stays within the same bound. The fleet caps
 (total, async <= total - interactive reserve, interactive <= total - async reserve) must
@@ -34,16 +37,24 @@ from gates.checks.service_support import CEILINGS
 from gates.pytest_plugin import GateEvidence
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.config import Topology
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.runtime import WorkerSettings
 from simulation.clock import VirtualClock
 
 GATE = "gate.schedule.priority_fair"
 SETTINGS = WorkerSettings(lease_seconds=120, heartbeat_seconds=40, poll_seconds=5)
-# The configured bound: an interactive run is claimed within two idle polls.
-CLAIM_BOUND_SECONDS = 2 * SETTINGS.poll_seconds
-CAPACITY = QueueCapacity(total_slots=4, interactive_reserved=1, async_reserved=1)
-UNRESERVED = QueueCapacity(total_slots=4, interactive_reserved=0, async_reserved=0)
+# The deployment's capacity settings, claim bound included (its default: two idle polls
+# of these workers).
+TOPOLOGY = Topology(total_slots=4, interactive_reserved_slots=1, async_reserved_slots=1)
+CAPACITY = QueueCapacity(
+    total_slots=TOPOLOGY.total_slots,
+    interactive_reserved=TOPOLOGY.interactive_reserved_slots,
+    async_reserved=TOPOLOGY.async_reserved_slots,
+)
+UNRESERVED = QueueCapacity(
+    total_slots=TOPOLOGY.total_slots, interactive_reserved=0, async_reserved=0
+)
 WORKERS = ("w1", "w2")
 SLOTS_PER_WORKER = 3
 ASYNC_BACKLOG = 10
@@ -96,8 +107,9 @@ def concurrency(intervals: list[Interval], end: datetime) -> list[tuple[datetime
     return series
 
 
-def evaluate(report: Report, start: datetime) -> None:
-    """Fill ``report.violations`` and ``report.figures`` (the gate's statement)."""
+def evaluate(report: Report, start: datetime, bound: float) -> None:
+    """Fill ``report.violations`` and ``report.figures`` (the gate's statement, with
+    ``bound`` the configured claim bound in seconds)."""
     cap = report.capacity
     # No crash happens here, so every run is claimed at most once (SKIP LOCKED + lock).
     ids = [i.run_id for i in report.intervals]
@@ -119,9 +131,9 @@ def evaluate(report: Report, start: datetime) -> None:
     report.figures["phase_a_latency_max_seconds"] = max(latencies) if latencies else None
     if len(phase_a) < len(PHASE_A):
         report.violations.append(f"only {len(phase_a)} of {len(PHASE_A)} phase-A runs claimed")
-    over = [x for x in latencies if x > CLAIM_BOUND_SECONDS]
+    over = [x for x in latencies if x > bound]
     if over:
-        report.violations.append(f"interactive claim latency above {CLAIM_BOUND_SECONDS}s: {over}")
+        report.violations.append(f"interactive claim latency above {bound}s: {over}")
     # Saturation: at each phase-A submission async work held every slot it may use.
     async_at_submit = []
     for i in phase_a:
@@ -151,7 +163,7 @@ def evaluate(report: Report, start: datetime) -> None:
     ]
     report.figures["phase_b_async_claims"] = len(async_claims_b)
     report.figures["phase_b_longest_async_gap_seconds"] = gap
-    if not async_claims_b or gap > CLAIM_BOUND_SECONDS:
+    if not async_claims_b or gap > bound:
         report.violations.append(
             f"async work stalled under the interactive flood: {len(async_claims_b)} claims, "
             f"longest gap {gap}s"
@@ -261,15 +273,21 @@ async def test_reserved_slots_keep_interactive_latency_and_async_progress(
     finally:
         for url in urls:
             pg_server.drop_database(url)
-    evaluate(reserved, t0)
-    evaluate(control, c0)
+    bound = TOPOLOGY.interactive_claim_bound_seconds
+    evaluate(reserved, t0, bound)
+    evaluate(control, c0, bound)
     gate_evidence.record("workers", list(WORKERS))
     gate_evidence.record("claim_loops", len(WORKERS) * SLOTS_PER_WORKER)
     gate_evidence.record(
         "capacity",
-        {"total": 4, "interactive_reserved": 1, "async_reserved": 1},
+        {
+            "total": CAPACITY.total_slots,
+            "interactive_reserved": CAPACITY.interactive_reserved,
+            "async_reserved": CAPACITY.async_reserved,
+        },
     )
-    gate_evidence.record("interactive_claim_bound_virtual_seconds", CLAIM_BOUND_SECONDS)
+    gate_evidence.record("interactive_claim_bound_virtual_seconds", bound)
+    gate_evidence.record("claim_bound_setting", "Topology.interactive_claim_bound_seconds")
     gate_evidence.record("async_load", f"{ASYNC_BACKLOG} materialized scheduled runs")
     gate_evidence.record("claims", len(reserved.intervals))
     gate_evidence.record("async_runs_claimed", reserved.async_claimed)
