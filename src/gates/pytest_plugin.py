@@ -35,6 +35,7 @@ BINDING_KEY = "gate_binding"
 EVIDENCE_KEY = "gate_evidence"
 NOT_COVERED_KEY = "gate_not_covered"
 PROFILE_ENV = "SCHEDULING_GATE_PROFILE"
+SEED_ENV = "SCHEDULING_GATE_SEED"
 PROFILES = ("quick", "deep")
 
 
@@ -77,6 +78,19 @@ def gate_profile() -> str:
     if profile not in PROFILES:
         raise pytest.UsageError(f"{PROFILE_ENV} must be one of {PROFILES}, not {profile!r}")
     return profile
+
+
+def gate_seed(default: int) -> int:
+    """The gate run's seed: env ``SCHEDULING_GATE_SEED`` (the gate runner sets a new one
+    per run, so each run explores new interleavings yet stays replayable), or
+    ``default`` when unset, so plain ``pytest`` stays deterministic."""
+    raw = os.environ.get(SEED_ENV)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"{SEED_ENV} must be an integer, not {raw!r}") from None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -19,9 +19,12 @@ after commit the ledger is complete; then a retry without faults must return the
 complete linked occurrence and run. A declared step never reached makes the gate
 ERROR (``not_covered``), never PASS.
 
-Replay any failure with the command the assertion prints
-(``scheduling-sim replay <trace>``); explore again with
-``scheduling-sim run --scenario materialize.once --mode exhaustive --executions 400``.
+The exhaustive searches are seed-independent and use a fixed seed; the random walks
+and the crash sweep's discovery walk start at the gate run's seed
+(``SCHEDULING_GATE_SEED``, default 7), so each gate run explores new interleavings.
+The evidence records the seeds and the ``scheduling-sim run ... --seed N`` command
+replaying each exploration. Replay any failure with the command the assertion prints
+(``scheduling-sim replay <trace>``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from gates.pytest_plugin import GateEvidence, gate_profile
+from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from simulation import databases, evidence
 from simulation.checkers.violation import Violation
 from simulation.database import DatabaseServer
@@ -45,7 +48,8 @@ pytestmark = pytest.mark.postgres
 
 EXHAUSTIVE_LIMIT = {"quick": 400, "deep": 4000}[gate_profile()]
 RANDOM_SEEDS = {"quick": 12, "deep": 200}[gate_profile()]
-SEED = 7
+EXHAUSTIVE_SEED = 7  # exhaustive search visits every interleaving whatever the seed
+SEED = gate_seed(7)
 
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
@@ -98,7 +102,10 @@ async def test_two_and_three_workers_materialize_once(
     sim = _simulator(pg_server, pg_template, tmp_path)
     pruned: list[Outcome] = []
     two = await sim.explore(
-        recording(ONCE, pruned), mode="exhaustive", seed=SEED, executions=EXHAUSTIVE_LIMIT
+        recording(ONCE, pruned),
+        mode="exhaustive",
+        seed=EXHAUSTIVE_SEED,
+        executions=EXHAUSTIVE_LIMIT,
     )
     evidence.attach_evidence(gate_evidence, two, prefix="two_workers.")
     assert_explored(two)
@@ -113,7 +120,7 @@ async def test_two_and_three_workers_materialize_once(
     full = await sim.explore(
         recording(ONCE_UNPRUNED, unpruned),
         mode="exhaustive",
-        seed=SEED,
+        seed=EXHAUSTIVE_SEED,
         executions=EXHAUSTIVE_LIMIT,
     )
     evidence.attach_evidence(gate_evidence, full, prefix="unpruned.")
@@ -139,9 +146,14 @@ async def test_two_and_three_workers_materialize_once(
     gate_evidence.record("workers_raced", [2, 3])
     gate_evidence.record(
         "replay",
-        "scheduling-sim run --scenario materialize.once --mode exhaustive "
-        f"--seed {SEED} --executions {EXHAUSTIVE_LIMIT}; unpruned: "
-        "--scenario materialize.once_unpruned",
+        [
+            "scheduling-sim run --scenario materialize.once --mode exhaustive "
+            f"--seed {EXHAUSTIVE_SEED} --executions {EXHAUSTIVE_LIMIT}",
+            "scheduling-sim run --scenario materialize.once_unpruned --mode exhaustive "
+            f"--seed {EXHAUSTIVE_SEED} --executions {EXHAUSTIVE_LIMIT}",
+            f"scheduling-sim run --scenario materialize.once3 --seed {SEED} "
+            f"--executions {RANDOM_SEEDS}",
+        ],
     )
 
 

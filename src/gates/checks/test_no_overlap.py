@@ -15,7 +15,10 @@ instant is decided once, consistently with when the run ended (linearizability
 against a two-operation model). Every execution must end
 with A's instant recorded once as SKIPPED_OVERLAP, no second run, the held run row
 unchanged, and B materialized once. A declared step never reached, or a planned fault
-never fired, makes the gate ERROR.
+never fired, makes the gate ERROR. The exhaustive search is seed-independent (fixed
+seed); the random walks and the crash sweep's discovery walk start at the gate run's
+seed (``SCHEDULING_GATE_SEED``, default 7) and the evidence records each
+exploration's seeds and its ``scheduling-sim run ... --seed N`` replay command.
 
 With real concurrency (below):
 
@@ -36,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from gates.checks.materialize_support import Harness
-from gates.pytest_plugin import GateEvidence, gate_profile
+from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from scheduling.service.materializer import OVERLAP
 from simulation import databases, evidence
 from simulation.checkers import check_ledger
@@ -57,7 +60,8 @@ from simulation.store import FailureStore
 pytestmark = pytest.mark.postgres
 
 GATE = "gate.schedule.no_overlap"
-SEED = 7
+EXHAUSTIVE_SEED = 7  # exhaustive search visits every interleaving whatever the seed
+SEED = gate_seed(7)
 EXHAUSTIVE_LIMIT = {"quick": 200, "deep": 2000}[gate_profile()]
 RANDOM_SEEDS = {"quick": (6, 6), "deep": (100, 100)}[gate_profile()]
 RELEASE_SEEDS = {"quick": 10, "deep": 200}[gate_profile()]
@@ -74,7 +78,9 @@ async def test_overlap_skip_in_every_interleaving(
     pg_server: DatabaseServer, pg_template: str, tmp_path: Path, gate_evidence: GateEvidence
 ) -> None:
     sim = _simulator(pg_server, pg_template, tmp_path)
-    alone = await sim.explore(ALONE, mode="exhaustive", seed=SEED, executions=EXHAUSTIVE_LIMIT)
+    alone = await sim.explore(
+        ALONE, mode="exhaustive", seed=EXHAUSTIVE_SEED, executions=EXHAUSTIVE_LIMIT
+    )
     evidence.attach_evidence(gate_evidence, alone, prefix="two_workers_exhaustive.")
     assert not alone.failures, evidence.failure_report(alone)
     two_seeds, three_seeds = RANDOM_SEEDS
@@ -88,7 +94,8 @@ async def test_overlap_skip_in_every_interleaving(
     gate_evidence.record(
         "replay",
         [
-            f"scheduling-sim run --scenario overlap.alone --mode exhaustive --seed {SEED}",
+            "scheduling-sim run --scenario overlap.alone --mode exhaustive "
+            f"--seed {EXHAUSTIVE_SEED} --executions {EXHAUSTIVE_LIMIT}",
             f"scheduling-sim run --scenario overlap.held --seed {SEED} --executions {two_seeds}",
             f"scheduling-sim run --scenario overlap.held3 --seed {SEED} --executions {three_seeds}",
         ],

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -36,7 +35,7 @@ from hypothesis import strategies as st
 from gates.checks.materialize_support import Harness
 from gates.checks.recurrence_support import oracle_resolve, transitions_of
 from gates.checks.service_support import principal
-from gates.pytest_plugin import GateEvidence, gate_profile
+from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from scheduling.domain.recurrence.tzif import Transition
 from scheduling.domain.recurrence.zones import load_zone
 from scheduling.service.materializer import MaterializeStatus
@@ -46,10 +45,11 @@ from simulation.database import DatabaseServer
 pytestmark = pytest.mark.postgres
 
 GATE = "gate.schedule.not_early"
-SEED = int(os.environ.get("SCHEDULING_GATE_SEED", "20261130"))
+SEED = gate_seed(20261130)
 # About 0.3 s per example (fresh database, up to 5 schedules, up to 9 scans).
 EXAMPLES = {"quick": 45, "deep": 600}[gate_profile()]
 TICK = timedelta(microseconds=1)
+NOT_EARLY_LIMIT = 100
 KINDS = ("ONCE", "DAILY", "WEEKLY", "MONTHLY", "YEARLY")
 CIVIL_CASES = ("gap", "fold")
 ZONES = (
@@ -414,7 +414,15 @@ async def test_early_and_on_time_workers_under_the_simulator(
     sim = Simulator(
         databases.fresh_databases(pg_server, pg_template), store=FailureStore(tmp_path / "f")
     )
-    result = await sim.explore(NOT_EARLY, mode="exhaustive", seed=SEED % 1000, executions=100)
+    # Exhaustive: every interleaving whatever the seed.
+    result = await sim.explore(
+        NOT_EARLY, mode="exhaustive", seed=SEED % 1000, executions=NOT_EARLY_LIMIT
+    )
     evidence.attach_evidence(gate_evidence, result, prefix="simulated.")
+    gate_evidence.record(
+        "simulated.replay",
+        f"scheduling-sim run --scenario {NOT_EARLY.name} --mode exhaustive "
+        f"--seed {SEED % 1000} --executions {NOT_EARLY_LIMIT}",
+    )
     assert not result.failures, evidence.failure_report(result)
     assert result.exhausted
