@@ -37,39 +37,7 @@ from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.service.admission import AllowAllAdmission
 from simulation.clock import VirtualClock
 from simulation.ids import SeededIds
-
-# The complete production environment (as in tests/unit/test_config.py).
-ADMIN = "postgresql://owner:pw@db:5432/scheduling"
-SCHEDULER = "postgresql://sched_worker:pw@db:5432/scheduling"
-
-GOOD: dict[str, str] = {
-    "AGENT_SCHEDULE_ENVIRONMENT": "production",
-    "AGENT_SCHEDULE_API_ENABLED": "1",
-    "AGENT_SCHEDULE_WORKER_ENABLED": "1",
-    "AGENT_SCHEDULE_STORAGE": "postgres",
-    "AGENT_SCHEDULE_PRINCIPAL_DIRECTORY": "durable",
-    "AGENT_SCHEDULE_ADMISSION": "postgres",
-    "AGENT_SCHEDULE_DATABASE_URL": ADMIN,
-    "AGENT_SCHEDULE_SCHEDULER_DATABASE_URL": SCHEDULER,
-    "AGENT_SCHEDULE_TOTAL_SLOTS": "4",
-    "AGENT_SCHEDULE_INTERACTIVE_RESERVED_SLOTS": "1",
-    "AGENT_SCHEDULE_ASYNC_RESERVED_SLOTS": "1",
-    "AGENT_SCHEDULE_ASYNC_SLOTS": "2",
-    "AGENT_SCHEDULE_INTERACTIVE_SLOTS": "2",
-    "AGENT_SCHEDULE_TENANT_MAX_RUN_TIMEOUT_SECONDS": "3600",
-    "AGENT_SCHEDULE_TENANT_MAX_MISFIRE_GRACE_SECONDS": "7200",
-    "AGENT_SCHEDULE_TENANT_MAX_STEPS": "100",
-    "AGENT_SCHEDULE_TENANT_MAX_MODEL_CALLS": "100",
-    "AGENT_SCHEDULE_TENANT_MAX_TOOL_CALLS": "100",
-    "AGENT_SCHEDULE_TENANT_MAX_COST_PER_RUN": "10",
-    "AGENT_SCHEDULE_TENANT_MAX_ACTIVE_RUNS": "5",
-    "AGENT_SCHEDULE_TENANT_MAX_MATERIALIZATIONS_PER_MINUTE": "60",
-    "AGENT_SCHEDULE_TENANT_MAX_DAILY_COST": "100",
-    "AGENT_SCHEDULE_TENANT_MAX_MONTHLY_COST": "1000",
-    "AGENT_SCHEDULE_SCAN_BATCH": "100",
-    "AGENT_SCHEDULE_FALLBACK_POLL_SECONDS": "30",
-    "AGENT_SCHEDULE_ADMISSION_BACKOFF_SECONDS": "30",
-}
+from testsupport.production_env import GOOD
 
 URL = "postgresql://nobody:pw@127.0.0.1:1/never"
 

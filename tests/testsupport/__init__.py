@@ -1,0 +1,1 @@
+"""Shared test data (on sys.path through pytest's ``pythonpath`` setting)."""
