@@ -7,14 +7,6 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.service_support import (
-    ALL_SCOPES,
-    START,
-    World,
-    build_world,
-    definition,
-    principal,
-)
 from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.errors import AuthorizationError, ConflictError, NotFoundError
 from scheduling.domain.lifecycle import ILLEGAL_TRANSITION, STALE_REVISION
@@ -23,6 +15,14 @@ from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import SCHEDULE_NOT_FOUND, SchedulePatch
 from scheduling.service.commands import PREVIEW_CHARS
 from scheduling.service.validation import SCOPE_REQUIRED
+from simulation.worlds.service import (
+    ALL_SCOPES,
+    START,
+    World,
+    build_world,
+    definition,
+    principal,
+)
 
 ALICE = principal("alice")
 BOB = principal("bob")

@@ -67,6 +67,8 @@ def parse_ledger(text: str, origin: str, suite_milestones: list[int]) -> Ledger:
 def load_ledger(path: Path | None, suite_milestones: list[int]) -> Ledger:
     """The ledger at ``path``, or the shipped one."""
     if path is None:
-        text = resources.files("gates").joinpath("ledger.toml").read_text(encoding="utf-8")
-        return parse_ledger(text, "shipped ledger (src/gates/ledger.toml)", suite_milestones)
+        text = resources.files("gates.catalog").joinpath("ledger.toml").read_text(encoding="utf-8")
+        return parse_ledger(
+            text, "shipped ledger (src/gates/catalog/ledger.toml)", suite_milestones
+        )
     return parse_ledger(path.read_text(encoding="utf-8"), str(path), suite_milestones)

@@ -39,7 +39,7 @@ from gates.checks.recurrence_support import (
     reproduction,
     transition_aims,
 )
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling import parse_cadence
 from scheduling.domain import cadence as cad
 from scheduling.domain.cadence import CivilCadence

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.migrations import project_root
 
 ROOT = project_root()

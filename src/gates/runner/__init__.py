@@ -19,13 +19,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gates.catalog import Catalog, load_catalog
-from gates.inventory import BoundCheck, CollectionError, collect_inventory, project_root
-from gates.ledger import load_ledger
+from gates.catalog.ledger import load_ledger
+from gates.runner.inventory import (
+    BoundCheck,
+    CollectionError,
+    collect_inventory,
+    plugin_args,
+    project_root,
+)
 from reports.build import build_gate_results, build_report
 from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
 from reports.writer import write_reports
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.timezones import tzdata_version
+from simulation.provider import acquire_server
 
 Profile = Literal["quick", "deep"]
 
@@ -146,10 +153,6 @@ def _environment(profile: Profile, seed: int) -> dict[str, str]:
 def _start_database(stack: ExitStack, env: dict[str, str]) -> PostgresInfo:
     """One server for the whole run, shared with pytest (and its workers) through env."""
     try:
-        from simulation.database import acquire_server
-    except ImportError as exc:  # the provider is part of the harness; report, don't crash
-        return PostgresInfo(error=f"database provider not importable: {exc}")
-    try:
         server = acquire_server()
     except Exception as exc:  # ProviderUnavailable or a failed start: checks will ERROR
         return PostgresInfo(error=str(exc))
@@ -181,6 +184,7 @@ def _run_pytest(
             "pytest",
             "-p",
             "no:cacheprovider",
+            *plugin_args(),
             "--gate-results",
             str(results_path),
             f"--hypothesis-seed={seed}",

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gates.catalog import load_catalog
-from gates.inventory import CollectionError, collect_inventory, default_checks_dir
-from gates.ledger import LedgerError, load_ledger
+from gates.catalog.ledger import LedgerError, load_ledger
 from gates.runner import RunOptions, SelectionError, command_line, run_gates
+from gates.runner.inventory import CollectionError, collect_inventory, default_checks_dir
 from reports.model import GateReport
 from reports.verify import load_report, verify_report
 

@@ -11,6 +11,15 @@ from pathlib import Path
 
 import gates
 
+# The pytest plugins a gate run loads. Named explicitly on every pytest command line
+# (they have no entry points, so pytest runs of other projects never load them).
+PYTEST_PLUGINS = ("gates.runner.pytest_plugin", "simulation.provider.pytest_plugin")
+
+
+def plugin_args() -> list[str]:
+    """``-p name`` for each of ``PYTEST_PLUGINS`` (pytest ignores a repeated ``-p``)."""
+    return [arg for name in PYTEST_PLUGINS for arg in ("-p", name)]
+
 
 @dataclass(frozen=True)
 class BoundCheck:
@@ -49,6 +58,7 @@ def collect_inventory(checks_dir: Path) -> list[BoundCheck]:
                 "-q",
                 "-p",
                 "no:cacheprovider",
+                *plugin_args(),
                 "--gate-inventory",
                 str(out),
                 str(checks_dir),

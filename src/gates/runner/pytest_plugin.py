@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from gates.catalog import load_catalog
 
@@ -109,10 +110,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _register_hypothesis_profiles() -> None:
-    try:
-        from hypothesis import HealthCheck, settings
-    except ImportError:  # hypothesis is a dev dependency; the product does not need it
-        return
     common: dict[str, Any] = {
         "deadline": None,
         "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from simulation.errors import SimulationError
+from simulation.engine.errors import SimulationError
 
 
 class ClockDriver(Protocol):

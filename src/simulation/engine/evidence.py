@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from simulation.runner import Exploration
+from simulation.engine.simulator import Exploration
 
 
 class EvidenceSink(Protocol):

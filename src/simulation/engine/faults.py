@@ -6,7 +6,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from simulation.errors import FaultKind
+from simulation.engine.errors import FaultKind
 
 ALL_FAULT_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from scheduling.ports import Clock
-from simulation.jsonable import to_jsonable
+from simulation.engine.jsonable import to_jsonable
 
 EventType = Literal["invoke", "ok", "fail", "info"]
 

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulation.errors import Divergence, FaultKind
-from simulation.faults import Transition
-from simulation.scheduler import Choice, DecisionPoint
+from simulation.engine.errors import Divergence, FaultKind
+from simulation.engine.faults import Transition
+from simulation.engine.scheduler import Choice, DecisionPoint
 
 
 class RandomOracle:

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from simulation.errors import SimulationStuck
+from simulation.engine.errors import SimulationStuck
 
 
 class PgObserver:

@@ -16,13 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 
-from simulation.checkers.violation import Violation
-from simulation.clock import VirtualClock
-from simulation.faults import FaultSpec, Transition
-from simulation.history import History, ProcessHistory
-from simulation.ids import SeededIds
-from simulation.scheduler import Backend, Scheduler, SimTask, SimulationProbe
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.clock import VirtualClock
+from simulation.engine.faults import FaultSpec, Transition
+from simulation.engine.history import History, ProcessHistory
+from simulation.engine.ids import SeededIds
+from simulation.engine.scheduler import Backend, Scheduler, SimTask, SimulationProbe
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -118,9 +120,6 @@ class WorkerContext:
 
         ``NullPool``: each checkout opens a new watched connection, none outlives its use.
         """
-        from sqlalchemy.ext.asyncio import create_async_engine
-        from sqlalchemy.pool import NullPool
-
         return create_async_engine(
             "postgresql+asyncpg://", async_creator=self.connect, poolclass=NullPool, **kwargs
         )

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from simulation.clock import VirtualClock
-from simulation.errors import (
+from simulation.engine.clock import VirtualClock
+from simulation.engine.errors import (
     FaultKind,
     InjectedAbort,
     InjectedAckLoss,
@@ -31,9 +31,9 @@ from simulation.errors import (
     SimulationStuck,
     injected_fault_of,
 )
-from simulation.faults import FaultPolicy, Transition
-from simulation.history import History, StepRecord
-from simulation.postgres import PgObserver
+from simulation.engine.faults import FaultPolicy, Transition
+from simulation.engine.history import History, StepRecord
+from simulation.engine.pg_observer import PgObserver
 
 START_STEP = "sim.start"
 WAKE_STEP = "sim.wake"

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulation.errors import SimulationError
-from simulation.faults import FaultSpec, specs_from_json
-from simulation.runner import Execution, Simulator
-from simulation.scenario import Scenario
+from simulation.engine.errors import SimulationError
+from simulation.engine.faults import FaultSpec, specs_from_json
+from simulation.engine.scenario import Scenario
+from simulation.engine.simulator import Execution, Simulator
 
 
 @dataclass

@@ -14,19 +14,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from simulation.checkers.violation import Violation
-from simulation.clock import VirtualClock
-from simulation.databases import DatabaseTarget
-from simulation.environment import code_commit, tzdata_version
-from simulation.errors import Divergence, FaultKind, SimulationError
-from simulation.faults import ALL_FAULT_KINDS, FaultPolicy, FaultSpec, Transition, specs_from_json
-from simulation.history import History
-from simulation.ids import SeededIds
-from simulation.jsonable import to_jsonable
-from simulation.oracles import ExhaustiveSearch, GuideOracle, RandomOracle, ReplayOracle
-from simulation.postgres import PgObserver
-from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
-from simulation.scheduler import (
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.clock import VirtualClock
+from simulation.engine.environment import code_commit, tzdata_version
+from simulation.engine.errors import Divergence, FaultKind, SimulationError
+from simulation.engine.faults import (
+    ALL_FAULT_KINDS,
+    FaultPolicy,
+    FaultSpec,
+    Transition,
+    specs_from_json,
+)
+from simulation.engine.history import History
+from simulation.engine.ids import SeededIds
+from simulation.engine.jsonable import to_jsonable
+from simulation.engine.oracles import ExhaustiveSearch, GuideOracle, RandomOracle, ReplayOracle
+from simulation.engine.pg_observer import PgObserver
+from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scheduler import (
     START_STEP,
     WAKE_STEP,
     ClockMove,
@@ -36,8 +41,9 @@ from simulation.scheduler import (
     Scheduler,
     WorkerMain,
 )
-from simulation.store import FailureStore
-from simulation.trace import FORMAT, TraceKey, read_trace, trace_text
+from simulation.engine.store import FailureStore
+from simulation.engine.targets import DatabaseTarget
+from simulation.engine.trace import FORMAT, TraceKey, read_trace, trace_text
 
 MODES = ("random", "exhaustive", "crash")
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from simulation.trace import trace_text, write_trace
+from simulation.engine.trace import trace_text, write_trace
 
 DEFAULT_ROOT = Path(".simulation") / "failures"
 

@@ -45,7 +45,7 @@ class FreshDatabases:
 
 
 class ProvidesDatabases(Protocol):
-    """The part of ``simulation.database.DatabaseServer`` used here (synchronous)."""
+    """The part of ``simulation.provider.DatabaseServer`` used here (synchronous)."""
 
     def create_database(self, template: str | None = None) -> str: ...
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulation.jsonable import dumps
+from simulation.engine.jsonable import dumps
 
 FORMAT = "scheduling-sim/trace@1"
 

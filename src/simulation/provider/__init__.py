@@ -2,7 +2,7 @@
 
 ::
 
-    from simulation.database import acquire_server
+    from simulation.provider import acquire_server
 
     with acquire_server() as server:           # see acquire_server for the order
         url = server.create_database()        # a fresh, uniquely named database
@@ -12,16 +12,16 @@
 See ``docs/operations/database-provider.md``.
 """
 
-from simulation.database._broker import BrokerError
-from simulation.database._info import ProviderUnavailable, ServerInfo, async_url
-from simulation.database._provider import (
+from simulation.provider._broker import BrokerError
+from simulation.provider._info import ProviderUnavailable, ServerInfo, async_url
+from simulation.provider._provider import (
     INFO_ENV,
     PROVIDER_ENV,
     URL_ENV,
     acquire_server,
     redact,
 )
-from simulation.database._server import DatabaseServer, template_name
+from simulation.provider._server import DatabaseServer, template_name
 
 __all__ = [
     "INFO_ENV",

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulation.database._info import version_num_of
+from simulation.provider._info import version_num_of
 
 # Debian/Ubuntu keep one directory per major version; newest first wins.
 LOCAL_ROOTS: tuple[str, ...] = ("/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin")

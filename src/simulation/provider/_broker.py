@@ -59,7 +59,7 @@ class Broker:
             p for p in (package_parent, env.get("PYTHONPATH", "")) if p
         )
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "simulation.database._watchdog"],
+            [sys.executable, "-m", "simulation.provider._watchdog"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

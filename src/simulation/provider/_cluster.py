@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from simulation.database._binaries import Binaries, parse_version
-from simulation.database._info import SHM_DIR, on_shm
+from simulation.provider._binaries import Binaries, parse_version
+from simulation.provider._info import SHM_DIR, on_shm
 
 PREFIX = "scheduling-pg-"
 BASE_DIR_ENV = "SCHEDULING_PG_DIR"

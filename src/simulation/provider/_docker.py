@@ -11,8 +11,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from simulation.database._binaries import parse_version
-from simulation.database._cluster import DURABILITY
+from simulation.provider._binaries import parse_version
+from simulation.provider._cluster import DURABILITY
 
 IMAGE_ENV = "SCHEDULING_DOCKER_IMAGE"
 DEFAULT_IMAGE = "postgres:16-alpine"

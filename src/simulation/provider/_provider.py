@@ -7,9 +7,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from simulation.database._broker import BROKER_ENV, Broker, BrokerError, request
-from simulation.database._info import SOURCES, ProviderUnavailable, ServerInfo, version_num_of
-from simulation.database._server import CONNECT_TIMEOUT, DatabaseServer, _run
+import asyncpg
+
+from simulation.provider._broker import BROKER_ENV, Broker, BrokerError, request
+from simulation.provider._info import SOURCES, ProviderUnavailable, ServerInfo, version_num_of
+from simulation.provider._server import CONNECT_TIMEOUT, DatabaseServer, _run
 
 URL_ENV = "SCHEDULING_DATABASE_URL"
 INFO_ENV = "SCHEDULING_DATABASE_INFO"
@@ -82,8 +84,6 @@ def _url_info(url: str, parent_info: str | None) -> ServerInfo:
 
 
 async def _probe(url: str) -> ServerInfo:
-    import asyncpg
-
     try:
         conn = await asyncpg.connect(url, timeout=CONNECT_TIMEOUT)
     except Exception as exc:

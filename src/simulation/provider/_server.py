@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
-from simulation.database._info import ServerInfo, database_of, with_database
+import asyncpg
+
+from simulation.provider._info import ServerInfo, database_of, with_database
 
 T = TypeVar("T")
 Build = Callable[[str], Awaitable[Any] | Any]
@@ -90,8 +92,6 @@ class DatabaseServer:
         self.clone_strategy = "FILE_COPY" if info.durability.get("fsync") == "off" else "WAL_LOG"
 
     async def _connect(self, url: str | None = None) -> Any:
-        import asyncpg
-
         return await asyncpg.connect(url or self.info.dsn, timeout=CONNECT_TIMEOUT)
 
     def url_for(self, name: str) -> str:

@@ -1,6 +1,6 @@
 """The watchdog: owns one ephemeral server and removes every trace of it.
 
-Started by the harness as ``python -m simulation.database._watchdog`` in its own
+Started by the harness as ``python -m simulation.provider._watchdog`` in its own
 session (so a terminal Ctrl-C reaches the harness, not us). It makes a cluster
 directory, listens on a Unix socket inside it, prints one JSON ``standby`` line and
 then serves requests:
@@ -31,8 +31,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from simulation.database._binaries import Binaries, find_embedded, find_local
-from simulation.database._cluster import (
+from simulation.provider import _docker
+from simulation.provider._binaries import Binaries, find_embedded, find_local
+from simulation.provider._cluster import (
     Cluster,
     ClusterError,
     base_directory,
@@ -40,7 +41,7 @@ from simulation.database._cluster import (
     remove_root,
     sweep_stale,
 )
-from simulation.database._info import ProviderUnavailable
+from simulation.provider._info import ProviderUnavailable
 
 PROVIDER_ENV = "SCHEDULING_DB_PROVIDER"
 SOCKET_NAME = "broker.sock"
@@ -110,8 +111,6 @@ class Owner:
                     " installed: `pip install -e '.[embedded]'`."
                 )
         if forced in (None, "docker"):
-            from simulation.database import _docker
-
             reason = _docker.unavailable_reason(self.environ)
             if reason is None:
                 info, self.container_stop = _docker.start(self.environ)

@@ -18,7 +18,6 @@ the fixtures ERROR with the provider's message; other tests still run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -26,10 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from simulation.database._broker import BROKER_ENV, Broker, BrokerError, request
-from simulation.database._info import ProviderUnavailable, ServerInfo
-from simulation.database._provider import INFO_ENV, URL_ENV, acquire_server, forced_provider
-from simulation.database._server import DatabaseServer
+from simulation.provider._broker import BROKER_ENV, Broker, BrokerError, request
+from simulation.provider._info import ProviderUnavailable, ServerInfo
+from simulation.provider._provider import INFO_ENV, URL_ENV, acquire_server, forced_provider
+from simulation.provider._server import DatabaseServer
+from simulation.provider.templates import migrated_template
 
 DATABASE_FIXTURES = frozenset({"pg_server", "pg_template", "pg_empty_url", "pg_url"})
 _BROKER = pytest.StashKey[Broker]()
@@ -141,37 +141,10 @@ def pg_server(request: pytest.FixtureRequest) -> Iterator[DatabaseServer]:
         server.close()
 
 
-def migrated_template_key() -> str:
-    """A template key that changes whenever the migration chain changes.
-
-    A server from ``SCHEDULING_DATABASE_URL`` keeps its templates between runs, so
-    the key carries a digest of every file under ``migrations/``.
-    """
-    from scheduling.adapters.postgres import migrations
-
-    digest = hashlib.sha256()
-    files = [Path(migrations.__file__)]
-    files += sorted(
-        p
-        for p in (migrations.project_root() / "migrations").rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
-    )
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return "migrated-" + digest.hexdigest()[:16]
-
-
-async def build_migrated(url: str) -> None:
-    """Migrate the template at ``url`` to the head of the chain."""
-    from scheduling.adapters.postgres.migrations import upgrade_to_head
-
-    await upgrade_to_head(url)
-
-
 @pytest.fixture(scope="session")
 def pg_template(pg_server: DatabaseServer) -> str:
     """Name of the template database migrated to head (built once per server)."""
-    return pg_server.ensure_template(migrated_template_key(), build_migrated)
+    return migrated_template(pg_server)
 
 
 @pytest.fixture

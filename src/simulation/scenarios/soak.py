@@ -1,6 +1,6 @@
 """Soak: several schedule-worker processes against one database, then a ledger check.
 
-``python -m simulation.soak [--processes 3] [--schedules 120] [--seconds 120]
+``python -m simulation.scenarios.soak [--processes 3] [--schedules 120] [--seconds 120]
 [--speed 3600] [--seed 1] [--url URL]`` (docs/operations/soak.md):
 
 1. a database cloned from the migrated template (or ``--url``, an existing migrated
@@ -12,7 +12,7 @@
    of wall time on a shared scaled clock: simulated time runs ``--speed`` times faster
    than wall time from one common origin, so every process agrees on "now";
 3. a quiet pass decides everything due at the end instant, then the ledger check:
-   no duplicate, no early, no partial (``simulation.checkers.check_ledger``) and
+   no duplicate, no early, no partial (``simulation.engine.checkers.check_ledger``) and
    nothing lost - every nominal instant before a schedule's stored ``next_fire_at``
    (or up to its last decision, when paused or completed) is decided exactly once,
    by an occurrence or inside one ``schedule.misfires_coalesced`` range whose count
@@ -35,31 +35,34 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
-from scheduling.adapters.postgres.admission import PostgresAdmissionController
-from scheduling.adapters.postgres.directories import (
-    DurableAgentRegistry,
-    DurablePrincipalDirectory,
-)
+import asyncpg
+from sqlalchemy import text
+
 from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.adapters.system_clock import SystemClock
+from scheduling.bootstrap import SchedulerSettings, build_run_worker, build_scheduler
+from scheduling.config import Settings
 from scheduling.domain.cadence import parse_cadence
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.clock import Clock
 from scheduling.ports.runtime import QueueCapacity
-from scheduling.runtime import RunWorker, ScriptedAgent, ToolPipeline, scripted_tools
 from scheduling.runtime import WorkerSettings as RunSettings
-from scheduling.runtime.hooks import AccountingHook
-from scheduling.service.accounting import RunAccountant
-from scheduling.service.materializer import ScheduleMaterializer
-from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
-from simulation.checkers import check_ledger
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from scheduling.service.schedule_worker import ScheduleWorker
+from simulation.engine.checkers import check_ledger
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.provider import acquire_server
+from simulation.provider.templates import migrated_template
+from simulation.worlds.service import (
+    build_world,
+    ceiling_env,
+    definition,
+    principal,
+    seed_durable,
+    world_settings,
+)
 
 SIM_START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 ZONES = (
@@ -113,32 +116,23 @@ class WorkerPlan:
     sim_end: str
 
 
-def materializer(
-    uow: PostgresUnitOfWorkFactory, clock: Clock, ids: SeededIds
-) -> ScheduleMaterializer:
-    tenants = ConfiguredTenantConfiguration(default=CEILINGS)
-    return ScheduleMaterializer(
-        uow=uow,
-        clock=clock,
-        ids=ids,
-        principals=DurablePrincipalDirectory(uow),
-        agents=DurableAgentRegistry(uow),
-        tenants=tenants,
-        admission=PostgresAdmissionController(tenants, backoff_seconds=60),
+def soak_settings(poll: float = 600.0) -> Settings:
+    """The soak's configuration: the world's, with wide ceilings, a one-minute admission
+    backoff and batches of 50."""
+    return world_settings(
+        **ceiling_env(CEILINGS),
+        AGENT_SCHEDULE_ADMISSION_BACKOFF_SECONDS="60",
+        AGENT_SCHEDULE_SCAN_BATCH="50",
+        AGENT_SCHEDULE_FALLBACK_POLL_SECONDS=str(poll),
     )
 
 
 def schedule_worker(
     scheduler: PostgresUnitOfWorkFactory, clock: Clock, ids: SeededIds, poll: float
 ) -> ScheduleWorker:
-    return ScheduleWorker(
-        uow=scheduler,
-        materializer=materializer(scheduler, clock, ids.fork("materializer")),
-        clock=clock,
-        settings=WorkerSettings(batch_size=50, fallback_poll_seconds=poll),
-        accountant=RunAccountant(uow=scheduler, clock=clock, ids=ids.fork("accountant")),
-        pending=PostgresPendingAccounts(scheduler),
-    )
+    """The scheduler role's worker as production startup builds it."""
+    settings = SchedulerSettings.of(soak_settings(poll))
+    return build_scheduler(settings, clock=clock, ids=ids, uow=scheduler).worker
 
 
 async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
@@ -151,16 +145,16 @@ async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
     ids = SeededIds(plan.seed).fork(plan.name)
     end = datetime.fromisoformat(plan.sim_end)
     schedules = schedule_worker(scheduler, clock, ids, poll=600.0)
-    runs = RunWorker(
-        uow=admin,
-        queue=PostgresRunQueue(admin, QueueCapacity(8, 1, 1)),
-        executor=ScriptedAgent(),
-        tools=ToolPipeline(scripted_tools()),
+    runs = build_run_worker(
+        soak_settings(),
+        None,
         clock=clock,
+        ids=ids.fork("runs"),
+        uow=admin,
+        capacity=QueueCapacity(8, 1, 1),
         owner=plan.name,
-        settings=RunSettings(lease_seconds=7200, heartbeat_seconds=600, poll_seconds=300),
-        on_finished=AccountingHook(RunAccountant(uow=scheduler, clock=clock, ids=ids.fork("hook"))),
-    )
+        worker_settings=RunSettings(lease_seconds=7200, heartbeat_seconds=600, poll_seconds=300),
+    ).worker
     stop = asyncio.Event()
 
     async def until_end() -> None:
@@ -196,8 +190,6 @@ def cadence_for(rng: random.Random, start: datetime, hours: float) -> dict[str, 
 
 
 async def setup(url: str, count: int, seed: int, hours: float) -> dict[UUID, datetime]:
-    from gates.checks.service_support import build_world, definition, principal, seed_durable
-
     who = principal("soak-owner")
     admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
     try:
@@ -238,8 +230,6 @@ async def quiet_pass(url: str, at: datetime, seed: int) -> int:
             # Queued runs left by the stop never finish here: complete them so the final
             # pass decides instants instead of skipping them as overlaps.
             async with admin.engine.begin() as conn:
-                from sqlalchemy import text
-
                 await conn.execute(
                     text(
                         "UPDATE runs SET status = 'COMPLETED', finished_at = :t,"
@@ -258,8 +248,6 @@ async def quiet_pass(url: str, at: datetime, seed: int) -> int:
 
 
 async def ledger_check(url: str, first: dict[UUID, datetime], end: datetime) -> dict[str, Any]:
-    import asyncpg
-
     conn = await asyncpg.connect(url)
     try:
         occ = [dict(r) for r in await conn.fetch("SELECT * FROM schedule_occurrences")]
@@ -357,11 +345,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     server = None
     url = args.url
     if url is None:
-        from simulation.database import acquire_server
-        from simulation.database.pytest_plugin import build_migrated, migrated_template_key
-
         server = acquire_server()
-        template = server.ensure_template(migrated_template_key(), build_migrated)
+        template = migrated_template(server)
         url = server.create_database(template=template)
     try:
         hours = args.seconds * args.speed / 3600
@@ -378,7 +363,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-m",
-                    "simulation.soak",
+                    "simulation.scenarios.soak",
                     "--worker",
                     json.dumps(plan.__dict__),
                     stdout=asyncio.subprocess.PIPE,
@@ -399,7 +384,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             seed=args.seed,
             decided_by_quiet_pass=decided,
             command=(
-                f"python -m simulation.soak --processes {args.processes} --schedules "
+                f"python -m simulation.scenarios.soak --processes {args.processes} --schedules "
                 f"{args.schedules} --seconds {args.seconds} --speed {args.speed} --seed {args.seed}"
             ),
         )
@@ -414,7 +399,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulation.soak", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m simulation.scenarios.soak", description=__doc__
+    )
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--schedules", type=int, default=120)
     parser.add_argument("--seconds", type=float, default=120.0, help="wall-clock seconds")

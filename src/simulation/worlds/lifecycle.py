@@ -18,7 +18,7 @@ or ``("not_due",)``.
 
 ``HistoryDriver`` executes batches of operations concurrently against a service, a
 unit-of-work factory and a materializer (PostgreSQL in the gate), recording a
-``simulation.history.History`` whose epoch is a global event counter, so "A completed
+``simulation.engine.history.History`` whose epoch is a global event counter, so "A completed
 before B was invoked" is exactly the real-time order the linearizability checker uses.
 """
 
@@ -32,7 +32,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from gates.checks.service_support import World, definition
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.errors import ConflictError, SchedulingError
 from scheduling.domain.identity import Principal
@@ -45,7 +44,8 @@ from scheduling.service.materializer import (
     ScheduleMaterializer,
 )
 from scheduling.service.schedules import ScheduleService
-from simulation.history import History, OpRef
+from simulation.engine.history import History, OpRef
+from simulation.worlds.service import World, definition
 
 CADENCES: tuple[dict[str, Any], ...] = (
     {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"},

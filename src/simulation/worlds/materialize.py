@@ -1,9 +1,11 @@
 """Wiring of the materializer on PostgreSQL for gate checks and tests (not a test module).
 
-``Harness.open(url)`` seeds a principal and the agent through an admin login, wires the
-schedule service through the API role and the materializer through the least-privilege
-scheduler role (``SET LOCAL ROLE``), both over the durable directories, on one virtual
-clock. ``ledger(...)`` reads the rows the checkers need.
+``Harness.open(url)`` seeds a principal and the agent through an admin login, builds the
+schedule service through the API role and the materializer and schedule worker through
+the least-privilege scheduler role (``SET LOCAL ROLE``), both over the durable
+directories, on one virtual clock - every object from the composition root's builders
+(``bootstrap.build_api``, ``build_scheduler``), so a gate exercises production's
+wiring. ``ledger(...)`` reads the rows the checkers need.
 
 Workers are strict: ``ScheduleWorker.run_once`` isolates a failing materialization
 (logs it, records its type in ``PassReport.errors``, sets the schedule aside), which
@@ -24,24 +26,10 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from gates.checks.service_support import (
-    CEILINGS,
-    START,
-    World,
-    build_world,
-    definition,
-    principal,
-    seed_durable,
-)
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
-from scheduling.adapters.postgres.admission import PostgresAdmissionController
-from scheduling.adapters.postgres.directories import (
-    DurableAgentRegistry,
-    DurablePrincipalDirectory,
-)
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import SchedulerRole, build_scheduler
 from scheduling.domain.identity import Principal
 from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.ports.admission import ScheduleAdmissionController
@@ -49,9 +37,18 @@ from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
 from scheduling.ports.records import PrincipalRecord
-from scheduling.service.accounting import RunAccountant
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedule_worker import PassReport, ScheduleWorker, WorkerSettings
+from simulation.worlds.service import (
+    CEILINGS,
+    START,
+    World,
+    build_world,
+    definition,
+    principal,
+    scheduler_settings,
+    seed_durable,
+)
 
 WHO = principal("materializer-owner")
 WRITTEN_TABLES = (
@@ -176,38 +173,64 @@ class Harness:
         admission: ScheduleAdmissionController | None = None,
         calculator: RecurrenceCalculator | None = None,
     ) -> ScheduleMaterializer:
-        factory = uow or self.scheduler
-        return ScheduleMaterializer(
-            uow=factory,
-            clock=clock or self.world.clock,
+        """The scheduler role's materializer (``bootstrap.build_scheduler``); the
+        keyword arguments replace what a test of a test needs to vary."""
+        return self.scheduler_role(
+            uow=uow,
+            clock=clock,
             ids=ids or self.world.ids.fork(f"materializer-{next(self._forks)}"),
-            principals=DurablePrincipalDirectory(factory),
-            agents=DurableAgentRegistry(factory),
-            tenants=self.tenants,
-            admission=admission or PostgresAdmissionController(self.tenants, probe=probe),
             probe=probe,
+            admission=admission,
             calculator=calculator,
+        ).materializer
+
+    def scheduler_role(
+        self,
+        *,
+        uow: PostgresUnitOfWorkFactory | None = None,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+        probe: Probe | None = None,
+        admission: ScheduleAdmissionController | None = None,
+        calculator: RecurrenceCalculator | None = None,
+        expect_errors: bool = False,
+        worker_settings: WorkerSettings | None = None,
+        materializer: ScheduleMaterializer | None = None,
+    ) -> SchedulerRole:
+        """The whole scheduler role as production startup builds it, over the
+        scheduler factory, with a strict schedule worker (see ``StrictScheduleWorker``)."""
+        role = build_scheduler(
+            scheduler_settings(),
+            clock=clock or self.world.clock,
+            ids=ids or self.world.ids.fork(f"scheduler-{next(self._forks)}"),
+            probe=probe,
+            uow=uow or self.scheduler,
+            admission=admission,
+            calculator=calculator,
+            worker_type=StrictScheduleWorker,
+            worker_settings=worker_settings,
+            materializer=materializer,
+            tenants=self.tenants,
         )
+        assert isinstance(role.worker, StrictScheduleWorker)
+        role.worker.expect_errors = expect_errors
+        return role
 
     def worker(
         self, materializer: ScheduleMaterializer, *, expect_errors: bool = False, **settings: Any
     ) -> StrictScheduleWorker:
-        """A strict schedule worker with the post-run accounting sweep wired: a pass
-        that isolates a materialization error raises ``SwallowedScanErrors`` unless
-        ``expect_errors`` (then read ``report.errors`` yourself)."""
-        return StrictScheduleWorker(
+        """A strict schedule worker over ``materializer`` with the post-run accounting
+        sweep wired (``bootstrap.build_scheduler``): a pass that isolates a
+        materialization error raises ``SwallowedScanErrors`` unless ``expect_errors``
+        (then read ``report.errors`` yourself)."""
+        role = self.scheduler_role(
+            ids=self.world.ids.fork(f"accountant-{next(self._forks)}"),
             expect_errors=expect_errors,
-            uow=self.scheduler,
+            worker_settings=WorkerSettings(**settings),
             materializer=materializer,
-            clock=self.world.clock,
-            settings=WorkerSettings(**settings),
-            accountant=RunAccountant(
-                uow=self.scheduler,
-                clock=self.world.clock,
-                ids=self.world.ids.fork(f"accountant-{next(self._forks)}"),
-            ),
-            pending=PostgresPendingAccounts(self.scheduler),
         )
+        assert isinstance(role.worker, StrictScheduleWorker)
+        return role.worker
 
     async def scan(
         self, worker: ScheduleWorker | None = None, *, expect_errors: bool = False
@@ -278,7 +301,7 @@ class Harness:
         """Row counts of every table a materialization writes."""
         out = {}
         for table in WRITTEN_TABLES:
-            rows = await self.sql(f"SELECT count(*) AS n FROM {table}")
+            rows = await self.sql(f"SELECT count(*) AS n FROM {table}")  # noqa: S608 (a constant table name)
             out[table] = int(rows[0]["n"])
         return out
 

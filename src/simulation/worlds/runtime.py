@@ -19,26 +19,18 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from gates.checks.service_support import AGENT_ID, AGENT_VERSION, LIMITS, POLICY
-from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import build_run_worker
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.identity import Principal
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.probe import Probe
-from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
+from scheduling.ports.records import AgentVersionRecord, PrincipalRecord, RunRecord
 from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
-from scheduling.runtime import (
-    RunSubmitter,
-    RunWorker,
-    ScriptedAgent,
-    Submission,
-    ToolPipeline,
-    WorkerSettings,
-    scripted_tools,
-)
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from scheduling.runtime import RunSubmitter, RunWorker, Submission, WorkerSettings
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import AGENT_ID, AGENT_VERSION, LIMITS, POLICY, world_settings
 
 # An agent version that declares tools (the service_support agent declares none).
 TOOL_AGENT_VERSION = "v-tools"
@@ -167,6 +159,17 @@ def limits(**overrides: Any) -> RunLimits:
     return RunLimits(**values)
 
 
+class Unaccounted:
+    """A ``RunTerminalHook`` that does nothing: for a scenario whose footprints model only
+    the run worker's own transactions (post-run accounting is the sweep's there)."""
+
+    async def run_finished(self, run: RunRecord) -> None:
+        return None
+
+
+UNACCOUNTED = Unaccounted()
+
+
 def run_worker(
     admin: PostgresUnitOfWorkFactory,
     clock: VirtualClock,
@@ -176,19 +179,23 @@ def run_worker(
     settings: WorkerSettings | None = None,
     probe: Probe | None = None,
     on_finished: RunTerminalHook | None = None,
+    priority: RunPriority | None = None,
 ) -> RunWorker:
-    """A worker on the trusted path with the scripted agent and tools."""
-    return RunWorker(
-        uow=admin,
-        queue=PostgresRunQueue(admin, capacity, probe=probe),
-        executor=ScriptedAgent(),
-        tools=ToolPipeline(scripted_tools()),
+    """The run worker production builds (``bootstrap.build_run_worker``: the trusted
+    path, the scripted agent and tools, post-run accounting unless ``on_finished``
+    replaces it) claiming ``priority``'s class, or both by default."""
+    return build_run_worker(
+        world_settings(),
+        priority,
         clock=clock,
-        owner=owner,
-        settings=settings,
+        ids=SeededIds(0).fork(f"run-worker-{owner}"),
         probe=probe,
+        uow=admin,
+        capacity=capacity,
+        owner=owner,
+        worker_settings=settings,
         on_finished=on_finished,
-    )
+    ).worker
 
 
 def submitter(admin: PostgresUnitOfWorkFactory, clock: VirtualClock, seed: int = 0) -> RunSubmitter:

@@ -1,9 +1,12 @@
-"""Wiring of the schedule service for gate checks and tests (not a test module).
+"""The schedule service's world for gate checks, scenarios, the soak and tests.
 
-``build_world`` wires ``ScheduleService`` and ``MaintenanceService`` to a unit-of-work
-factory (in-memory or PostgreSQL) with seeded principals and an agent. With
-``durable=True`` principals and agents are written to the database through the unit of
-work and read back by the durable directories, as production does.
+``build_world`` builds ``ScheduleService`` and ``MaintenanceService`` through the
+composition root (``bootstrap.build_api`` / ``build_maintenance``) over an injected
+unit-of-work factory (in-memory or PostgreSQL) with seeded principals and an agent.
+With ``durable_directory`` principals and agents are written to the database through
+the unit of work and read back by the durable directories, as production does.
+``world_settings`` is the development configuration every world builds from (the
+gate ceilings, PostgreSQL storage, durable directories, PostgreSQL admission).
 """
 
 from __future__ import annotations
@@ -17,14 +20,11 @@ from uuid import UUID
 
 from scheduling.adapters.memory.directories import (
     ConfiguredBrowserProfiles,
-    ConfiguredTenantConfiguration,
     StaticAgentRegistry,
     StaticPrincipalDirectory,
 )
-from scheduling.adapters.postgres.directories import (
-    DurableAgentRegistry,
-    DurablePrincipalDirectory,
-)
+from scheduling.bootstrap import SchedulerSettings, build_api, build_maintenance
+from scheduling.config import Settings
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.identity import Principal
 from scheduling.domain.revision import RunLimits
@@ -37,15 +37,10 @@ from scheduling.ports.directories import (
 )
 from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
-from scheduling.service import (
-    DefinitionValidator,
-    MaintenanceService,
-    ScheduleDefinition,
-    ScheduleService,
-)
+from scheduling.service import MaintenanceService, ScheduleDefinition, ScheduleService
 from scheduling.service.validation import Scanner
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
 
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 AGENT_ID = UUID("5b0f3a52-8c7e-4d3f-9a51-0c6f7e2d1a10")
@@ -68,6 +63,47 @@ CEILINGS = TenantCeilings(
     max_daily_cost=Decimal("100"),
     max_monthly_cost=Decimal("1000"),
 )
+
+
+def ceiling_env(ceilings: TenantCeilings) -> dict[str, str]:
+    """``ceilings`` as the ``AGENT_SCHEDULE_TENANT_*`` settings that configure them."""
+    names = {
+        "MAX_RUN_TIMEOUT_SECONDS": ceilings.max_run_timeout_seconds,
+        "MAX_MISFIRE_GRACE_SECONDS": ceilings.max_misfire_grace_seconds,
+        "MAX_STEPS": ceilings.max_steps,
+        "MAX_MODEL_CALLS": ceilings.max_model_calls,
+        "MAX_TOOL_CALLS": ceilings.max_tool_calls,
+        "MAX_COST_PER_RUN": ceilings.max_cost_per_run,
+        "MAX_ACTIVE_RUNS": ceilings.max_active_runs,
+        "MAX_MATERIALIZATIONS_PER_MINUTE": ceilings.max_materializations_per_minute,
+        "MAX_DAILY_COST": ceilings.max_daily_cost,
+        "MAX_MONTHLY_COST": ceilings.max_monthly_cost,
+    }
+    return {f"AGENT_SCHEDULE_TENANT_{name}": str(value) for name, value in names.items()}
+
+
+# The development configuration of every world: PostgreSQL storage with the durable
+# directories and the PostgreSQL admission controller, the gate ceilings above. Logins
+# are not configured: worlds inject the unit-of-work factory of the role they act as.
+WORLD_ENV: dict[str, str] = {
+    "AGENT_SCHEDULE_ENVIRONMENT": "development",
+    "AGENT_SCHEDULE_API_ENABLED": "1",
+    "AGENT_SCHEDULE_WORKER_ENABLED": "1",
+    "AGENT_SCHEDULE_STORAGE": "postgres",
+    "AGENT_SCHEDULE_PRINCIPAL_DIRECTORY": "durable",
+    "AGENT_SCHEDULE_ADMISSION": "postgres",
+    **ceiling_env(CEILINGS),
+}
+
+
+def world_settings(**env: str) -> Settings:
+    """``WORLD_ENV`` with ``env`` (``AGENT_SCHEDULE_*`` names) on top."""
+    return Settings.from_env({**WORLD_ENV, **env})
+
+
+def scheduler_settings(**env: str) -> SchedulerSettings:
+    """What a world's schedule worker is told (no login: the world injects its factory)."""
+    return SchedulerSettings.of(world_settings(**env))
 
 
 def principal(
@@ -162,46 +198,46 @@ def build_world(
     principals: Iterable[Principal] = (),
     tenants: TenantConfiguration | None = None,
 ) -> World:
-    """The service over ``uow``; ``durable_directory`` (a unit-of-work factory with read
-    access to the principal and agent tables) selects the durable directories."""
+    """The service over ``uow``, built by ``bootstrap.build_api``; ``durable_directory``
+    (the same factory as ``uow``) selects the durable directories, which read the
+    principal and agent tables through it. Without it the directories are the static
+    ones, seeded with ``principals`` and the agent."""
+    if durable_directory is not None and durable_directory is not uow:
+        raise ValueError("the durable directories read through the service's own factory")
     clock = VirtualClock(start)
     ids = SeededIds(seed)
-    static_principals = static_agents = None
-    directory: SchedulePrincipalDirectory
-    agents: AgentRegistry
-    if durable_directory is not None:
-        directory = DurablePrincipalDirectory(durable_directory)
-        agents = DurableAgentRegistry(durable_directory)
-    else:
-        static_principals = StaticPrincipalDirectory()
-        for who in principals:
-            static_principals.set(who.tenant_id, who.principal_id, who.scopes)
-        static_agents = StaticAgentRegistry()
-        static_agents.add(AGENT_ID, AGENT_VERSION, POLICY, LIMITS)
-        static_agents.activate(AGENT_ID, AGENT_VERSION)
-        directory, agents = static_principals, static_agents
-    profiles = ConfiguredBrowserProfiles()
-    validator = DefinitionValidator(
-        principals=directory,
-        agents=agents,
-        browser_profiles=profiles,
-        tenants=tenants or ConfiguredTenantConfiguration(default=CEILINGS),
-        scanner=scanner or SecretScanner(),
+    settings = world_settings(
+        AGENT_SCHEDULE_STORAGE="postgres" if durable_directory is not None else "memory"
     )
     notified: list[UUID] = []
-    service = ScheduleService(
-        uow=uow, clock=clock, ids=ids, validator=validator, notifier=RecordingNotifier(notified)
-    )
-    maintenance = MaintenanceService(uow=uow, clock=clock, ids=ids.fork("maintenance"))
-    return World(
-        service=service,
-        maintenance=maintenance,
+    api = build_api(
+        settings,
         clock=clock,
         ids=ids,
         uow=uow,
-        principals=directory,
-        agents=agents,
-        profiles=profiles,
+        notifier=RecordingNotifier(notified),
+        scanner=scanner or SecretScanner(),
+        tenants=tenants,
+    )
+    static_principals = static_agents = None
+    if isinstance(api.principals, StaticPrincipalDirectory):
+        static_principals = api.principals
+        for who in principals:
+            static_principals.set(who.tenant_id, who.principal_id, who.scopes)
+    if isinstance(api.agents, StaticAgentRegistry):
+        static_agents = api.agents
+        static_agents.add(AGENT_ID, AGENT_VERSION, POLICY, LIMITS)
+        static_agents.activate(AGENT_ID, AGENT_VERSION)
+    maintenance = build_maintenance(settings, clock=clock, ids=ids.fork("maintenance"), uow=uow)
+    return World(
+        service=api.service,
+        maintenance=maintenance.purge,
+        clock=clock,
+        ids=ids,
+        uow=uow,
+        principals=api.principals,
+        agents=api.agents,
+        profiles=api.profiles,
         static_principals=static_principals,
         static_agents=static_agents,
         notified=notified,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from gates.corpora.fakes import FakeCredentials
+from gates.checks.corpora.fakes import FakeCredentials
 
 DEFAULT_SEED = 20261130
 

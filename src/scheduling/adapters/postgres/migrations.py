@@ -44,6 +44,11 @@ def project_root() -> Path:
     )
 
 
+def migrations_dir() -> Path:
+    """The directory holding the chain's ``env.py`` and ``versions/``."""
+    return project_root() / "migrations"
+
+
 def to_asyncpg_url(url: str) -> str:
     """Turn a libpq ``postgresql://`` URL into SQLAlchemy's ``postgresql+asyncpg://`` form."""
     parsed = make_url(url)

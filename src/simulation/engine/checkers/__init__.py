@@ -1,13 +1,13 @@
 """Checkers over execution results: ledger invariants and linearizability."""
 
-from simulation.checkers.ledger import check_ledger
-from simulation.checkers.linearizable import (
+from simulation.engine.checkers.ledger import check_ledger
+from simulation.engine.checkers.linearizable import (
     LinearizabilityResult,
     SequentialModel,
     check_linearizable,
     check_linearizable_per_key,
 )
-from simulation.checkers.violation import Violation
+from simulation.engine.checkers.violation import Violation
 
 __all__ = [
     "LinearizabilityResult",

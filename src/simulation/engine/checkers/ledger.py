@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from simulation.checkers.violation import Violation
+from simulation.engine.checkers.violation import Violation
 
 Row = Mapping[str, Any]
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from simulation.checkers.violation import Violation
-from simulation.errors import SimulationError
-from simulation.history import History, Operation, StepRecord
-from simulation.jsonable import to_jsonable
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.errors import SimulationError
+from simulation.engine.history import History, Operation, StepRecord
+from simulation.engine.jsonable import to_jsonable
 
 
 class SequentialModel(Protocol):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulation.jsonable import to_jsonable
+from simulation.engine.jsonable import to_jsonable
 
 
 @dataclass(frozen=True)
