@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 from scheduling import bootstrap as b
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.commands.release import SCHEDULER_PRIVILEGES, release_problems
+from scheduling.cli.release import SCHEDULER_PRIVILEGES, release_problems
 from scheduling.config import Settings
 from scheduling.ports.runtime import RunPriority
 from simulation.engine.clock import VirtualClock

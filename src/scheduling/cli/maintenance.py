@@ -11,8 +11,8 @@ from typing import TextIO
 from uuid import UUID
 
 from scheduling.bootstrap import StartupRefused, build_maintenance
-from scheduling.cli import command
-from scheduling.commands.edge import load_settings, report, system_edge
+from scheduling.cli.edge import load_settings, report, system_edge
+from scheduling.cli.registry import command
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.errors import SchedulingError
 

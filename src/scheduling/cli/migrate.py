@@ -8,8 +8,8 @@ import sys
 from typing import TextIO
 
 from scheduling.adapters.postgres.migrations import current_revision, upgrade_to_head
-from scheduling.cli import command
-from scheduling.commands.edge import load_settings
+from scheduling.cli.edge import load_settings
+from scheduling.cli.registry import command
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

@@ -1,61 +1,22 @@
-"""The ``scheduling`` console script.
-
-Subcommands live in ``COMMANDS``: each entry names a function that adds its arguments
-to a subparser and the function that runs it (returning the exit status). To add one,
-write the two functions and register them with ``command(...)``.
-
-* ``scheduling preview CADENCE_JSON [--from INSTANT] [--count N] [--json]`` prints the
-  next firings of a cadence, each annotated with its local date and wall time, UTC
-  offset and how it was resolved (exact, fold->earlier, gap->first valid).
-* ``scheduling diagnostics`` prints the versions results depend on (Python, tzdata,
-  this package).
-"""
+"""``scheduling preview CADENCE_JSON [--from INSTANT] [--count N] [--json]``: the next
+firings of a cadence, each annotated with its local date and wall time, UTC offset and
+how it was resolved (exact, fold->earlier, gap->first valid)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TextIO
 
-from scheduling import __version__, parse_cadence
+from scheduling import parse_cadence
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.cli.registry import command
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.errors import SchedulingError
 from scheduling.recurrence import Firing, upcoming
-from scheduling.timezones import tzdata_package_version, tzdata_version
-
-
-@dataclass(frozen=True)
-class Command:
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, TextIO], int]
-
-
-COMMANDS: dict[str, Command] = {}
-
-
-def command(
-    name: str, help: str, configure: Callable[[argparse.ArgumentParser], None]
-) -> Callable[
-    [Callable[[argparse.Namespace, TextIO], int]], Callable[[argparse.Namespace, TextIO], int]
-]:
-    """Register ``name`` as a subcommand (decorate its run function)."""
-
-    def register(
-        run: Callable[[argparse.Namespace, TextIO], int],
-    ) -> Callable[[argparse.Namespace, TextIO], int]:
-        COMMANDS[name] = Command(help, configure, run)
-        return run
-
-    return register
-
-
-# ------------------------------------------------------------------ preview
+from scheduling.timezones import tzdata_version
 
 
 def _instant(text: str) -> datetime:
@@ -112,8 +73,6 @@ def preview(args: argparse.Namespace, out: TextIO) -> int:
     start = args.start
     if start is None:
         # The CLI is an edge: the one place here allowed to read the system clock.
-        from scheduling.adapters.system_clock import SystemClock
-
         start = SystemClock().now()
     firings = upcoming(cadence, start, args.count)
     if args.json:
@@ -127,54 +86,3 @@ def preview(args: argparse.Namespace, out: TextIO) -> int:
     if not firings:
         print("no further firings", file=out)
     return 0
-
-
-# -------------------------------------------------------------- diagnostics
-
-
-def _configure_nothing(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def diagnostics_facts() -> dict[str, str]:
-    """The versions recurrence results depend on."""
-    return {
-        "python": platform.python_version(),
-        "tzdata": tzdata_version(),
-        "tzdata_package": tzdata_package_version(),
-        "scheduling": __version__,
-        "zone_source": "tzdata package resources (host zone files are not consulted)",
-    }
-
-
-@command("diagnostics", "print Python, tzdata and package versions", _configure_nothing)
-def diagnostics(args: argparse.Namespace, out: TextIO) -> int:
-    facts = diagnostics_facts()
-    if args.json:
-        print(json.dumps(facts, sort_keys=True), file=out)
-    else:
-        for key, value in facts.items():
-            print(f"{key}: {value}", file=out)
-    return 0
-
-
-# -------------------------------------------------------------------- main
-
-
-def build_parser() -> argparse.ArgumentParser:
-    import scheduling.commands  # noqa: F401  (registers the operator commands)
-
-    parser = argparse.ArgumentParser(prog="scheduling", description=__doc__.splitlines()[0])
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, spec in COMMANDS.items():
-        spec.configure(subparsers.add_parser(name, help=spec.help, description=spec.help))
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return COMMANDS[args.command].run(args, out or sys.stdout)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -10,8 +10,8 @@ from typing import TextIO
 
 from scheduling.adapters.postgres.release_check import scheduler_release_problems
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, role_names
-from scheduling.cli import command
-from scheduling.commands.edge import load_settings, report
+from scheduling.cli.edge import load_settings, report
+from scheduling.cli.registry import command
 from scheduling.config import Settings, validate_release
 from scheduling.domain.reasons import reason
 

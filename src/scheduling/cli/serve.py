@@ -21,8 +21,8 @@ from scheduling.bootstrap import (
     build_run_worker,
     build_scheduler,
 )
-from scheduling.cli import command
-from scheduling.commands.edge import configure_logging, load_settings, report, system_edge
+from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
+from scheduling.cli.registry import command
 from scheduling.ports.runtime import RunPriority
 
 _log = logging.getLogger(__name__)
