@@ -19,8 +19,8 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.repositories import ScheduleCommand
-from scheduling.service.commands import ScheduleResult
 from scheduling.service.schedules import ScheduleService
+from scheduling.service.values import ScheduleResult
 from simulation.cli import main
 from simulation.engine import targets
 from simulation.engine.checkers import check_linearizable

@@ -13,8 +13,8 @@ from scheduling.domain.lifecycle import ILLEGAL_TRANSITION, STALE_REVISION
 from scheduling.domain.schedule import PauseReason, ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import SCHEDULE_NOT_FOUND, SchedulePatch
-from scheduling.service.commands import PREVIEW_CHARS
 from scheduling.service.validation import SCOPE_REQUIRED
+from scheduling.service.values import PREVIEW_CHARS
 from simulation.worlds.service import (
     ALL_SCOPES,
     START,

@@ -31,7 +31,7 @@ from reports.build import build_gate_results, build_report
 from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
 from reports.writer import write_reports
 from scheduling.adapters.system_clock import SystemClock
-from scheduling.timezones import tzdata_version
+from scheduling.tzdata_info import tzdata_version
 from simulation.provider import acquire_server
 
 Profile = Literal["quick", "deep"]

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from scheduling import __version__
 from scheduling.cli.registry import command
-from scheduling.timezones import tzdata_package_version, tzdata_version
+from scheduling.tzdata_info import tzdata_package_version, tzdata_version
 
 
 def _configure_nothing(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from scheduling.cli.registry import command
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.errors import SchedulingError
 from scheduling.recurrence import Firing, upcoming
-from scheduling.timezones import tzdata_version
+from scheduling.tzdata_info import tzdata_version
 
 
 def _instant(text: str) -> datetime:
