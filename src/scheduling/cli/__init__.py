@@ -28,7 +28,7 @@ SUBCOMMAND_MODULES = (preview, diagnostics, maintenance, migrate, release, serve
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="scheduling", description="The scheduling control plane's console script."
+        prog="scheduling", description="The ``scheduling`` console script."
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     order = [module.__name__ for module in SUBCOMMAND_MODULES]
