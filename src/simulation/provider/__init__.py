@@ -1,8 +1,6 @@
 """One PostgreSQL provider for tests, gates, the simulator and benchmarks.
 
-::
-
-    from simulation.provider import acquire_server
+After ``from simulation.provider import acquire_server``::
 
     with acquire_server() as server:           # see acquire_server for the order
         url = server.create_database()        # a fresh, uniquely named database
