@@ -587,12 +587,17 @@ AIMED_COUNT_DAYS = 400
 
 
 def run_recurrence_cases(
-    aimed: list[AimedCase], tally: Tally, zones: list[str] | None = None
+    aimed: list[AimedCase],
+    tally: Tally,
+    zones: list[str] | None = None,
+    pinned: settings | None = None,
 ) -> None:
-    """The aimed cases, then the generated ones (drawn from ``zones``, default all)."""
+    """The aimed cases, then the generated ones (drawn from ``zones``, default all;
+    ``pinned`` settings replace the profile's, for tests of the test)."""
     for case in aimed:
         exercise(case.aim, case.cadence, AIMED_COUNT_DAYS, tally)
 
+    @(pinned or settings())
     @given(st.data())
     def property_(data: st.DataObject) -> None:
         target = data.draw(st.sampled_from(["gap", "fold", "near"]), label="target")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gates.checks.aimed_cases import AimedCase, aimed_cases
@@ -49,11 +49,18 @@ def exercise(aim: Aim, cadence: CivilCadence, tally: Tally) -> None:
     assert_sequence(REAL, cadence, aim.reference, 4)
 
 
-def run_cases(aimed: list[AimedCase], tally: Tally, zones: list[str] | None = None) -> None:
-    """The aimed cases, then the generated ones (drawn from ``zones``, default all)."""
+def run_cases(
+    aimed: list[AimedCase],
+    tally: Tally,
+    zones: list[str] | None = None,
+    pinned: settings | None = None,
+) -> None:
+    """The aimed cases, then the generated ones (drawn from ``zones``, default all;
+    ``pinned`` settings replace the profile's, for tests of the test)."""
     for case in aimed:
         exercise(case.aim, case.cadence, tally)
 
+    @(pinned or settings())
     @given(st.data())
     def property_(data: st.DataObject) -> None:
         aim = data.draw(aims(zones))
