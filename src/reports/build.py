@@ -7,8 +7,22 @@ from collections.abc import Mapping, Sequence
 
 from gates.catalog import Catalog
 from gates.catalog.ledger import Ledger
-from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
-from reports.model import CheckResult, GateReport, GateResult, GateStatus, RunMetadata
+from reports.evaluate import (
+    compute_ceiling,
+    evaluate_facets,
+    gate_status,
+    milestone_results,
+    requirements_met,
+)
+from reports.model import (
+    SCHEMA_VERSION,
+    CheckResult,
+    GateReport,
+    GateResult,
+    GateStatus,
+    Requirements,
+    RunMetadata,
+)
 
 
 def reproduce_command(gate_id: str, seed: int, profile: str) -> str:
@@ -53,13 +67,21 @@ def summarize(gates: Sequence[GateResult]) -> dict[str, int]:
 
 
 def build_report(
-    catalog: Catalog, ledger: Ledger, gates: list[GateResult], run: RunMetadata
+    catalog: Catalog,
+    ledger: Ledger,
+    gates: list[GateResult],
+    run: RunMetadata,
+    requirements: Requirements | None = None,
 ) -> GateReport:
     milestones = milestone_results(catalog, {g.id: g.status for g in gates}, ledger)
+    ceiling = compute_ceiling(milestones)
+    bar = requirements or Requirements()
     return GateReport(
+        schema_version=SCHEMA_VERSION,
         run=run,
-        ceiling=compute_ceiling(milestones),
+        ceiling=ceiling,
         milestones=milestones,
         gates=gates,
         summary=summarize(gates),
+        requirements=bar.model_copy(update={"met": requirements_met(bar, ceiling, milestones)}),
     )

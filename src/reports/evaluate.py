@@ -18,6 +18,7 @@ from reports.model import (
     GateStatus,
     MilestoneResult,
     MilestoneState,
+    Requirements,
 )
 
 # When facets disagree, the worst one names the gate's status.
@@ -135,3 +136,14 @@ def compute_ceiling(milestones: Iterable[MilestoneResult]) -> Ceiling:
         held_by=None,
         reason="every known milestone is complete",
     )
+
+
+def requirements_met(
+    bar: Requirements, ceiling: Ceiling, milestones: Iterable[MilestoneResult]
+) -> bool | None:
+    """Whether the run met its ``--require-*`` bar; None when no bar was set."""
+    if not bar.is_set:
+        return None
+    complete = {m.number for m in milestones if m.state == MilestoneState.COMPLETE}
+    ceiling_ok = bar.ceiling is None or ceiling.milestone >= bar.ceiling
+    return ceiling_ok and set(bar.complete) <= complete

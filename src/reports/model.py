@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = "1.0"
+SCHEMA_ID = "https://scheduling.invalid/schemas/gate-report/1.0/gate-report.schema.json"
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 class GateStatus(StrEnum):
@@ -114,10 +116,35 @@ class RunMetadata(_Model):
     pytest_exit_code: int | None
 
 
+class Requirements(_Model):
+    """The bar a run was held to (``--require-ceiling`` / ``--require-complete``)."""
+
+    ceiling: int | None = None  # the required ceiling, or None when not set
+    complete: list[int] = Field(default_factory=list)  # milestones that had to be complete
+    met: bool | None = None  # None when no bar was set
+
+    @property
+    def is_set(self) -> bool:
+        return self.ceiling is not None or bool(self.complete)
+
+
+def _schema_ids(schema: dict[str, Any]) -> None:
+    """The schema names its dialect and itself, and a report must say its version."""
+    schema["$schema"] = JSON_SCHEMA_DIALECT
+    schema["$id"] = SCHEMA_ID
+    required = schema.setdefault("required", [])
+    if "schema_version" not in required:
+        required.insert(0, "schema_version")
+
+
 class GateReport(_Model):
-    schema_version: Literal["1.0"] = "1.0"
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_schema_ids)
+
+    schema_version: Literal["1.0"]
     run: RunMetadata
     ceiling: Ceiling
     milestones: list[MilestoneResult]
     gates: list[GateResult]
     summary: dict[str, int]
+    # Added in 1.0 without a version bump (optional, defaulted): older reports still load.
+    requirements: Requirements = Field(default_factory=Requirements)

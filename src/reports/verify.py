@@ -10,7 +10,13 @@ from pydantic import ValidationError as PydanticValidationError
 from gates.catalog import Catalog
 from gates.catalog.ledger import Ledger
 from reports.build import summarize
-from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
+from reports.evaluate import (
+    compute_ceiling,
+    evaluate_facets,
+    gate_status,
+    milestone_results,
+    requirements_met,
+)
 from reports.model import GateReport
 
 
@@ -75,4 +81,6 @@ def verify_report(report: GateReport, catalog: Catalog, ledger: Ledger) -> list[
         )
     if summarize(report.gates) != report.summary:
         problems.append("summary counts do not match the gates")
+    if requirements_met(report.requirements, ceiling, milestones) != report.requirements.met:
+        problems.append("requirements.met does not follow from the bar and the milestones")
     return problems

@@ -28,7 +28,14 @@ from gates.runner.inventory import (
     project_root,
 )
 from reports.build import build_gate_results, build_report
-from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
+from reports.model import (
+    CheckOutcome,
+    CheckResult,
+    GateReport,
+    PostgresInfo,
+    Requirements,
+    RunMetadata,
+)
 from reports.writer import write_reports
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.tzdata_info import tzdata_version
@@ -122,7 +129,10 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         command=options.command,
         pytest_exit_code=pytest_exit,
     )
-    report = build_report(catalog, ledger, gate_results, run)
+    bar = Requirements(
+        ceiling=options.require_ceiling, complete=sorted(set(options.require_complete))
+    )
+    report = build_report(catalog, ledger, gate_results, run, bar)
     write_reports(report, options.output)
     return report, exit_code(report, selected, options.require_ceiling, options.require_complete)
 

@@ -94,7 +94,7 @@ def test_writes_four_files_and_fails_the_exit_code(run: tuple[GateReport, int, P
     assert "scheduling-gates run --gate gate.schedule.calendar_values --seed 7" in markdown
     junit = (out / "junit.xml").read_text()
     assert junit.count("<testcase ") == 46
-    assert 'name="milestone" value="M11"' in junit
+    assert 'classname="scheduling-gates.M11"' in junit
     assert "<script" not in (out / "gate-report.html").read_text()
     assert report.run.seed == 7
     assert report.run.profile == "quick"
