@@ -46,6 +46,10 @@ def test_exhaustive_run_prints_a_replay_that_reproduces_byte_for_byte(
     assert main(["replay", str(trace)]) == 0
     out = capsys.readouterr().out
     assert out.count("identical, byte for byte") == 2
+    assert "checked: determinism" in out
+    assert "--expect-pass" in out  # a failing outcome is pointed out, not silently OK
+    assert main(["replay", str(trace), "--expect-pass"]) == 1
+    assert "checked: --expect-pass: FAILED" in capsys.readouterr().out
     assert main(["shrink", str(trace), "--output", str(tmp_path / "short.json")]) == 0
     out = capsys.readouterr().out
     match = re.search(r"shrunk a (\d+)-decision order to a (\d+)-entry guide", out)

@@ -1,4 +1,4 @@
-"""``scheduling-gates``: run the gate suite, verify a report, list and explain gates,
+"""scheduling-gates: run the gate suite, verify or diff reports, list and explain gates,
 sweep seeds."""
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ from pathlib import Path
 from gates.catalog import load_catalog
 from gates.catalog.ledger import LedgerError, load_ledger
 from gates.runner import RunOptions, SelectionError, command_line, run_gates
+from gates.runner.diff_cli import add_parser as add_diff_parser
+from gates.runner.diff_cli import cmd_diff
 from gates.runner.inventory import CollectionError, collect_inventory, default_checks_dir
 from gates.runner.sweep import add_parser as add_sweep_parser
 from gates.runner.sweep import cmd_sweep
 from reports.model import GateReport
 from reports.verify import load_report, verify_report
+from scheduling.console import add_version, guarded
 
 
 def _milestone(text: str) -> int:
@@ -28,17 +31,36 @@ def _milestone(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scheduling-gates", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    add_version(parser, "scheduling-gates")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run gate checks and write the report")
-    run.add_argument("--gate", action="append", default=[], metavar="ID", help="repeatable")
     run.add_argument(
-        "--milestone", action="append", default=[], type=_milestone, metavar="M", help="repeatable"
+        "--gate", action="append", default=[], metavar="ID", help="run only this gate (repeatable)"
+    )
+    run.add_argument(
+        "--milestone",
+        action="append",
+        default=[],
+        type=_milestone,
+        metavar="M",
+        help="run only this milestone's gates (repeatable)",
     )
     run.add_argument("-n", dest="workers", metavar="N", help="pytest-xdist workers (or auto)")
-    run.add_argument("--profile", choices=["quick", "deep"], default="quick")
+    run.add_argument(
+        "--profile",
+        choices=["quick", "deep"],
+        default="quick",
+        help="quick (CI, default) or deep (more examples, seeds and interleavings)",
+    )
     run.add_argument("--seed", type=int, help="replay a run's seed (printed in every report)")
-    run.add_argument("--output", type=Path, default=Path("reports/out"), metavar="DIR")
+    run.add_argument(
+        "--output",
+        type=Path,
+        default=Path("reports/out"),
+        metavar="DIR",
+        help="where the four report files go (default reports/out)",
+    )
     run.add_argument("--ledger", type=Path, metavar="FILE", help="a deployment's milestone ledger")
     run.add_argument(
         "--require-ceiling", type=_milestone, metavar="M", help="exit 0 iff the ceiling >= M"
@@ -55,17 +77,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
 
     verify = sub.add_parser("verify", help="recompute a report's ceiling and check its claims")
-    verify.add_argument("report", type=Path)
-    verify.add_argument("--ledger", type=Path, metavar="FILE")
+    verify.add_argument("report", type=Path, help="a gate-report.json")
+    verify.add_argument(
+        "--ledger", type=Path, metavar="FILE", help="the milestone ledger the run used"
+    )
 
     listing = sub.add_parser("list", help="the gate catalog, one gate a line")
-    listing.add_argument("--milestone", action="append", default=[], type=_milestone)
+    listing.add_argument(
+        "--milestone",
+        action="append",
+        default=[],
+        type=_milestone,
+        metavar="M",
+        help="only this milestone's gates (repeatable)",
+    )
+    listing.add_argument("--json", action="store_true", help="one JSON array, for scripts")
 
     explain = sub.add_parser("explain", help="a gate's statement and the checks bound to it")
-    explain.add_argument("gate")
+    explain.add_argument("gate", help="a gate id, e.g. gate.schedule.civil_time")
 
     sub.add_parser("schema", help="print the JSON Schema of gate-report.json")
     add_sweep_parser(sub, _milestone)
+    add_diff_parser(sub)
     return parser
 
 
@@ -112,9 +145,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    for gate in load_catalog():
-        if args.milestone and gate.milestone not in args.milestone:
-            continue
+    gates = [g for g in load_catalog() if not args.milestone or g.milestone in args.milestone]
+    if args.json:
+        rows = [
+            {"id": g.id, "milestone": g.milestone, "kind": g.kind.value, "title": g.title}
+            | {"facets": list(g.facets)}
+            for g in gates
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    for gate in gates:
         facets = "" if gate.facets == ("check",) else f" [{', '.join(gate.facets)}]"
         print(f"{gate.id}\tM{gate.milestone}\t{gate.kind.value}\t{gate.title}{facets}")
     return 0
@@ -142,7 +182,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    return guarded(lambda: _main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
@@ -155,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_explain(args)
         if args.command == "sweep":
             return cmd_sweep(args)
+        if args.command == "diff":
+            return cmd_diff(args)
         print(json.dumps(GateReport.model_json_schema(), indent=2))
         return 0
     except (SelectionError, LedgerError) as exc:

@@ -21,6 +21,9 @@ from typing import TextIO
 
 from scheduling.cli import diagnostics, maintenance, migrate, preview, release, serve
 from scheduling.cli.registry import COMMANDS
+from scheduling.cli.usage import refuse_error
+from scheduling.console import add_version, guarded
+from scheduling.domain.errors import SchedulingError
 
 # The order subcommands are listed in ``scheduling --help``.
 SUBCOMMAND_MODULES = (preview, diagnostics, maintenance, migrate, release, serve)
@@ -28,8 +31,10 @@ SUBCOMMAND_MODULES = (preview, diagnostics, maintenance, migrate, release, serve
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="scheduling", description="The ``scheduling`` console script."
+        prog="scheduling",
+        description="The scheduling control plane: preview cadences, migrate, run the roles.",
     )
+    add_version(parser, "scheduling")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     order = [module.__name__ for module in SUBCOMMAND_MODULES]
     listed = sorted(COMMANDS.items(), key=lambda item: order.index(item[1].run.__module__))
@@ -39,8 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    return guarded(lambda: _main(argv, out or sys.stdout))
+
+
+def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command].run(args, out or sys.stdout)
+    try:
+        return COMMANDS[args.command].run(args, out)
+    except SchedulingError as exc:  # the last word: one line with the code, no traceback
+        return refuse_error(f"scheduling {args.command}", exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

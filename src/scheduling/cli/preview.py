@@ -1,4 +1,4 @@
-"""``scheduling preview CADENCE_JSON [--from INSTANT] [--count N] [--json]``: the next
+"""scheduling preview CADENCE_JSON [--from INSTANT] [--count N] [--json]: the next
 firings of a cadence, each annotated with its local date and wall time, UTC offset and
 how it was resolved (exact, fold->earlier, gap->first valid)."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
 from scheduling import parse_cadence
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.cli.registry import command
+from scheduling.cli.usage import INVALID_ARGUMENT, INVALID_JSON, refuse, refuse_error, shown
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.errors import SchedulingError
 from scheduling.recurrence import Firing, upcoming
@@ -60,16 +60,22 @@ def preview(args: argparse.Namespace, out: TextIO) -> int:
     try:
         payload = json.loads(args.cadence)
     except json.JSONDecodeError as exc:
-        print(f"error: CADENCE_JSON is not JSON: {exc.msg}", file=sys.stderr)
-        return 2
+        return refuse(
+            "scheduling preview",
+            f"{INVALID_JSON}: CADENCE_JSON is not JSON ({exc.msg} at column {exc.colno}): "
+            f"{shown(args.cadence)}",
+        )
     if args.count < 1 or args.count > 1000:
-        print("error: --count must be within 1..1000", file=sys.stderr)
-        return 2
+        return refuse(
+            "scheduling preview",
+            f"{INVALID_ARGUMENT}: --count must be within 1..1000, got {args.count}",
+        )
     try:
         cadence = parse_cadence(payload)
     except SchedulingError as exc:
-        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 2
+        return refuse_error(
+            "scheduling preview", exc, payload if isinstance(payload, dict) else None
+        )
     start = args.start
     if start is None:
         # The CLI is an edge: the one place here allowed to read the system clock.

@@ -8,7 +8,7 @@ runs many and aggregates what a gate needs as evidence (``Exploration.evidence()
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -102,9 +102,13 @@ class Exploration:
     planned_faults_unfired: list[str] = field(default_factory=list)
     exhausted: bool = False
     last: Execution | None = None
+    # Told of every execution as it completes (the CLI's progress line); not evidence.
+    listener: Callable[[Execution], None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, execution: Execution) -> None:
         self.last = execution
+        if self.listener is not None:
+            self.listener(execution)
         self.counts[execution.status] = self.counts.get(execution.status, 0) + 1
         for step, n in execution.phase.reached.items():
             self.reached[step] = self.reached.get(step, 0) + n
@@ -170,9 +174,11 @@ class Simulator:
         store: FailureStore | None = None,
         poll_interval: float = 0.002,
         stuck_timeout: float = 30.0,
+        on_execution: Callable[[Execution], None] | None = None,
     ) -> None:
         self._databases = databases
         self._store = store
+        self._on_execution = on_execution
         self._poll = poll_interval
         self._stuck_timeout = stuck_timeout
         self._postgres: str | None = None
@@ -287,7 +293,7 @@ class Simulator:
         (up to ``executions``). Crash: a fault of each kind after every eligible step."""
         if mode not in MODES:
             raise SimulationError(f"unknown mode {mode!r}; expected one of {MODES}")
-        result = Exploration(scenario, mode, seed)
+        result = Exploration(scenario, mode, seed, listener=self._on_execution)
         if replay_saved and self._store is not None:
             await self._replay_saved(scenario, result)
         if mode == "random":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError
@@ -66,7 +67,22 @@ def translate(exc: BaseException) -> SchedulingError:
         return cls(code, f"database rejected the statement ({state})", details)
     if state is not None and state[:2] in ("08", "57", "53"):
         return UnavailableError(UNAVAILABLE, "the database is unavailable", details)
-    return UnavailableError(UNAVAILABLE, f"unexpected database error ({state})", details)
+    what = _what_failed(driver or exc)
+    details["error"] = what
+    label = f"SQLSTATE {state}, {what}" if state else what
+    return UnavailableError(UNAVAILABLE, f"unexpected database error ({label})", details)
+
+
+# A driver message can quote a connection URL; its userinfo never reaches a message.
+_USERINFO = re.compile(r"(\w+://)[^@/\s]+@")
+_PASSWORD = re.compile(r"(password\s*[=:]\s*)\S+", re.IGNORECASE)
+
+
+def _what_failed(error: BaseException) -> str:
+    """The driver's own words (type and first line), with any credentials removed."""
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    first = _PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1***@", first))
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 def is_driver_error(exc: BaseException) -> bool:
