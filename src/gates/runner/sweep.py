@@ -167,8 +167,16 @@ def add_parser(sub: Any, milestone: Callable[[str], int]) -> argparse.ArgumentPa
         "--milestone", action="append", default=[], type=milestone, metavar="M", help="repeatable"
     )
     p.add_argument("-n", dest="workers", metavar="N", help="pytest-xdist workers (or auto)")
-    p.add_argument("--profile", choices=["quick", "deep"], default="quick")
-    p.add_argument("--output", type=Path, default=Path("reports/sweep"), metavar="DIR")
+    p.add_argument(
+        "--profile", choices=["quick", "deep"], default="quick", help="quick (default) or deep"
+    )
+    p.add_argument(
+        "--output",
+        type=Path,
+        default=Path("reports/sweep"),
+        metavar="DIR",
+        help="one report folder per seed (default reports/sweep)",
+    )
     p.add_argument("--checks-dir", type=Path, default=None, help=argparse.SUPPRESS)
     return p
 

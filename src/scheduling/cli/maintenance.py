@@ -63,7 +63,9 @@ def _schedule_id(text: str) -> UUID:
 
 
 def _configure_repair(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("schedule_id", metavar="SCHEDULE_ID", type=_schedule_id)
+    parser.add_argument(
+        "schedule_id", metavar="SCHEDULE_ID", type=_schedule_id, help="the schedule's UUID"
+    )
 
 
 def _instant(value: datetime | None) -> str:
