@@ -1,102 +1,173 @@
-"""The HTML rendering: one self-contained page for release reviewers (no scripts, no CDN)."""
+"""The HTML rendering: one self-contained page (no scripts, no external assets).
+
+The first screen answers a release reviewer: the ceiling and what holds it, the run's
+bar, the milestones (ranges), then what does not pass with why and what to do; the
+passing gates and the run's details follow. Raw evidence sits behind ``<details>``.
+"""
 
 from __future__ import annotations
 
 import json
 from html import escape
 
-from reports.model import GateReport, GateResult, GateStatus
+from reports.first_screen import (
+    Item,
+    Section,
+    bar_line,
+    check_lines,
+    milestone_lines,
+    sections_of,
+)
+from reports.model import GateReport, GateStatus, MilestoneState
 
 _CSS = """
-body{font:15px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;
-color:#1b1f24;padding:0 1rem}
-h1{margin-bottom:.2rem}.meta{color:#57606a;font-size:13px}
-.ceiling{font-size:1.6rem;padding:1rem 1.2rem;border-radius:8px;background:#f6f8fa;
-border-left:6px solid #0969da;margin:1rem 0}
-.ceiling small{display:block;font-size:14px;color:#57606a}
-table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}
-th,td{border-bottom:1px solid #d0d7de;padding:.35rem .5rem;text-align:left;vertical-align:top}
-th{background:#f6f8fa}code{font-size:13px}
-.s{font-weight:600;padding:.05rem .45rem;border-radius:4px;font-size:12px;white-space:nowrap}
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,sans-serif;margin:1rem auto;
+max-width:78rem;color:#1b1f24;padding:0 1rem}
+h1{font-size:18px;margin:0}h2{font-size:16px;margin:1rem 0 .3rem}
+.meta{color:#57606a;font-size:12px;margin:.1rem 0 .5rem}
+.top{display:flex;gap:.8rem;flex-wrap:wrap;align-items:stretch;margin:.4rem 0}
+.box{padding:.5rem .9rem;border-radius:8px;background:#f6f8fa;border-left:6px solid #0969da}
+.ceiling{font-size:22px}.ceiling small,.box small{display:block;font-size:13px;color:#57606a}
+.met{border-left-color:#1a7f37}.notmet{border-left-color:#cf222e;background:#ffebe9}
+.unset{border-left-color:#8c959f}
+ul.ms{list-style:none;padding:0;margin:.2rem 0;display:flex;flex-wrap:wrap;gap:.3rem}
+ul.ms li{padding:.1rem .5rem;border-radius:10px;font-size:12px;border:1px solid #d0d7de}
+.complete{background:#dafbe1}.incomplete{background:#ffebe9}.in_progress{background:#fff8c5}
+.not_started,.unknown{background:#eaeef2}
+table{border-collapse:collapse;width:100%;margin:.2rem 0 1rem}
+th,td{border-bottom:1px solid #d0d7de;padding:.2rem .4rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa;font-size:12px}code{font-size:12px}td.todo{font-size:12px}
+.s{font-weight:600;padding:0 .4rem;border-radius:4px;font-size:11px;white-space:nowrap}
 .PASS{background:#dafbe1;color:#116329}.FAIL{background:#ffebe9;color:#a40e26}
 .ERROR{background:#fff1e5;color:#953800}.MISSING{background:#eaeef2;color:#424a53}
 .NOT_RUN{background:#ddf4ff;color:#0550ae}
-.complete{color:#116329;font-weight:600}
-details{margin:.1rem 0}pre{background:#f6f8fa;padding:.5rem;overflow:auto;font-size:12px;
-max-height:24rem}
+details{margin:.1rem 0}summary{cursor:pointer}
+pre{background:#f6f8fa;padding:.4rem;overflow:auto;font-size:11px;max-height:20rem;margin:.2rem 0}
+ul.ev{margin:.1rem 0;padding-left:1.1rem;font-size:12px}
 """
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _badge(status: GateStatus) -> str:
     return f'<span class="s {status.value}">{status.value}</span>'
 
 
-def _gate_row(gate: GateResult) -> str:
-    facets = "".join(
-        f"<li>{escape(f.name)}: {_badge(f.status)} ({len(f.checks)} checks)</li>"
-        for f in gate.facets
-    )
-    checks = "".join(
-        f"<li><code>{escape(c.nodeid)}</code> — {escape(c.outcome.value)}"
-        f" ({c.duration_s:.2f} s)"
-        + (f"<pre>{escape(c.detail)}</pre>" if c.detail else "")
-        + (
-            f"<pre>{escape(json.dumps(c.evidence, indent=2, sort_keys=True))}</pre>"
-            if c.evidence
-            else ""
+def _code(text: str) -> str:
+    """Backtick spans (as written for Markdown) become <code>."""
+    parts = escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _checks(item: Item) -> str:
+    rows = []
+    for check, summary in check_lines(item.result.checks):
+        raw = json.dumps(check.evidence, indent=2, sort_keys=True)
+        rows.append(
+            f"<li><code>{escape(check.nodeid)}</code> {escape(check.outcome.value)}"
+            f" ({check.duration_s:.2f} s): {escape(summary)}"
+            + (f"<pre>{escape(check.detail)}</pre>" if check.detail else "")
+            + (
+                f"<details><summary>raw evidence</summary><pre>{escape(raw)}</pre></details>"
+                if check.evidence
+                else ""
+            )
+            + "</li>"
         )
-        + "</li>"
-        for c in gate.checks
+    return f"<ul class='ev'>{''.join(rows)}</ul>" if rows else ""
+
+
+def _more(item: Item) -> str:
+    facets = ", ".join(
+        f"{escape(f.name)} {f.status.value} ({len(f.checks)})" for f in item.result.facets
     )
     return (
-        f"<tr id='{escape(gate.id)}'><td>{_badge(gate.status)}</td>"
-        f"<td>M{gate.milestone}</td><td>{escape(gate.kind)}</td><td>"
-        f"<details><summary><code>{escape(gate.id)}</code> — {escape(gate.title)}</summary>"
-        f"<p>{escape(gate.statement)}</p><p><b>Why:</b> {escape(gate.detail)}</p>"
-        f"<p><b>Facets:</b></p><ul>{facets}</ul>"
-        + (f"<p><b>Checks:</b></p><ul>{checks}</ul>" if checks else "")
-        + f"<p><b>Reproduce:</b> <code>{escape(gate.reproduce)}</code></p>"
-        "</details></td></tr>"
+        f"<details><summary>statement, facets, checks</summary>"
+        f"<p>{escape(item.statement)}</p><p>Facets: {facets}</p>{_checks(item)}"
+        f"<p>Reproduce: <code>{escape(item.result.reproduce)}</code></p></details>"
+    )
+
+
+def _not_passing(section: Section, total: int) -> str:
+    head = (
+        f"<h2 id='{section.noun}-not-passing'>{section.title} not passing "
+        f"({len(section.not_passing)} of {total})</h2>"
+    )
+    if not section.not_passing:
+        return head + f"<p>Every {section.noun} passes.</p>"
+    rows = "".join(
+        f"<tr class='np' id='{escape(i.id)}'><td>{_badge(i.status)}</td><td>M{i.milestone}</td>"
+        f"<td><code>{escape(i.id)}</code><br>{escape(i.title)}</td>"
+        f"<td>{escape(i.why)}</td><td class='todo'>{_code(i.todo)}{_more(i)}</td></tr>"
+        for i in section.not_passing
+    )
+    return (
+        head + "<table><tr><th>Status</th><th>M</th><th style='width:30%'>Gate</th>"
+        "<th style='width:14%'>Why</th>"
+        f"<th>What to do</th></tr>{rows}</table>"
+    )
+
+
+def _passing(section: Section) -> str:
+    if not section.passing:
+        return ""
+    rows = "".join(
+        f"<tr id='{escape(i.id)}'><td>{_badge(i.status)}</td><td>M{i.milestone}</td>"
+        f"<td><code>{escape(i.id)}</code><br>{escape(i.title)}</td>"
+        f"<td>{_n(len(i.result.checks), 'check')}{_checks(i)}</td></tr>"
+        for i in section.passing
+    )
+    return (
+        f"<h2 id='{section.noun}-passing'>{section.title} passing ({len(section.passing)})</h2>"
+        "<table>"
+        f"<tr><th>Status</th><th>M</th><th>Gate</th><th>Checks and evidence</th></tr>{rows}</table>"
     )
 
 
 def render_html(report: GateReport) -> str:
-    run, ceiling = report.run, report.ceiling
-    held = (
-        f"<small>Held by M{ceiling.held_by}: {escape(ceiling.reason)}.</small>"
-        if ceiling.held_by
-        else f"<small>{escape(ceiling.reason)}.</small>"
-    )
-    milestone_rows = "".join(
-        f"<tr><td>M{m.number}</td><td>{escape(m.source)}</td>"
-        f"<td class='{m.state.value}'>{escape(m.state.value.replace('_', ' '))}</td>"
-        f"<td>{f'{m.gates_passing}/{m.gates_total}' if m.source == 'suite' else '—'}</td>"
-        f"<td>{escape(m.note)}</td></tr>"
-        for m in report.milestones
+    run, ceiling, bar = report.run, report.ceiling, report.requirements
+    held = f"held by M{ceiling.held_by}: {ceiling.reason}" if ceiling.held_by else ceiling.reason
+    bar_says = bar_line(bar, ceiling, report.milestones)
+    bar_class = "unset" if not bar.is_set else ("met" if bar.met else "notmet")
+    milestones = "".join(
+        f"<li class='{m.state.value}'>{escape(m.text)}</li>"
+        for m in milestone_lines(report.milestones)
     )
     summary = " ".join(f"{_badge(GateStatus(k))} {v}" for k, v in report.summary.items())
-    gate_rows = "".join(_gate_row(g) for g in report.gates)
+    sections = sections_of(report)
+    body = "".join(
+        _not_passing(s, len(s.not_passing) + len(s.passing)) for s in sections
+    ) + "".join(_passing(s) for s in sections)
     pg = run.postgres
     meta = (
         f"commit {escape(run.commit or 'unknown')}{' (dirty)' if run.commit_dirty else ''} · "
         f"profile {escape(run.profile)} · seed {run.seed} · PostgreSQL "
         f"{escape(pg.version or 'unavailable')} ({escape(pg.source or pg.error or 'none')}) · "
         f"tzdata {escape(run.tzdata or 'unknown')} · Python {escape(run.python)} · "
-        f"started {run.started_at.isoformat()} · {run.duration_s:.1f} s · "
-        f"ledger: {escape(run.ledger)}"
+        f"started {run.started_at.isoformat()} · {run.duration_s:.1f} s"
     )
+    complete_suite = [
+        m for m in report.milestones if m.source == "suite" and m.state == MilestoneState.COMPLETE
+    ]
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-        f"<title>Gate report — ceiling {escape(ceiling.label)}</title><style>{_CSS}</style>"
+        f"<title>Gate report: ceiling {escape(ceiling.label)}</title><style>{_CSS}</style>"
         "</head><body>"
         f"<h1>Scheduling gate report</h1><p class='meta'>{meta}</p>"
-        f"<div class='ceiling'>Verified gate ceiling: <b>{escape(ceiling.label)}</b>{held}</div>"
-        f"<p>{summary}</p>"
-        "<h2>Milestones</h2><table><tr><th>Milestone</th><th>Verified by</th><th>State</th>"
-        f"<th>Gates passing</th><th>Note</th></tr>{milestone_rows}</table>"
-        "<h2>Gates</h2><table><tr><th>Status</th><th>M</th><th>Kind</th><th>Gate</th></tr>"
-        f"{gate_rows}</table>"
-        f"<p class='meta'>Command: <code>{escape(run.command)}</code></p>"
+        "<div class='top'>"
+        "<div class='box ceiling' id='ceiling'>"
+        f"Verified gate ceiling: <b>{escape(ceiling.label)}</b>"
+        f"<small>{escape(held)}</small></div>"
+        f"<div class='box {bar_class}' id='bar'><b>{escape(bar_says)}</b>"
+        f"<small>{len(complete_suite)} suite milestone(s) complete · {summary}</small></div>"
+        "</div>"
+        f"<ul class='ms' id='milestones'>{milestones}</ul>"
+        f"{body}"
+        f"<h2>Run</h2><p class='meta'>Command: <code>{escape(run.command)}</code> · "
+        f"ledger: {escape(run.ledger)} · platform {escape(run.platform)} · "
+        f"tool {escape(run.tool_version or 'unknown')} · schema {escape(report.schema_version)}</p>"
         "</body></html>\n"
     )

@@ -1,8 +1,16 @@
-"""The Markdown rendering: fits a GitHub job summary; the ceiling first."""
+"""The Markdown rendering: fits a GitHub job summary; the same first screen as the HTML.
+
+The ceiling and what holds it, the run's bar, the milestones (ranges), the items not
+passing with why and what to do, then the passing ones with one evidence line per
+check (raw JSON behind a ``<details>`` disclosure, which GitHub renders).
+"""
 
 from __future__ import annotations
 
-from reports.model import GateReport, GateStatus, MilestoneState
+import json
+
+from reports.first_screen import Section, bar_line, check_lines, milestone_lines, sections_of
+from reports.model import GateReport, GateStatus
 
 _ICON = {
     GateStatus.PASS: "✅",
@@ -13,51 +21,87 @@ _ICON = {
 }
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _not_passing(section: Section) -> list[str]:
+    total = len(section.not_passing) + len(section.passing)
+    lines = ["", f"## {section.title} not passing ({len(section.not_passing)} of {total})", ""]
+    if not section.not_passing:
+        return [*lines, f"Every {section.noun} passes."]
+    lines += ["| Status | M | Gate | Why | What to do |", "| --- | --- | --- | --- | --- |"]
+    lines += [
+        f"| {_ICON[i.status]} {i.status.value} | M{i.milestone} | `{i.id}` {_cell(i.title)} | "
+        f"{_cell(i.why)} | {_cell(i.todo)} |"
+        for i in section.not_passing
+    ]
+    return lines
+
+
+def _passing(section: Section) -> list[str]:
+    if not section.passing:
+        return []
+    lines = ["", f"## {section.title} passing ({len(section.passing)})", ""]
+    for item in section.passing:
+        lines.append(
+            f"- ✅ `{item.id}` (M{item.milestone}) {item.title}: "
+            f"{_n(len(item.result.checks), 'check')}"
+        )
+        for check, summary in check_lines(item.result.checks):
+            lines.append(f"  - `{check.nodeid}`: {summary}")
+        evidence = {c.nodeid: c.evidence for c in item.result.checks if c.evidence}
+        if evidence:
+            raw = json.dumps(evidence, indent=2, sort_keys=True)
+            lines += [
+                "",
+                "  <details><summary>raw evidence</summary>",
+                "",
+                "  ```json",
+                *(f"  {line}" for line in raw.splitlines()),
+                "  ```",
+                "",
+                "  </details>",
+                "",
+            ]
+    return lines
+
+
 def render_markdown(report: GateReport) -> str:
-    run, ceiling = report.run, report.ceiling
+    run, ceiling, bar = report.run, report.ceiling, report.requirements
+    held = f"held by M{ceiling.held_by}: {ceiling.reason}" if ceiling.held_by else ceiling.reason
+    verdict = "" if not bar.is_set else ("✅ " if bar.met else "❌ ")
     lines = [
         "# Scheduling gate report",
         "",
-        f"**Verified gate ceiling: {ceiling.label}**"
-        + (f" — held by M{ceiling.held_by}. {ceiling.reason}." if ceiling.held_by else "."),
+        f"**Verified gate ceiling: {ceiling.label}** ({held})",
+        "",
+        f"{verdict}**{bar_line(bar, ceiling, report.milestones)}**",
+        "",
+        "**Milestones**",
+        "",
+        *(f"- {m.text}" for m in milestone_lines(report.milestones)),
         "",
         " · ".join(f"{_ICON[GateStatus(k)]} {k} {v}" for k, v in report.summary.items()),
+    ]
+    sections = sections_of(report)
+    for section in sections:
+        lines += _not_passing(section)
+    for section in sections:
+        lines += _passing(section)
+    lines += [
+        "",
+        "## Run",
         "",
         f"Commit `{run.commit or 'unknown'}`{' (dirty)' if run.commit_dirty else ''} · "
         f"profile `{run.profile}` · seed `{run.seed}` · PostgreSQL "
         f"{run.postgres.version or 'unavailable'} ({run.postgres.source or 'none'}) · "
-        f"tzdata {run.tzdata or 'unknown'} · Python {run.python} · {run.duration_s:.1f} s",
+        f"tzdata {run.tzdata or 'unknown'} · Python {run.python} · {run.duration_s:.1f} s · "
+        f"command `{run.command}`",
         "",
-        "## Milestones",
-        "",
-        "| Milestone | Verified by | State | Gates passing |",
-        "| --- | --- | --- | --- |",
     ]
-    for m in report.milestones:
-        gates = f"{m.gates_passing}/{m.gates_total}" if m.source == "suite" else "—"
-        state = m.state.value.replace("_", " ")
-        if m.state == MilestoneState.COMPLETE:
-            state = f"**{state}**"
-        source = {"suite": "this suite", "ledger": "ledger", "none": "—"}[m.source]
-        lines.append(f"| M{m.number} | {source} | {state} | {gates} |")
-    failing = [g for g in report.gates if g.status != GateStatus.PASS]
-    lines += ["", f"## Gates not passing ({len(failing)} of {len(report.gates)})", ""]
-    if failing:
-        lines += ["| Gate | M | Status | Why | Reproduce |", "| --- | --- | --- | --- | --- |"]
-        for g in failing:
-            lines.append(
-                f"| `{g.id}` | M{g.milestone} | {_ICON[g.status]} {g.status.value} | "
-                f"{_cell(g.detail)} | `{g.reproduce}` |"
-            )
-    else:
-        lines.append("Every gate passes.")
-    passing = [g for g in report.gates if g.status == GateStatus.PASS]
-    if passing:
-        lines += ["", "## Passing gates", ""]
-        lines += [f"- `{g.id}` (M{g.milestone}, {len(g.checks)} checks)" for g in passing]
-    lines.append("")
     return "\n".join(lines)

@@ -90,7 +90,9 @@ def test_writes_four_files_and_fails_the_exit_code(run: tuple[GateReport, int, P
         "junit.xml",
     ]
     markdown = (out / "gate-report.md").read_text()
-    assert markdown.index("Verified gate ceiling: M9") < markdown.index("## Milestones")
+    order = ["Verified gate ceiling: M9", "bar set", "**Milestones**", "not passing", "passing ("]
+    positions = [markdown.index(text) for text in order]
+    assert positions == sorted(positions)
     assert "scheduling-gates run --gate gate.schedule.calendar_values --seed 7" in markdown
     junit = (out / "junit.xml").read_text()
     assert junit.count("<testcase ") == 46
