@@ -199,8 +199,35 @@ def evidence_summary(evidence: Mapping[str, Any]) -> str:
     return line if len(line) <= 140 else line[:137] + "..."
 
 
+def replay_commands(evidence: Mapping[str, Any]) -> list[str]:
+    """The simulator command for each exploration a check recorded (scenario, mode, seed)."""
+    flat = dict(_walk(evidence))
+    commands = []
+    for key, scenario in flat.items():
+        if key.rsplit(".", 1)[-1] != "scenario" or not isinstance(scenario, str):
+            continue
+        group = key[: -len("scenario")]
+        mode, seed = flat.get(f"{group}mode"), flat.get(f"{group}seed")
+        if isinstance(mode, str) and isinstance(seed, int):
+            runs = flat.get(f"{group}executions")
+            many = f" --executions {runs}" if mode == "random" and isinstance(runs, int) else ""
+            commands.append(
+                f"scheduling-sim run --scenario {scenario} --mode {mode} --seed {seed}{many}"
+                " --trace race.json"
+            )
+    return commands
+
+
 def check_lines(checks: Sequence[CheckResult]) -> list[tuple[CheckResult, str]]:
-    return [(c, evidence_summary(c.evidence)) for c in checks]
+    """Each check with its one-line evidence summary (and how to replay its races)."""
+    lines = []
+    for c in checks:
+        summary = evidence_summary(c.evidence)
+        replays = replay_commands(c.evidence)
+        if replays:
+            summary += " · replay: " + " | ".join(f"`{r}`" for r in replays)
+        lines.append((c, summary))
+    return lines
 
 
 # ------------------------------------------------------------------ what to do

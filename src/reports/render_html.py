@@ -67,7 +67,7 @@ def _checks(item: Item) -> str:
         raw = json.dumps(check.evidence, indent=2, sort_keys=True)
         rows.append(
             f"<li><code>{escape(check.nodeid)}</code> {escape(check.outcome.value)}"
-            f" ({check.duration_s:.2f} s): {escape(summary)}"
+            f" ({check.duration_s:.2f} s): {_code(summary)}"
             + (f"<pre>{escape(check.detail)}</pre>" if check.detail else "")
             + (
                 f"<details><summary>raw evidence</summary><pre>{escape(raw)}</pre></details>"
