@@ -196,8 +196,8 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"replayed first: {item['trace']}: {item['result']}")
     if args.trace is not None:
         chosen: Execution | None = result.failures[0] if result.failures else None
-        if chosen is None and result.last is not None:
-            chosen = result.last
+        if chosen is None:
+            chosen = result.last_complete or result.last
         if chosen is not None:
             write_trace(chosen.trace, args.trace)
             print(f"trace written to {args.trace}")

@@ -65,10 +65,13 @@ def test_unique_variant_passes_every_interleaving(
     code = main(
         [
             "run", "--scenario", "demo.read_then_insert_unique", "--mode", "exhaustive",
-            "--store", str(tmp_path),
+            "--store", str(tmp_path), "--trace", str(tmp_path / "last.json"),
         ]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0, out
     assert "exhausted" in out
+    # The trace written for a passing run is one that ran to the end: it replays.
+    assert main(["replay", str(tmp_path / "last.json"), "--expect-pass"]) == 0
+    assert "checked: --expect-pass: passed" in capsys.readouterr().out
     assert "'fail'" not in out

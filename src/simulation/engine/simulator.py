@@ -102,11 +102,15 @@ class Exploration:
     planned_faults_unfired: list[str] = field(default_factory=list)
     exhausted: bool = False
     last: Execution | None = None
+    # The last execution that ran to the end (a pruned or bounded one cannot replay).
+    last_complete: Execution | None = None
     # Told of every execution as it completes (the CLI's progress line); not evidence.
     listener: Callable[[Execution], None] | None = field(default=None, repr=False, compare=False)
 
     def add(self, execution: Execution) -> None:
         self.last = execution
+        if execution.status in ("pass", "fail"):
+            self.last_complete = execution
         if self.listener is not None:
             self.listener(execution)
         self.counts[execution.status] = self.counts.get(execution.status, 0) + 1
