@@ -12,6 +12,7 @@ run workers through the same composition root on the same clock.
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from sqlalchemy import text
 from gates.checks.service_support import (
     AGENT_ID,
     AGENT_VERSION,
+    ALL_SCOPES,
     CEILINGS,
     LIMITS,
     POLICY,
@@ -52,7 +54,8 @@ from scheduling.ports.runtime import RunPriority
 from simulation.clock import VirtualClock
 from simulation.ids import SeededIds
 
-OWNER = principal("http-owner")
+# The owner also holds the run and session scopes the linked routes need.
+OWNER = principal("http-owner", scopes=ALL_SCOPES | {"run.read", "run.cancel", "session.read"})
 Row = dict[str, Any]
 
 
@@ -211,3 +214,55 @@ async def http_world(
 
 def uuid_of(response: httpx.Response) -> UUID:
     return UUID(response.json()["id"])
+
+
+# ------------------------------------------------------------- planted servers
+
+
+Rewrite = Any  # Callable[[str, str, dict[str, Any]], dict[str, Any]]
+
+
+class RewritingApp:
+    """An ASGI wrapper that rewrites JSON response bodies: a plausible wrong server for
+    the tests of the tests. ``rewrite(method, path, body) -> body``."""
+
+    def __init__(self, app: Any, rewrite: Rewrite) -> None:
+        self.app = app
+        self.rewrite = rewrite
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            raw = b"".join(chunks)
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None
+            if parsed is not None:
+                raw = json.dumps(self.rewrite(scope["method"], scope["path"], parsed)).encode()
+            headers = [(k, v) for k, v in start.get("headers", []) if k != b"content-length"]
+            headers.append((b"content-length", str(len(raw)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": raw})
+
+        await self.app(scope, receive, capture)
+
+
+def planted(rewrite: Rewrite) -> Any:
+    """An ``app_factory`` serving the real app behind ``rewrite``."""
+
+    def factory(plane: ControlPlane) -> Any:
+        return RewritingApp(create_app(plane), rewrite)
+
+    return factory

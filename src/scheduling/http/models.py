@@ -59,7 +59,7 @@ class DefinitionBody(Closed):
 
     title: str
     instruction: str
-    cadence: dict[str, Any] = Field(description=CADENCE_DOC)
+    cadence: Any = Field(description=CADENCE_DOC, json_schema_extra={"type": "object"})
     agent_id: UUID
     agent_version: str | None = None
     policy_profile: str | None = None
@@ -77,7 +77,7 @@ class DefinitionBody(Closed):
         return ScheduleDefinition(
             title=self.title,
             instruction=self.instruction,
-            cadence=dict(self.cadence),
+            cadence=self.cadence,
             agent_id=self.agent_id,
             agent_version=self.agent_version,
             policy_profile=self.policy_profile,
