@@ -28,6 +28,7 @@ from scheduling.domain.errors import (
     ValidationError,
 )
 from scheduling.http.codes import (
+    BODY_TOO_LARGE,
     IDEMPOTENCY_KEY_REQUIRED,
     INTERNAL,
     INVALID_REQUEST,
@@ -270,6 +271,9 @@ _BY_CLASS: tuple[tuple[type[SchedulingError], int], ...] = (
     (UnavailableError, 503),
 )
 
+TOO_LARGE_FLAG = "body_too_large"
+"""Request-state key the body limiter sets once a streamed body passes the limit."""
+
 _SAFE_DETAIL_TYPES = (str, int, float, bool, type(None))
 _MAX_LOC = 64
 
@@ -350,8 +354,18 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return validation_response(exc)
 
+    def too_large(request: Request) -> JSONResponse | None:
+        limit = request.scope.get("state", {}).get(TOO_LARGE_FLAG)
+        if limit is None:
+            return None
+        return error_response(
+            413, BODY_TOO_LARGE, f"the request body exceeds {limit} bytes", {"max_bytes": limit}
+        )
+
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if (oversized := too_large(request)) is not None:
+            return oversized
         if exc.status_code == 404:
             return error_response(404, ROUTE_NOT_FOUND, "no route has this path")
         if exc.status_code == 405:
@@ -372,6 +386,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, INVALID_REQUEST, "the request was refused")
 
     async def on_anything(request: Request, exc: Exception) -> JSONResponse:
+        if (oversized := too_large(request)) is not None:
+            return oversized
         _log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
         return error_response(500, INTERNAL, "the server failed; the request may be retried")
 

@@ -18,7 +18,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduling.http.codes import BODY_TOO_LARGE
-from scheduling.http.errors import envelope
+from scheduling.http.errors import TOO_LARGE_FLAG, envelope
 
 access_log = logging.getLogger("scheduling.http.access")
 
@@ -75,14 +75,14 @@ class EdgeMiddleware:
         try:
             if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
                 raise _TooLarge
-            await self.app(scope, self._limited(receive), send_with_id)
+            await self.app(scope, self._limited(scope, receive), send_with_id)
         except _TooLarge:
             if not sent_start:
                 await self._too_large(send_with_id)
         finally:
             self._log(scope, status, started, request_id)
 
-    def _limited(self, receive: Receive) -> Receive:
+    def _limited(self, scope: Scope, receive: Receive) -> Receive:
         seen = 0
 
         async def limited() -> Message:
@@ -91,6 +91,9 @@ class EdgeMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
+                    # The framework may wrap our exception while reading the body; the
+                    # flag lets its error handler answer 413 all the same.
+                    scope["state"][TOO_LARGE_FLAG] = self.max_body_bytes
                     raise _TooLarge
             return message
 
