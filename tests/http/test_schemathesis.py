@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import strategies as st
 from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -66,8 +66,7 @@ class ThreadedServer:
             for who in (OWNER, NOBODY):
                 self.tokens[who.principal_id] = world.auth(who)["Authorization"]
             self.ready.set()
-            while not self.stop.is_set():
-                await asyncio.sleep(0.05)
+            await asyncio.to_thread(self.stop.wait)
 
 
 @pytest.fixture
