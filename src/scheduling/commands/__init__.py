@@ -6,6 +6,7 @@ These modules are process edges: the only product code that reads ``os.environ``
 for settings and constructs the system clock and id generator.
 """
 
-from scheduling.commands import maintenance, migrate, release, serve
+# The HTTP control plane, provisioning and the development stack (issue 11).
+from scheduling.commands import dev, http, maintenance, migrate, provision, release, serve
 
-__all__ = ["maintenance", "migrate", "release", "serve"]
+__all__ = ["dev", "http", "maintenance", "migrate", "provision", "release", "serve"]

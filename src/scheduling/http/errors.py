@@ -122,6 +122,12 @@ STATUS: dict[str, int] = {
     "schedule.http.route_not_found": 404,
     "schedule.http.unauthenticated": 401,
     "schedule.http.unsupported_media_type": 415,
+    "schedule.http.tokens_file_missing": 503,
+    # provision
+    "schedule.provision.agent_version_conflict": 409,
+    "schedule.provision.duplicate_entry": 422,
+    "schedule.provision.file_invalid": 422,
+    "schedule.provision.unknown_scope": 422,
     # idempotency
     "schedule.idempotency.key_reused": 409,
     # identity
