@@ -48,6 +48,7 @@ from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeLi
 from scheduling.adapters.postgres.readiness import SchemaReadiness
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
+from scheduling.adapters.postgres.telemetry import PostgresTelemetry
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.adapters.token_file import TokenFile
 from scheduling.config import Environment, Settings, validate_release
@@ -62,6 +63,7 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
 from scheduling.ports.readiness import AlwaysReady, Readiness
 from scheduling.ports.runtime import QueueCapacity, RunPriority
+from scheduling.ports.telemetry import TelemetrySource
 from scheduling.ports.tokens import TokenDirectory
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.hooks import AccountingHook
@@ -605,12 +607,16 @@ class ControlPlane:
     sessions: SessionAccess
     readiness: Readiness
     clock: Clock
+    telemetry: TelemetrySource | None = None
+    _telemetry_uow: PostgresUnitOfWorkFactory | None = None
 
     @property
     def service(self) -> ScheduleService:
         return self.api.service
 
     async def close(self) -> None:
+        if self._telemetry_uow is not None:
+            await self._telemetry_uow.dispose()
         await self.api.close()
 
 
@@ -628,7 +634,20 @@ def build_control_plane(
         if isinstance(api.uow, PostgresUnitOfWorkFactory)
         else AlwaysReady()
     )
+    # Fleet-wide aggregates need the trusted login (RLS would show the API role nothing).
+    telemetry_uow = (
+        _factory(settings.database_url, None, pool_size=1)
+        if settings.storage == "postgres" and settings.database_url
+        else None
+    )
+    telemetry = (
+        None
+        if telemetry_uow is None
+        else PostgresTelemetry(telemetry_uow.engine, clock, settings.ceilings.to_ceilings())
+    )
     return ControlPlane(
+        telemetry=telemetry,
+        _telemetry_uow=telemetry_uow,
         api=api,
         principals=api.principals,
         tokens=tokens,

@@ -9,13 +9,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from scheduling import __version__
 from scheduling.bootstrap import ControlPlane
 from scheduling.http.auth import SECURITY_SCHEME
 from scheduling.http.codes import NOT_READY
 from scheduling.http.errors import error_response, install_error_handlers
+from scheduling.http.metrics import RequestMetrics, render
 from scheduling.http.middleware import EdgeMiddleware
 from scheduling.http.models import ErrorEnvelope, Health, Readiness
 from scheduling.http.routes import router
@@ -47,6 +48,8 @@ def create_app(
         openapi_url="/openapi.json",
     )
     app.state.plane = plane
+    requests = RequestMetrics()
+    app.state.requests = requests
     install_error_handlers(app)
     app.include_router(router)
 
@@ -73,13 +76,29 @@ def create_app(
             return error_response(503, NOT_READY, "not ready", {"problems": codes})
         return Readiness(status="ready")
 
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics (tenant-safe labels; no identifiers or text)",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+        openapi_extra={"security": [], "x-required-scopes": []},
+    )
+    async def metrics() -> Response:
+        snapshot = None if plane.telemetry is None else await plane.telemetry.snapshot()
+        return Response(render(snapshot, requests), media_type="text/plain; version=0.0.4")
+
+    def observed(method: str, route: str, status: int, seconds: float) -> None:
+        requests.observe(method, route, status, seconds)
+        if observe is not None:
+            observe(method, route, status, seconds)
+
     if extra_routes is not None:
         extra_routes(app)
     app.add_middleware(
         EdgeMiddleware,
         max_body_bytes=max_body_bytes,
         new_request_id=_request_ids(),
-        observe=observe,
+        observe=observed,
     )
 
     def openapi() -> dict[str, Any]:
