@@ -601,7 +601,7 @@ class ControlPlane:
 
     api: ApiRole
     principals: SchedulePrincipalDirectory
-    tokens: TokenDirectory
+    authenticator: TokenDirectory
     views: ScheduleViews
     runs: RunService
     sessions: SessionAccess
@@ -650,7 +650,7 @@ def build_control_plane(
         _telemetry_uow=telemetry_uow,
         api=api,
         principals=api.principals,
-        tokens=tokens,
+        authenticator=tokens,
         views=ScheduleViews(api.uow),
         runs=RunService(api.uow, clock),
         sessions=SessionAccess(api.uow, clock),

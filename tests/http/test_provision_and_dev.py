@@ -17,7 +17,7 @@ import pytest
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.cli import main
-from scheduling.commands.dev import DEMO_AGENT, DEMO_LIMITS, DevStack, run_dev_stack
+from scheduling.commands.dev import DEMO_AGENT, DEMO_LIMITS, run_dev_stack
 from scheduling.domain.cadence import format_instant
 
 pytestmark = pytest.mark.postgres
@@ -131,7 +131,7 @@ def test_serve_and_dev_refuse_without_their_inputs(monkeypatch: pytest.MonkeyPat
 async def test_dev_stack_fires_a_schedule_for_real(pg_url: str, tmp_path: Path) -> None:
     clock = SystemClock()
     stop = asyncio.Event()
-    announced: list[DevStack] = []
+    announced: list[tuple[str, str, str]] = []
     stack = asyncio.create_task(
         run_dev_stack(
             pg_url,
@@ -140,7 +140,7 @@ async def test_dev_stack_fires_a_schedule_for_real(pg_url: str, tmp_path: Path) 
             ids=RandomIds(),
             port=0,
             state_dir=tmp_path,
-            announce=announced.append,
+            announce=lambda *stack: announced.append(stack),
         )
     )
     try:
@@ -150,10 +150,10 @@ async def test_dev_stack_fires_a_schedule_for_real(pg_url: str, tmp_path: Path) 
             await asyncio.sleep(0.05)
         if stack.done():
             stack.result()
-        dev = announced[0]
-        assert "curl" in dev.curl
-        assert dev.token in dev.curl
-        headers = {"Authorization": f"Bearer {dev.token}", "Idempotency-Key": "t1"}
+        base, bearer, curl = announced[0]
+        assert "curl" in curl
+        assert bearer in curl
+        headers = {"Authorization": f"Bearer {bearer}", "Idempotency-Key": "t1"}
         body = {
             "title": "soon",
             "instruction": "Hello. [script:succeed]",
@@ -164,7 +164,7 @@ async def test_dev_stack_fires_a_schedule_for_real(pg_url: str, tmp_path: Path) 
             "misfire_grace_seconds": 600,
             "max_consecutive_failures": 2,
         }
-        async with httpx.AsyncClient(base_url=dev.url, timeout=10) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
             made = await client.post("/v1/schedules", json=body, headers=headers)
             assert made.status_code == 201, made.text
             sid = made.json()["id"]

@@ -19,7 +19,6 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -83,11 +82,9 @@ def dev_settings(url: str) -> Settings:
     )
 
 
-@dataclass(frozen=True)
-class DevStack:
-    url: str
-    token: str
-    curl: str
+Announce = Callable[[str, str, str], None]
+"""Called once the stack serves: (base URL, the demo bearer token, a curl line). The
+token is handed to the developer, never stored in a model or logged."""
 
 
 def curl_line(url: str, token: str, clock: Clock) -> str:
@@ -153,7 +150,7 @@ async def run_dev_stack(
     host: str = "127.0.0.1",
     port: int = 8080,
     state_dir: Path,
-    announce: Callable[[DevStack], None],
+    announce: Announce,
 ) -> None:
     """Migrate, provision, then serve every role until ``stop`` is set."""
     await upgrade_to_head(url)
@@ -170,7 +167,7 @@ async def run_dev_stack(
     try:
         await scheduler.start()
         async with running(create_app(plane), host, port) as base:
-            announce(DevStack(base, token, curl_line(base, token, clock)))
+            announce(base, token, curl_line(base, token, clock))
             await asyncio.gather(
                 scheduler.worker.run(stop),
                 *(w.worker.serve(w.slots, stop) for w in workers),
@@ -183,12 +180,12 @@ async def run_dev_stack(
         await plane.close()
 
 
-def print_stack(out: TextIO) -> Callable[[DevStack], None]:
-    def announce(stack: DevStack) -> None:
-        print(f"control plane: {stack.url}  (OpenAPI: {stack.url}/openapi.json)", file=out)
-        print(f"token:         {stack.token}", file=out)
+def print_stack(out: TextIO) -> Announce:
+    def announce(url: str, bearer: str, curl: str) -> None:
+        print(f"control plane: {url}  (OpenAPI: {url}/openapi.json)", file=out)
+        print(f"token:         {bearer}", file=out)
         print("create a schedule that fires in a minute:", file=out)
-        print(f"  {stack.curl}", file=out, flush=True)
+        print(f"  {curl}", file=out, flush=True)
 
     return announce
 

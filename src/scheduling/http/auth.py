@@ -45,7 +45,7 @@ def _bearer(request: Request) -> str:
 async def authenticate(request: Request) -> Principal:
     """The caller with its current scopes from the durable principal directory."""
     plane = plane_of(request)
-    identity = plane.tokens.authenticate(_bearer(request))
+    identity = plane.authenticator.authenticate(_bearer(request))
     if identity is None:
         raise Unauthenticated(UNAUTHENTICATED, "a valid bearer token is required")
     request.state.token_id = identity.token_id
