@@ -24,11 +24,11 @@ from typing import Any
 
 import httpx
 
-from gates.checks.http_support import OWNER, body, http_world
 from scheduling.adapters.postgres.migrations import upgrade_to_head
 from scheduling.bootstrap import ControlPlane
 from scheduling.http.app import create_app
-from simulation.database import acquire_server
+from simulation.provider import acquire_server
+from simulation.worlds.http import OWNER, body, http_world
 
 
 def with_trivial(plane: ControlPlane) -> Any:

@@ -2,7 +2,7 @@
 
 The product may not import the harness (import-linter), so the one-command development
 stack that needs the project's database provider lives here: it acquires a server from
-``simulation.database`` (``SCHEDULING_DATABASE_URL`` or a local throwaway cluster),
+``simulation.provider`` (``SCHEDULING_DATABASE_URL`` or a local throwaway cluster),
 creates a database, and runs the product's ``run_dev_stack`` on it until Ctrl-C; the
 database and server are removed afterwards (ADR 1503).
 """
@@ -15,10 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scheduling.commands.dev import print_stack, run_dev_stack
-from scheduling.commands.edge import configure_logging, system_edge
-from scheduling.commands.serve import _until_signalled
-from simulation.database import acquire_server
+from scheduling.cli.dev import print_stack, run_dev_stack
+from scheduling.cli.edge import configure_logging, system_edge
+from scheduling.cli.lifetime import until_signalled
+from simulation.provider import acquire_server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                     announce=print_stack(sys.stdout),
                 )
 
-            asyncio.run(_until_signalled(body))
+            asyncio.run(until_signalled(body))
         server.drop_database(url)
     finally:
         server.close()

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from gates.checks.http_support import OWNER, HttpWorld, body, http_world, update_body
-from gates.checks.service_support import principal
 from scheduling.adapters.token_file import issue_token, revoke_token
 from scheduling.ports.records import PrincipalRecord
+from simulation.worlds.http import OWNER, HttpWorld, body, http_world, update_body
+from simulation.worlds.service import principal
 
 pytestmark = pytest.mark.postgres
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from gates.checks.http_support import http_world, update_body
+from simulation.worlds.http import http_world, update_body
 
 pytestmark = pytest.mark.postgres
 

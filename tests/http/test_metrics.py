@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gates.checks.http_support import OWNER, http_world
 from scheduling.http.metrics import ALLOWED_LABELS
+from simulation.worlds.http import OWNER, http_world
 
 pytestmark = pytest.mark.postgres
 

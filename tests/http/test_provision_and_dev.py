@@ -17,7 +17,7 @@ import pytest
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.cli import main
-from scheduling.commands.dev import DEMO_AGENT, DEMO_LIMITS, run_dev_stack
+from scheduling.cli.dev import DEMO_AGENT, DEMO_LIMITS, run_dev_stack
 from scheduling.domain.cadence import format_instant
 
 pytestmark = pytest.mark.postgres

@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from gates.checks.http_support import OWNER, http_world
-from gates.checks.service_support import principal
+from simulation.worlds.http import OWNER, http_world
+from simulation.worlds.service import principal
 
 pytestmark = pytest.mark.postgres
 

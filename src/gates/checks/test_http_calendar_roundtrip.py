@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from gates.checks import http_calendar_reference as reference
-from gates.checks.http_support import HttpWorld, http_world, planted, update_body
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.cadence import parse_cadence
 from scheduling.domain.reasons import all_reasons
 from scheduling.domain.recurrence.engine import next_after
+from simulation.worlds.http import HttpWorld, http_world, planted, update_body
 
 pytestmark = pytest.mark.postgres
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from gates.checks.http_support import HttpWorld, http_world, planted
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
+from simulation.worlds.http import HttpWorld, http_world, planted
 
 pytestmark = pytest.mark.postgres
 

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gates.checks.http_support import OWNER, HttpWorld, http_world, planted, update_body
-from gates.checks.service_support import principal
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
+from simulation.worlds.http import OWNER, HttpWorld, http_world, planted, update_body
+from simulation.worlds.service import principal
 
 pytestmark = pytest.mark.postgres
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
 from scheduling.ports.records import SessionEvent
-from scheduling.service.commands import (
+from scheduling.service.values import (
     OccurrenceView,
     RunView,
     ScheduleDefinition,

@@ -34,10 +34,10 @@ from scheduling.http.models import (
     UpdateScheduleBody,
 )
 from scheduling.runtime.cancellation import RUN_CANCEL_SCOPE
-from scheduling.service.commands import ScheduleResult
 from scheduling.service.runs import RUN_READ_SCOPE
 from scheduling.service.schedules import CANCEL, READ, WRITE
 from scheduling.service.transcripts import SESSION_READ_SCOPE
+from scheduling.service.values import ScheduleResult
 
 PAGE_LIMIT_MAX = 100
 PAGE_LIMIT_DEFAULT = 50

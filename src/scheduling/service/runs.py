@@ -17,7 +17,7 @@ from scheduling.ports.clock import Clock
 from scheduling.ports.records import RunRecord
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.cancellation import RunCancellation
-from scheduling.service.commands import RunView
+from scheduling.service.values import RunView
 
 RUN_READ_SCOPE = "run.read"
 RUN_NOT_FOUND = reason(
