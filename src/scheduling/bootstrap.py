@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NoReturn
 from uuid import UUID
 
@@ -50,9 +51,12 @@ from scheduling.adapters.postgres.directories import (
     DurablePrincipalDirectory,
 )
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
+from scheduling.adapters.postgres.readiness import SchemaReadiness
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
+from scheduling.adapters.postgres.telemetry import PostgresTelemetry
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.adapters.token_file import TokenFile
 from scheduling.config import Environment, Settings, validate_release
 from scheduling.domain.errors import UnavailableError, ValidationError
 from scheduling.domain.reasons import reason
@@ -69,7 +73,10 @@ from scheduling.ports.directories import (
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.notifier import ScheduleNotifier
 from scheduling.ports.probe import Probe
+from scheduling.ports.readiness import AlwaysReady, Readiness
 from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
+from scheduling.ports.telemetry import TelemetrySource
+from scheduling.ports.tokens import TokenDirectory
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.hooks import AccountingHook
 from scheduling.runtime.scripted import ScriptedAgent
@@ -80,8 +87,11 @@ from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import AllowAllAdmission, require_production_admission
 from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
 from scheduling.service.materializer import ScheduleMaterializer
+from scheduling.service.runs import RunService
+from scheduling.service.schedule_views import ScheduleViews
 from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, WorkerSettings
 from scheduling.service.schedules import ScheduleService
+from scheduling.service.session_access import SessionAccess
 from scheduling.service.validation import DefinitionValidator, Scanner
 
 REFUSED = reason("schedule.bootstrap.refused", "Startup was refused; details list every problem")
@@ -672,3 +682,76 @@ def build_development(settings: Settings, *, clock: Clock, ids: IdGenerator) -> 
     )
     maintenance = MaintenanceService(uow=uow, clock=clock, ids=ids)
     return DevelopmentStack(service, materializer, worker, maintenance, uow, principals, agents)
+
+
+# --------------------------------------------------------------- control plane
+
+
+@dataclass
+class ControlPlane:
+    """What the HTTP edge serves: the API role's services, the durable principal
+    directory request scopes come from, the bearer-token directory and readiness."""
+
+    api: ApiRole
+    principals: SchedulePrincipalDirectory
+    authenticator: TokenDirectory
+    views: ScheduleViews
+    runs: RunService
+    sessions: SessionAccess
+    readiness: Readiness
+    clock: Clock
+    telemetry: TelemetrySource | None = None
+    _telemetry_uow: PostgresUnitOfWorkFactory | None = None
+
+    @property
+    def service(self) -> ScheduleService:
+        return self.api.service
+
+    async def close(self) -> None:
+        if self._telemetry_uow is not None:
+            await self._telemetry_uow.dispose()
+        await self.api.close()
+
+
+def build_control_plane(
+    settings: Settings, *, clock: Clock, ids: IdGenerator, tokens: TokenDirectory
+) -> ControlPlane:
+    """``build_api`` plus the run, session and readiness services of the HTTP edge.
+
+    Production additionally requires the durable principal directory (the one the
+    scheduler reads at firing), enforced by ``build_api``'s refusals."""
+    api = build_api(settings, clock=clock, ids=ids)
+    assert api.principals is not None
+    readiness: Readiness = (
+        SchemaReadiness(api.uow.engine)
+        if isinstance(api.uow, PostgresUnitOfWorkFactory)
+        else AlwaysReady()
+    )
+    # Fleet-wide aggregates need the trusted login (RLS would show the API role nothing).
+    telemetry_uow = (
+        _factory(settings.database_url, None, pool_size=1)
+        if settings.storage == "postgres" and settings.database_url
+        else None
+    )
+    telemetry = (
+        None
+        if telemetry_uow is None
+        else PostgresTelemetry(telemetry_uow.engine, clock, settings.ceilings.to_ceilings())
+    )
+    return ControlPlane(
+        telemetry=telemetry,
+        _telemetry_uow=telemetry_uow,
+        api=api,
+        principals=api.principals,
+        authenticator=tokens,
+        views=ScheduleViews(api.uow),
+        runs=RunService(api.uow, clock),
+        sessions=SessionAccess(api.uow, clock),
+        readiness=readiness,
+        clock=clock,
+    )
+
+
+def token_file(path: Path) -> TokenDirectory:
+    """The local bearer-token file (digests only, ADR 1501)."""
+    return TokenFile(path)

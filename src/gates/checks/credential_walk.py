@@ -70,6 +70,11 @@ CREDENTIAL_PAIRS: frozenset[tuple[str, str]] = frozenset(
 ``idempotency_key`` is a request identifier)."""
 
 DEFAULT_ALLOWED: Mapping[str, str] = {
+    "token_id": (
+        "the public label of an API bearer token (``tok_<hex>``, like a key id): printed,"
+        " logged and used to revoke it; it is not the token and authenticates nothing"
+        " (the token file stores only the token's SHA-256 digest, ADR 1501)"
+    ),
     "fencing_token": (
         "the lease fencing counter: a monotonic integer that orders lease holders so a "
         "stale worker's writes are refused; it authenticates nothing and grants nothing"

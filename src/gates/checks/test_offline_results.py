@@ -49,7 +49,7 @@ async def read_all(h: Harness, sid: UUID) -> list[Any]:
         cursor = page.next_cursor
 
 
-@pytest.mark.gate("gate.schedule.offline_results")
+@pytest.mark.gate("gate.schedule.offline_results", facet="check")
 async def test_every_disposition_recovered_from_paginated_reads(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:

@@ -6,7 +6,9 @@ One module per subcommand family, each registering itself in
 * ``preview``, ``diagnostics`` - a cadence's next firings explained; the versions
   results depend on;
 * ``migrate``, ``release-check``, ``scheduler``, ``run-worker``, ``purge``,
-  ``repair-next-fire`` - the operator commands (see docs/operations/deployment.md).
+  ``repair-next-fire`` - the operator commands (see docs/operations/deployment.md);
+* ``serve``, ``principals``, ``agents``, ``tokens``, ``dev`` - the HTTP control plane,
+  provisioning and the development stack (docs/operations/provisioning.md).
 
 ``edge`` holds what only the process edges do: read ``os.environ`` for settings and
 construct the system clock and id generator.
@@ -19,14 +21,34 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from scheduling.cli import diagnostics, maintenance, migrate, preview, release, serve
+from scheduling.cli import (
+    dev,
+    diagnostics,
+    http,
+    maintenance,
+    migrate,
+    preview,
+    provision,
+    release,
+    serve,
+)
 from scheduling.cli.registry import COMMANDS
 from scheduling.cli.usage import refuse_error
 from scheduling.console import add_version, guarded
 from scheduling.domain.errors import SchedulingError
 
 # The order subcommands are listed in ``scheduling --help``.
-SUBCOMMAND_MODULES = (preview, diagnostics, maintenance, migrate, release, serve)
+SUBCOMMAND_MODULES = (
+    preview,
+    diagnostics,
+    maintenance,
+    migrate,
+    release,
+    serve,
+    http,
+    provision,
+    dev,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

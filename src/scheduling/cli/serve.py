@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
-from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from scheduling.bootstrap import (
@@ -22,32 +20,11 @@ from scheduling.bootstrap import (
     build_scheduler,
 )
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
+from scheduling.cli.lifetime import until_signalled as _until_signalled
 from scheduling.cli.registry import command
 from scheduling.ports.runtime import RunPriority
 
 _log = logging.getLogger(__name__)
-
-
-async def _until_signalled(body: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``body(stop)``; the first SIGINT/SIGTERM sets ``stop``, the second cancels."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    task = asyncio.ensure_future(body(stop))
-
-    def on_signal() -> None:
-        if stop.is_set():
-            task.cancel()
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
-    try:
-        await task
-    except asyncio.CancelledError:
-        _log.warning("stopped by a second signal")
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:

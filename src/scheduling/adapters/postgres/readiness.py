@@ -1,0 +1,36 @@
+"""Readiness of the API role: the database answers and its schema is at the migration head."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduling.adapters.postgres.migrations import head_revision
+from scheduling.domain.reasons import reason
+
+DATABASE_UNREACHABLE = reason(
+    "schedule.readiness.database_unreachable", "The database did not answer the readiness probe"
+)
+SCHEMA_NOT_AT_HEAD = reason(
+    "schedule.readiness.schema_not_at_head",
+    "The database schema is not at the migration head this build expects",
+)
+
+
+class SchemaReadiness:
+    """``problems()`` is empty when ready; else ``code: explanation`` lines (no secrets)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._head = head_revision()
+
+    async def problems(self) -> list[str]:
+        try:
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
+        except Exception:  # any driver failure: not ready (the cause stays out of the body)
+            return [f"{DATABASE_UNREACHABLE}: the database did not answer"]
+        versions = sorted(str(row[0]) for row in rows)
+        if versions != [self._head]:
+            return [f"{SCHEMA_NOT_AT_HEAD}: database at {versions or 'none'}, head {self._head}"]
+        return []

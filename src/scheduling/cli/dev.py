@@ -1,0 +1,235 @@
+"""``scheduling dev``: the whole control plane in one process, for development only.
+
+Given a PostgreSQL URL (``--database-url`` or ``AGENT_SCHEDULE_DATABASE_URL``; the
+harness's ``python -m simulation.devstack`` starts a throwaway server from the project's
+provider and calls this same stack, ADR 1503), it migrates, provisions a demo tenant,
+principal, agent and token, and runs the API, a schedule worker and an async and an
+interactive run worker until SIGINT/SIGTERM, printing the URL, the token and a curl line
+that creates a schedule firing a minute later. ``AGENT_SCHEDULE_ENVIRONMENT=production``
+refuses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import TextIO
+from uuid import UUID
+
+from scheduling.adapters.postgres.migrations import upgrade_to_head
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.adapters.token_file import issue_token
+from scheduling.bootstrap import (
+    DEVELOPMENT_IN_PRODUCTION,
+    SchedulerSettings,
+    StartupRefused,
+    build_control_plane,
+    build_run_worker,
+    build_scheduler,
+    token_file,
+)
+from scheduling.cli.edge import configure_logging, report, system_edge
+from scheduling.cli.lifetime import until_signalled
+from scheduling.cli.registry import command
+from scheduling.config import CeilingSettings, Environment, Settings
+from scheduling.domain.cadence import format_instant
+from scheduling.http.app import create_app
+from scheduling.http.server import running
+from scheduling.ports.clock import Clock
+from scheduling.ports.ids import IdGenerator
+from scheduling.ports.runtime import RunPriority
+from scheduling.service.provisioning import ProvisioningService
+from scheduling.service.validation import PLATFORM_SCOPES
+
+DEMO_TENANT = "demo"
+DEMO_PRINCIPAL = "developer"
+DEMO_AGENT = UUID("0d3c0a4e-5b1f-4c8e-9f57-3a2b1c0d9e01")
+DEMO_LIMITS = {"max_steps": 10, "max_model_calls": 10, "max_tool_calls": 10, "max_cost": "1"}
+
+
+def dev_settings(url: str) -> Settings:
+    """Scheduling on, over PostgreSQL, durable directory, PostgreSQL admission; demo
+    tenant ceilings; short polls so a firing shows up quickly."""
+    return Settings(
+        environment=Environment.DEVELOPMENT,
+        api_flag="1",
+        worker_flag="1",
+        database_url=url,
+        tenants=(DEMO_TENANT,),
+        ceilings=CeilingSettings(
+            max_run_timeout_seconds=3600,
+            max_misfire_grace_seconds=3600,
+            max_steps=100,
+            max_model_calls=100,
+            max_tool_calls=100,
+            max_cost_per_run=Decimal("10"),
+            max_active_runs=10,
+            max_materializations_per_minute=60,
+            max_daily_cost=Decimal("100"),
+            max_monthly_cost=Decimal("1000"),
+        ),
+        fallback_poll_seconds=2.0,
+        admission_backoff_seconds=2.0,
+    )
+
+
+Announce = Callable[[str, str, str], None]
+"""Called once the stack serves: (base URL, the demo bearer token, a curl line). The
+token is handed to the developer, never stored in a model or logged."""
+
+
+def curl_line(url: str, token: str, clock: Clock) -> str:
+    at = format_instant(clock.now() + timedelta(minutes=1))
+    body = {
+        "title": "Hello from scheduling dev",
+        "instruction": "Say hello. [script:succeed]",
+        "cadence": {"kind": "ONCE", "at": at},
+        "agent_id": str(DEMO_AGENT),
+        "requested_scopes": [],
+        "limits": DEMO_LIMITS,
+        "run_timeout_seconds": 300,
+        "misfire_grace_seconds": 600,
+        "max_consecutive_failures": 2,
+    }
+    return (
+        f"curl -sS -X POST {url}/v1/schedules -H {shlex.quote('Authorization: Bearer ' + token)}"
+        f" -H 'Idempotency-Key: hello-1' -H 'Content-Type: application/json'"
+        f" -d {shlex.quote(json.dumps(body))}"
+    )
+
+
+async def provision_demo(url: str, clock: Clock) -> None:
+    uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
+    try:
+        service = ProvisioningService(uow, clock)
+        await service.import_principals(
+            {
+                "principals": [
+                    {
+                        "tenant_id": DEMO_TENANT,
+                        "principal_id": DEMO_PRINCIPAL,
+                        "scopes": sorted(PLATFORM_SCOPES),
+                        "authority_inputs": {"roles": ["developer"]},
+                    }
+                ]
+            }
+        )
+        await service.import_agents(
+            {
+                "agents": [
+                    {
+                        "agent_id": str(DEMO_AGENT),
+                        "version": "v1",
+                        "policy_profile": "default",
+                        "limits": DEMO_LIMITS,
+                        "spec": {"model": "scripted", "tools": []},
+                        "active": True,
+                    }
+                ]
+            }
+        )
+    finally:
+        await uow.dispose()
+
+
+async def run_dev_stack(
+    url: str,
+    stop: asyncio.Event,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    state_dir: Path,
+    announce: Announce,
+) -> None:
+    """Migrate, provision, then serve every role until ``stop`` is set."""
+    await upgrade_to_head(url)
+    await provision_demo(url, clock)
+    tokens = state_dir / "tokens.json"
+    _, token = issue_token(tokens, DEMO_TENANT, DEMO_PRINCIPAL, clock.now())
+    settings = dev_settings(url)
+    plane = build_control_plane(settings, clock=clock, ids=ids, tokens=token_file(tokens))
+    scheduler = build_scheduler(SchedulerSettings.of(settings), clock=clock, ids=ids, stop=stop)
+    workers = [
+        build_run_worker(settings, RunPriority.ASYNC, clock=clock, ids=ids),
+        build_run_worker(settings, RunPriority.INTERACTIVE, clock=clock, ids=ids),
+    ]
+    try:
+        await scheduler.start()
+        async with running(create_app(plane), host, port) as base:
+            announce(base, token, curl_line(base, token, clock))
+            await asyncio.gather(
+                scheduler.worker.run(stop),
+                *(w.worker.serve(w.slots, stop) for w in workers),
+                stop.wait(),
+            )
+    finally:
+        for role in workers:
+            await role.close()
+        await scheduler.close()
+        await plane.close()
+
+
+def print_stack(out: TextIO) -> Announce:
+    def announce(url: str, bearer: str, curl: str) -> None:
+        print(f"control plane: {url}  (OpenAPI: {url}/openapi.json)", file=out)
+        print(f"token:         {bearer}", file=out)
+        print("create a schedule that fires in a minute:", file=out)
+        print(f"  {curl}", file=out, flush=True)
+
+    return announce
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url", default=None, help="default: $AGENT_SCHEDULE_DATABASE_URL"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+
+
+@command("dev", "development only: API + schedule worker + run workers in one process", _configure)
+def dev(args: argparse.Namespace, out: TextIO) -> int:
+    configure_logging()
+    if os.environ.get("AGENT_SCHEDULE_ENVIRONMENT", "").strip().lower() == "production":
+        report([f"{DEVELOPMENT_IN_PRODUCTION}: scheduling dev never runs in production"])
+        return 1
+    url = args.database_url or os.environ.get("AGENT_SCHEDULE_DATABASE_URL")
+    if not url:
+        print(
+            "error: give --database-url or set AGENT_SCHEDULE_DATABASE_URL"
+            " (or run `python -m simulation.devstack` for a throwaway PostgreSQL)",
+            file=sys.stderr,
+        )
+        return 2
+    clock, ids = system_edge()
+    with tempfile.TemporaryDirectory(prefix="scheduling-dev-") as state:
+
+        async def body(stop: asyncio.Event) -> None:
+            await run_dev_stack(
+                url,
+                stop,
+                clock=clock,
+                ids=ids,
+                host=args.host,
+                port=args.port,
+                state_dir=Path(state),
+                announce=print_stack(out),
+            )
+
+        try:
+            asyncio.run(until_signalled(body))
+        except StartupRefused as exc:
+            report(exc.problems)
+            return 1
+    return 0

@@ -1,0 +1,1 @@
+"""The HTTP control plane (FastAPI on uvicorn): ``create_app(plane)``."""

@@ -1,0 +1,146 @@
+"""Pure ASGI middleware: request id, access log, body size limit.
+
+One access-log line per request: method, route template, status, latency, request id
+(and the non-secret token id when one authenticated). Never a body, a query string,
+an instruction or a token. Bodies above the byte limit answer 413 before the route
+runs, whether the client declared Content-Length or streamed chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from scheduling.http.codes import BODY_TOO_LARGE
+from scheduling.http.errors import TOO_LARGE_FLAG, envelope
+
+access_log = logging.getLogger("scheduling.http.access")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class EdgeMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        new_request_id: Callable[[], str],
+        observe: Callable[[str, str, int, float], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.new_request_id = new_request_id
+        self.observe = observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        offered = _header(scope, b"x-request-id")
+        request_id = offered if offered and _REQUEST_ID.match(offered) else self.new_request_id()
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = 500
+        sent_start = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, sent_start
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                sent_start = True
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        declared = _header(scope, b"content-length")
+        try:
+            if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+                raise _TooLarge
+            await self.app(scope, self._limited(scope, receive), send_with_id)
+        except _TooLarge:
+            if not sent_start:
+                await self._too_large(send_with_id)
+        finally:
+            self._log(scope, status, started, request_id)
+
+    def _limited(self, scope: Scope, receive: Receive) -> Receive:
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body_bytes:
+                    # The framework may wrap our exception while reading the body; the
+                    # flag lets its error handler answer 413 all the same.
+                    scope["state"][TOO_LARGE_FLAG] = self.max_body_bytes
+                    raise _TooLarge
+            return message
+
+        return limited
+
+    async def _too_large(self, send: Send) -> None:
+        body = json.dumps(
+            envelope(
+                BODY_TOO_LARGE,
+                f"the request body exceeds {self.max_body_bytes} bytes",
+                {"max_bytes": self.max_body_bytes},
+            )
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    def _log(self, scope: Scope, status: int, started: float, request_id: str) -> None:
+        route = _route_template(scope)
+        elapsed = time.perf_counter() - started
+        state: dict[str, Any] = scope.get("state", {})
+        token = state.get("token_id")
+        access_log.info(
+            "%s %s %d %.1fms request_id=%s%s",
+            scope.get("method", "?"),
+            route,
+            status,
+            elapsed * 1000,
+            request_id,
+            f" token_id={token}" if token else "",
+        )
+        if self.observe is not None:
+            self.observe(scope.get("method", "?"), route, status, elapsed)
+
+
+def _route_template(scope: Scope) -> str:
+    """The matched route's template (``/v1/schedules/{schedule_id}``), never the raw path
+    (it could carry an identifier of another tenant's probing); unmatched is ``-``."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return str(path) if path else "-"

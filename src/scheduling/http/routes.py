@@ -1,0 +1,305 @@
+"""The routes: the spec's eight ``/v1/schedules`` operations and the ones they link to.
+
+Every handler authenticates and checks its one exact scope first (the ``requires``
+dependency), then calls the application service; the service re-checks authority and
+validates everything. Handlers translate nothing but shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+
+from scheduling.domain.identity import Principal
+from scheduling.domain.schedule import ScheduleState
+from scheduling.http.auth import plane_of, requires, scope_extra
+from scheduling.http.models import (
+    CreateScheduleBody,
+    ErasureOut,
+    ErrorEnvelope,
+    OccurrenceOut,
+    OccurrencePage,
+    RevisionGuard,
+    RevisionOut,
+    RunOut,
+    ScheduleDetailOut,
+    ScheduleOut,
+    SchedulePage,
+    ScheduleSummaryOut,
+    StateParam,
+    TranscriptEventOut,
+    TranscriptOut,
+    UpdateScheduleBody,
+)
+from scheduling.runtime.cancellation import RUN_CANCEL_SCOPE
+from scheduling.service.runs import RUN_READ_SCOPE
+from scheduling.service.schedules import CANCEL, READ, WRITE
+from scheduling.service.transcripts import SESSION_READ_SCOPE
+from scheduling.service.values import ScheduleResult
+
+PAGE_LIMIT_MAX = 100
+PAGE_LIMIT_DEFAULT = 50
+CURSOR_MAX = 512
+
+_ERRORS = {"model": ErrorEnvelope}
+_COMMON: dict[int | str, dict[str, Any]] = {
+    401: {**_ERRORS, "description": "no valid bearer token"},
+    403: {**_ERRORS, "description": "the caller lacks the route's exact scope, or is disabled"},
+    413: {**_ERRORS, "description": "the body exceeds the byte limit"},
+    422: {**_ERRORS, "description": "a field, parameter or value is invalid"},
+    400: {**_ERRORS, "description": "malformed JSON, or a missing or invalid header"},
+    500: {**_ERRORS, "description": "unexpected failure (no details)"},
+    503: {**_ERRORS, "description": "the database or configuration cannot serve now"},
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {**_ERRORS, "description": "absent or not the caller's (identical bodies)"}
+}
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {
+        **_ERRORS,
+        "description": "stale expected_revision (details.current_revision), illegal"
+        " transition or reused idempotency key",
+    }
+}
+
+router = APIRouter()
+
+Limit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX, description="page size")]
+Cursor = Annotated[str | None, Query(max_length=CURSOR_MAX, description="opaque cursor")]
+
+
+def _route(scope: str | None, *extra: dict[int | str, dict[str, Any]]) -> dict[str, Any]:
+    responses: dict[int | str, dict[str, Any]] = dict(_COMMON)
+    for more in extra:
+        responses.update(more)
+    return {"responses": responses, "openapi_extra": scope_extra(scope)}
+
+
+async def _written(request: Request, principal: Principal, result: ScheduleResult) -> ScheduleOut:
+    written = await plane_of(request).views.after_write(
+        principal, result.schedule, replayed=result.replayed
+    )
+    return ScheduleOut.of(written.schedule, written.revision, replayed=written.replayed)
+
+
+# ------------------------------------------------------------------ schedules
+
+
+@router.post(
+    "/v1/schedules",
+    status_code=201,
+    response_model=ScheduleOut,
+    summary="Create a schedule (Idempotency-Key required)",
+    **_route(WRITE, _CONFLICT, {200: {"model": ScheduleOut, "description": "replayed"}}),
+)
+async def create_schedule(
+    request: Request,
+    response: Response,
+    body: CreateScheduleBody,
+    principal: Annotated[Principal, Depends(requires(WRITE))],
+    idempotency_key: Annotated[str, Header(alias="Idempotency-Key", max_length=200)],
+) -> ScheduleOut:
+    result = await plane_of(request).service.create(
+        principal, idempotency_key, body.to_definition()
+    )
+    if result.replayed:
+        response.status_code = 200
+        response.headers["Idempotent-Replayed"] = "true"
+    return await _written(request, principal, result)
+
+
+@router.get(
+    "/v1/schedules",
+    response_model=SchedulePage,
+    summary="List the caller's schedules (bounded, opaque cursor, repeated state filter)",
+    **_route(READ),
+)
+async def list_schedules(
+    request: Request,
+    principal: Annotated[Principal, Depends(requires(READ))],
+    limit: Limit = PAGE_LIMIT_DEFAULT,
+    cursor: Cursor = None,
+    state: Annotated[list[StateParam] | None, Query(max_length=4)] = None,
+) -> SchedulePage:
+    states = frozenset(ScheduleState(s.value) for s in state) if state else None
+    page = await plane_of(request).service.list(
+        principal, limit=limit, cursor=cursor, states=states
+    )
+    return SchedulePage(
+        items=[ScheduleSummaryOut.of(item) for item in page.items], next_cursor=page.next_cursor
+    )
+
+
+@router.get(
+    "/v1/schedules/{schedule_id}",
+    response_model=ScheduleDetailOut,
+    summary="Point read: the only response with the complete instruction",
+    **_route(READ, _NOT_FOUND),
+)
+async def get_schedule(
+    request: Request,
+    schedule_id: UUID,
+    principal: Annotated[Principal, Depends(requires(READ))],
+) -> ScheduleDetailOut:
+    detail = await plane_of(request).service.get(principal, schedule_id)
+    base = ScheduleOut.of(detail.schedule, detail.revision)
+    return ScheduleDetailOut(**base.model_dump(), revision=RevisionOut.of(detail.revision))
+
+
+@router.patch(
+    "/v1/schedules/{schedule_id}",
+    response_model=ScheduleOut,
+    summary="Full-definition update: revision N+1 (ACTIVE or PAUSED)",
+    **_route(WRITE, _NOT_FOUND, _CONFLICT),
+)
+async def update_schedule(
+    request: Request,
+    schedule_id: UUID,
+    body: UpdateScheduleBody,
+    principal: Annotated[Principal, Depends(requires(WRITE))],
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
+) -> ScheduleOut:
+    result = await plane_of(request).service.update(
+        principal, schedule_id, body.expected_revision, body.to_definition(), idempotency_key
+    )
+    return await _written(request, principal, result)
+
+
+@router.post(
+    "/v1/schedules/{schedule_id}/pause",
+    response_model=ScheduleOut,
+    summary="Pause (idempotent when already paused)",
+    **_route(WRITE, _NOT_FOUND, _CONFLICT),
+)
+async def pause_schedule(
+    request: Request,
+    schedule_id: UUID,
+    body: RevisionGuard,
+    principal: Annotated[Principal, Depends(requires(WRITE))],
+) -> ScheduleOut:
+    result = await plane_of(request).service.pause(principal, schedule_id, body.expected_revision)
+    return await _written(request, principal, result)
+
+
+@router.post(
+    "/v1/schedules/{schedule_id}/resume",
+    response_model=ScheduleOut,
+    summary="Resume at the first instant strictly after now (no backfill)",
+    **_route(WRITE, _NOT_FOUND, _CONFLICT),
+)
+async def resume_schedule(
+    request: Request,
+    schedule_id: UUID,
+    body: RevisionGuard,
+    principal: Annotated[Principal, Depends(requires(WRITE))],
+) -> ScheduleOut:
+    result = await plane_of(request).service.resume(principal, schedule_id, body.expected_revision)
+    return await _written(request, principal, result)
+
+
+@router.delete(
+    "/v1/schedules/{schedule_id}",
+    response_model=ScheduleOut,
+    summary="Cancel (terminal; never cancels a materialized run)",
+    **_route(CANCEL, _NOT_FOUND, _CONFLICT),
+)
+async def cancel_schedule(
+    request: Request,
+    schedule_id: UUID,
+    principal: Annotated[Principal, Depends(requires(CANCEL))],
+    expected_revision: Annotated[int, Query(ge=1, le=2**31 - 1)],
+) -> ScheduleOut:
+    result = await plane_of(request).service.cancel(principal, schedule_id, expected_revision)
+    return await _written(request, principal, result)
+
+
+@router.get(
+    "/v1/schedules/{schedule_id}/occurrences",
+    response_model=OccurrencePage,
+    summary="The offline inbox: occurrences newest first, each with its linked run",
+    **_route(READ, _NOT_FOUND),
+)
+async def list_occurrences(
+    request: Request,
+    schedule_id: UUID,
+    principal: Annotated[Principal, Depends(requires(READ))],
+    limit: Limit = PAGE_LIMIT_DEFAULT,
+    cursor: Cursor = None,
+) -> OccurrencePage:
+    page = await plane_of(request).service.occurrences(
+        principal, schedule_id, limit=limit, cursor=cursor
+    )
+    return OccurrencePage(
+        items=[OccurrenceOut.of(v) for v in page.items], next_cursor=page.next_cursor
+    )
+
+
+# ------------------------------------------------------------------ runs, sessions
+
+
+@router.get(
+    "/v1/runs/{run_id}",
+    response_model=RunOut,
+    summary="Read a run",
+    **_route(RUN_READ_SCOPE, _NOT_FOUND),
+)
+async def get_run(
+    request: Request,
+    run_id: UUID,
+    principal: Annotated[Principal, Depends(requires(RUN_READ_SCOPE))],
+) -> RunOut:
+    return RunOut.of(await plane_of(request).runs.get(principal, run_id))
+
+
+@router.post(
+    "/v1/runs/{run_id}/cancel",
+    response_model=RunOut,
+    summary="Cancel a run (run.cancel; schedule.cancel grants nothing here)",
+    **_route(RUN_CANCEL_SCOPE, _NOT_FOUND, _CONFLICT),
+)
+async def cancel_run(
+    request: Request,
+    run_id: UUID,
+    principal: Annotated[Principal, Depends(requires(RUN_CANCEL_SCOPE))],
+) -> RunOut:
+    return RunOut.of(await plane_of(request).runs.cancel(principal, run_id))
+
+
+@router.get(
+    "/v1/sessions/{session_id}/transcript",
+    response_model=TranscriptOut,
+    summary="A session's public transcript (the scheduler's seed event is omitted)",
+    **_route(SESSION_READ_SCOPE, _NOT_FOUND),
+)
+async def read_transcript(
+    request: Request,
+    session_id: UUID,
+    principal: Annotated[Principal, Depends(requires(SESSION_READ_SCOPE))],
+) -> TranscriptOut:
+    transcript = await plane_of(request).sessions.transcript(principal, session_id)
+    return TranscriptOut(
+        session_id=transcript.session_id,
+        events=[TranscriptEventOut.of(e) for e in transcript.events],
+    )
+
+
+@router.delete(
+    "/v1/sessions/{session_id}",
+    response_model=ErasureOut,
+    summary="Erase one of the caller's sessions (audited; the owner's right, no scope)",
+    **_route(None, _NOT_FOUND),
+)
+async def erase_session(
+    request: Request,
+    session_id: UUID,
+    principal: Annotated[Principal, Depends(requires(None))],
+) -> ErasureOut:
+    result = await plane_of(request).sessions.erase(principal, session_id)
+    return ErasureOut(
+        session_id=result.session_id,
+        occurrences_marked=result.occurrences_marked,
+        runs_deleted=result.runs_deleted,
+        events_deleted=result.events_deleted,
+    )
