@@ -194,8 +194,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database-url", default=None, help="default: $AGENT_SCHEDULE_DATABASE_URL"
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
 
 
 @command("dev", "development only: API + schedule worker + run workers in one process", _configure)

@@ -30,9 +30,16 @@ TOKENS_MISSING = reason(
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default=os.environ.get("AGENT_SCHEDULE_API_HOST", "127.0.0.1"))
     parser.add_argument(
-        "--port", type=int, default=int(os.environ.get("AGENT_SCHEDULE_API_PORT", "8080"))
+        "--host",
+        default=os.environ.get("AGENT_SCHEDULE_API_HOST", "127.0.0.1"),
+        help="address to listen on (default: $AGENT_SCHEDULE_API_HOST or 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("AGENT_SCHEDULE_API_PORT", "8080")),
+        help="port (default: $AGENT_SCHEDULE_API_PORT or 8080)",
     )
     parser.add_argument("--tokens-file", default=None, help=f"default: ${TOKENS_ENV}")
 

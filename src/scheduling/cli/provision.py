@@ -86,7 +86,7 @@ def _configure_import(what: str) -> Callable[[argparse.ArgumentParser], None]:
     def configure(parser: argparse.ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         imp = sub.add_parser("import", help=f"import {what} from a JSON file (idempotent)")
-        imp.add_argument("file", metavar="FILE")
+        imp.add_argument("file", metavar="FILE", help=f"the JSON file of {what}")
         imp.add_argument("--url", default=None, help="trusted login URL")
 
     return configure
@@ -108,10 +108,10 @@ def _configure_tokens(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens-file", default=None, help=f"default: ${TOKENS_ENV}")
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = sub.add_parser("add", help="issue a token for a principal (printed once)")
-    add.add_argument("--tenant", required=True)
-    add.add_argument("--principal", required=True)
+    add.add_argument("--tenant", required=True, help="the tenant the token acts in")
+    add.add_argument("--principal", required=True, help="the principal the token acts as")
     revoke = sub.add_parser("revoke", help="remove a token by its id")
-    revoke.add_argument("token_id", metavar="TOKEN_ID")
+    revoke.add_argument("token_id", metavar="TOKEN_ID", help="the id printed by `tokens add`")
     sub.add_parser("list", help="list token ids and their principals (never a token)")
 
 
