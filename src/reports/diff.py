@@ -3,7 +3,10 @@
 A regression is: the ceiling moved down, a gate's status got worse (PASS best, then
 MISSING/NOT_RUN, ERROR, FAIL worst), a bound check disappeared, or a check's
 evidence shrank (a smaller count of examples, interleavings, executions, crash
-points, zones, cases or scans). Seeds are not counts and are never compared.
+points, zones, cases or scans). Seeds are not counts and are never compared. Runs
+under different seeds explore different random examples, so between them a shrink
+within ``SEED_TOLERANCE`` is listed but is not a regression; under one seed any
+shrink is.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ _RANK = {
 }
 # Evidence keys whose numbers measure how much a check explored.
 _MEASURES = ("example", "interleaving", "execution", "crash", "zone", "case", "scan")
+SEED_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class EvidenceShrink:
     key: str
     old: int
     new: int
-    regression: bool = True
+    regression: bool
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,12 @@ def measures(evidence: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[st
 
 
 def diff_reports(old: GateReport, new: GateReport) -> ReportDiff:
+    same_seed = old.run.seed == new.run.seed
+
+    def shrunk(gate: str, nodeid: str, key: str, was: int, now: int) -> EvidenceShrink:
+        noise = not same_seed and now >= was * (1 - SEED_TOLERANCE)
+        return EvidenceShrink(gate, nodeid, key, was, now, regression=not noise)
+
     old_gates = {g.id: g for g in old.gates}
     statuses: list[StatusChange] = []
     checks: list[CheckChange] = []
@@ -118,10 +128,8 @@ def diff_reports(old: GateReport, new: GateReport) -> ReportDiff:
             was = dict(measures(old_checks[nodeid].evidence))
             now = dict(measures(new_checks[nodeid].evidence))
             for key in sorted(was):
-                if key in now and now[key] < was[key]:
-                    evidence.append(EvidenceShrink(gate.id, nodeid, key, was[key], now[key]))
-                elif key not in now:
-                    evidence.append(EvidenceShrink(gate.id, nodeid, key, was[key], 0))
+                if now.get(key, 0) < was[key]:
+                    evidence.append(shrunk(gate.id, nodeid, key, was[key], now.get(key, 0)))
     return ReportDiff(
         old_ceiling=old.ceiling.label,
         new_ceiling=new.ceiling.label,
@@ -169,7 +177,11 @@ def render_diff_markdown(diff: ReportDiff) -> str:
     if diff.evidence:
         lines += ["### Evidence that shrank", "", "| Check | Measure | Was | Now |"]
         lines.append("| --- | --- | --- | --- |")
-        lines += [f"| `{e.nodeid}` | {e.key} | {e.old} | {e.new} |" for e in diff.evidence]
+        lines += [
+            f"| `{e.nodeid}` | {e.key} | {e.old} | {e.new}"
+            f"{'' if e.regression else ' (within seed variation)'} |"
+            for e in diff.evidence
+        ]
         lines.append("")
     return "\n".join(lines)
 
@@ -185,7 +197,9 @@ def render_diff_text(diff: ReportDiff) -> str:
         for c in diff.checks
     ]
     lines += [
-        f"REGRESSION evidence shrank: {e.nodeid} {e.key} {e.old} -> {e.new}" for e in diff.evidence
+        f"{'REGRESSION' if e.regression else 'varied    '} evidence shrank: {e.nodeid} {e.key} "
+        f"{e.old} -> {e.new}" + ("" if e.regression else " (different seeds, within 10%)")
+        for e in diff.evidence
     ]
     lines.append(f"{diff.regressions} regression(s)" if diff.regressions else "no regressions")
     return "\n".join(lines) + "\n"

@@ -105,3 +105,15 @@ def test_unreadable_report_is_one_line_exit_2(tmp_path: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "bad.json" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_small_shrink_between_different_seeds_is_listed_not_a_regression() -> None:
+    def run(examples: int, seed: int) -> GateReport:
+        evidence = {"examples": examples}
+        return report_of([check(CIVIL, evidence=evidence)], every_facet_passes=True, seed=seed)
+
+    varied = diff_reports(run(204, seed=1), run(200, seed=2))
+    assert [(e.old, e.new, e.regression) for e in varied.evidence] == [(204, 200, False)]
+    assert varied.regressions == 0
+    assert diff_reports(run(204, seed=1), run(150, seed=2)).regressions == 1
+    assert diff_reports(run(204, seed=1), run(200, seed=1)).regressions == 1
