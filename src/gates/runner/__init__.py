@@ -42,6 +42,7 @@ from scheduling.tzdata_info import tzdata_version
 from simulation.provider import acquire_server
 
 Profile = Literal["quick", "deep"]
+_STDERR_FD = 2  # the fd, not sys.stderr: under pytest that object may have no fileno
 
 
 @dataclass
@@ -202,7 +203,8 @@ def _run_pytest(
             *options.pytest_args,
             *sorted({c.nodeid for c in bound}),
         ]
-        proc = subprocess.run(args, cwd=root, env=env, check=False)
+        # pytest's progress goes to stderr: stdout carries only the verdict (scriptable).
+        proc = subprocess.run(args, cwd=root, env=env, check=False, stdout=_STDERR_FD)
         if not results_path.exists():
             return {}, proc.returncode
         data = json.loads(results_path.read_text(encoding="utf-8"))
