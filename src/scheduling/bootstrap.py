@@ -36,6 +36,9 @@ from scheduling.adapters.memory.directories import (
     StaticAgentRegistry,
     StaticPrincipalDirectory,
 )
+
+# Model tools (build_tools).
+from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings, MemoryToolLedger
 from scheduling.adapters.memory.uow import MemoryUnitOfWorkFactory
 from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
@@ -46,6 +49,7 @@ from scheduling.adapters.postgres.directories import (
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
+from scheduling.adapters.postgres.tool_ledger import PostgresToolLedger
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Environment, Settings, validate_release
 from scheduling.domain.errors import UnavailableError, ValidationError
@@ -54,13 +58,19 @@ from scheduling.domain.secrets import SecretScanner
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
-from scheduling.ports.directories import AgentRegistry, SchedulePrincipalDirectory
+from scheduling.ports.directories import (
+    AgentRegistry,
+    BrowserProfileDirectory,
+    SchedulePrincipalDirectory,
+)
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
 from scheduling.ports.runtime import QueueCapacity, RunPriority
+from scheduling.ports.tool_ledger import ToolLedger, WebsiteBindings
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.hooks import AccountingHook
 from scheduling.runtime.scripted import ScriptedAgent
+from scheduling.runtime.tool_pipeline import ApprovalPort, Governance, ToolRegistry
 from scheduling.runtime.tools import ToolPipeline, scripted_tools
 from scheduling.runtime.worker import RunWorker
 from scheduling.service.accounting import RunAccountant
@@ -70,6 +80,8 @@ from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, WorkerSettings
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.validation import DefinitionValidator
+from scheduling.tools import ScheduleToolDeps, default_agent_roster, register_schedule_tools
+from scheduling.tools.catalog import schedule_flags_on
 
 REFUSED = reason("schedule.bootstrap.refused", "Startup was refused; details list every problem")
 MEMORY_REPOSITORIES = reason(
@@ -577,3 +589,90 @@ def build_development(settings: Settings, *, clock: Clock, ids: IdGenerator) -> 
     )
     maintenance = MaintenanceService(uow=uow, clock=clock, ids=ids)
     return DevelopmentStack(service, materializer, worker, maintenance, uow, principals, agents)
+
+
+# ----------------------------------------------------------------- model tools
+# The governed tool pipeline with the six schedule tools (ADR 1600). The service is
+# wired as build_api wires it (API role, same directories and validator); the
+# website-binding and browser-profile directories may be injected (the chat surface
+# owns them). With either schedule flag off no schedule tool is registered and the
+# default agent's roster lacks them.
+
+
+@dataclass
+class ToolsRole:
+    pipeline: ToolPipeline
+    registry: ToolRegistry
+    roster: frozenset[str]
+    service: ScheduleService | None
+    uow: UnitOfWorkFactory | None
+    ledger: ToolLedger | None
+
+    async def close(self) -> None:
+        if isinstance(self.uow, PostgresUnitOfWorkFactory):
+            await self.uow.dispose()
+
+
+def build_tools(
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    approvals: ApprovalPort,
+    default_agent_id: UUID,
+    website_bindings: WebsiteBindings | None = None,
+    browser_profiles: BrowserProfileDirectory | None = None,
+    base_roster: frozenset[str] = frozenset(),
+) -> ToolsRole:
+    """The conversation-side tool pipeline: registry, roster, ledger and approvals."""
+    flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
+    registry = ToolRegistry()
+    roster = default_agent_roster(**flags, base=base_roster)
+    if not schedule_flags_on(**flags):
+        return ToolsRole(ToolPipeline(registry), registry, roster, None, None, None)
+    problems = _release_problems(settings)
+    url, assume = _login(
+        settings.api_database_url, settings.database_url, _roles(settings.role_prefix).api
+    )
+    uow: UnitOfWorkFactory
+    ledger: ToolLedger
+    principals: SchedulePrincipalDirectory
+    agents: AgentRegistry
+    notifier = None
+    if settings.storage == "postgres":
+        if url is None:
+            _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
+        pg = _factory(url, assume)
+        uow, ledger, notifier = pg, PostgresToolLedger(pg), PostgresNotifier(url)
+        principals, agents = _directories(settings, pg)
+    else:
+        uow, ledger = MemoryUnitOfWorkFactory(), MemoryToolLedger()
+        principals, agents = StaticPrincipalDirectory(), StaticAgentRegistry()
+    if settings.production:
+        problems += production_problems(uow=uow, principals=principals)
+    if problems:
+        if isinstance(uow, PostgresUnitOfWorkFactory):
+            uow.engine.sync_engine.dispose()
+        raise StartupRefused(problems)
+    tenants = _ceilings(settings)
+    scanner = SecretScanner()
+    validator = DefinitionValidator(
+        principals=principals,
+        agents=agents,
+        browser_profiles=browser_profiles or ConfiguredBrowserProfiles(),
+        tenants=tenants,
+        scanner=scanner,
+    )
+    service = ScheduleService(uow=uow, clock=clock, ids=ids, validator=validator, notifier=notifier)
+    deps = ScheduleToolDeps(
+        service=service,
+        clock=clock,
+        agents=agents,
+        tenants=tenants,
+        websites=website_bindings or ConfiguredWebsiteBindings(),
+        agent_id=default_agent_id,
+        scanner=scanner,
+    )
+    register_schedule_tools(registry, deps, **flags)
+    governance = Governance(ledger=ledger, approvals=approvals, clock=clock, ids=ids)
+    return ToolsRole(ToolPipeline(registry, governance), registry, roster, service, uow, ledger)

@@ -29,6 +29,9 @@ TENANT_TABLES = (
     "schedule_revisions",
     "schedule_occurrences",
     "schedule_idempotency_keys",
+    "tool_invocations",
+    "tool_approval_requests",
+    "tool_approval_decisions",
 )
 
 # The indexes the spec names, by what they serve: (table, name, columns-as-in-catalog, where).
