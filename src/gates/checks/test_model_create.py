@@ -9,6 +9,8 @@ through ``bootstrap.build_tools`` (see ``tool_checks`` for what each one checks)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from gates.checks.service_support import AGENT_ID, START
@@ -28,6 +30,7 @@ from scheduling.runtime.tool_pipeline import ScriptedApprovals
 from simulation.clock import VirtualClock
 from simulation.ids import SeededIds
 
+Check = Callable[[ToolWorld], Awaitable[Verdict]]
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]
 
 
@@ -67,10 +70,11 @@ async def test_schedule_create_is_classified_and_flag_gated(
     gate_evidence.record("registered", specs)
 
 
-async def _run(url: str, check: object, evidence: GateEvidence) -> Verdict:
+async def run_check(url: str, check: Check, evidence: GateEvidence) -> Verdict:
+    """Run one check on a fresh tool world; record its evidence; fail on any problem."""
     world = await ToolWorld.open(url)
     try:
-        verdict: Verdict = await check(world)  # type: ignore[operator]
+        verdict = await check(world)
     finally:
         await world.close()
     for key, value in verdict.evidence.items():
@@ -84,7 +88,7 @@ async def _run(url: str, check: object, evidence: GateEvidence) -> Verdict:
 async def test_a_reminder_request_creates_one_approved_one_time_schedule(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    await _run(pg_url, create_happy_path_check, gate_evidence)
+    await run_check(pg_url, create_happy_path_check, gate_evidence)
 
 
 @pytest.mark.postgres
@@ -92,7 +96,7 @@ async def test_a_reminder_request_creates_one_approved_one_time_schedule(
 async def test_creation_without_schedule_write_is_denied_before_anything(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    await _run(pg_url, create_authorization_check, gate_evidence)
+    await run_check(pg_url, create_authorization_check, gate_evidence)
 
 
 @pytest.mark.postgres
@@ -100,7 +104,7 @@ async def test_creation_without_schedule_write_is_denied_before_anything(
 async def test_only_an_exact_future_instant_is_accepted(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    await _run(pg_url, create_validation_check, gate_evidence)
+    await run_check(pg_url, create_validation_check, gate_evidence)
 
 
 @pytest.mark.postgres
@@ -108,4 +112,4 @@ async def test_only_an_exact_future_instant_is_accepted(
 async def test_a_replayed_key_returns_the_original_schedule(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    await _run(pg_url, create_retry_check, gate_evidence)
+    await run_check(pg_url, create_retry_check, gate_evidence)

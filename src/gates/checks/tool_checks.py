@@ -16,10 +16,26 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from gates.checks.service_support import AGENT_ID, AGENT_VERSION, LIMITS, POLICY, principal
-from gates.checks.tool_support import WHO, ToolWorld
+from gates.checks.service_support import (
+    AGENT_ID,
+    AGENT_VERSION,
+    LIMITS,
+    POLICY,
+    definition,
+    principal,
+)
+from gates.checks.tool_support import OTHER, WHO, ToolWorld
 from scheduling.domain.cadence import format_instant
-from scheduling.runtime.tool_pipeline import ApprovalRequest, ToolResult, ToolStatus
+from scheduling.runtime.tool_pipeline import (
+    ApprovalRequest,
+    AskUser,
+    Proposal,
+    ProposedCall,
+    ScriptedModel,
+    ToolResult,
+    ToolStatus,
+)
+from scheduling.service.commands import ScheduleDefinition, SchedulePatch
 
 Row = dict[str, Any]
 
@@ -258,9 +274,592 @@ async def crash_after_effect(
     return str(rows[0]["id"]) if rows else None
 
 
+def out_id(result: ToolResult) -> str | None:
+    """The schedule id a successful result names (None otherwise)."""
+    return None if result.output is None else result.output.get("schedule_id")
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
 def uuid(value: Any) -> UUID:
     return UUID(str(value))
+
+
+# ---------------------------------------------------------------------- M20
+
+RECURRING = {
+    "daily": {"kind": "DAILY", "local_time": "07:30", "timezone": "Europe/Paris"},
+    "weekly": {
+        "kind": "WEEKLY",
+        "local_time": "08:00:00",
+        "weekdays": [5, 1, 3],
+        "timezone": "America/Los_Angeles",
+    },
+    "monthly": {
+        "kind": "MONTHLY",
+        "local_time": "18:00:00",
+        "days_of_month": [],
+        "last_day": True,
+        "timezone": "America/Los_Angeles",
+    },
+    "yearly": {
+        "kind": "YEARLY",
+        "local_time": "09:00",
+        "dates": [{"month": 2, "day": 29}, {"month": 12, "day": 31}],
+        "timezone": "Asia/Tokyo",
+    },
+}
+# The canonical form of each, written out by hand (the domain's canonicalization:
+# HH:MM:SS, sorted unique selectors, month-end flag explicit).
+CANONICAL = {
+    "daily": {"kind": "DAILY", "local_time": "07:30:00", "timezone": "Europe/Paris"},
+    "weekly": {
+        "kind": "WEEKLY",
+        "local_time": "08:00:00",
+        "weekdays": [1, 3, 5],
+        "timezone": "America/Los_Angeles",
+    },
+    "monthly": {
+        "kind": "MONTHLY",
+        "local_time": "18:00:00",
+        "days_of_month": [],
+        "last_day": True,
+        "timezone": "America/Los_Angeles",
+    },
+    "yearly": {
+        "kind": "YEARLY",
+        "local_time": "09:00:00",
+        "dates": [{"month": 2, "day": 29}, {"month": 12, "day": 31}],
+        "timezone": "Asia/Tokyo",
+    },
+}
+# First firing strictly after START (2026-03-02T08:00Z), worked out by hand:
+# Paris is UTC+1 until 29 March -> 03-03 06:30Z (07:30 on 03-02 is already past);
+# Los Angeles is PST (UTC-8) until 8 March: Monday 03-02 08:00 PST = 16:00Z;
+# 31 March 2026 18:00 PDT (UTC-7) = 04-01 01:00Z; 2026 is not a leap year, so
+# 31 December 09:00 JST (UTC+9) = 12-31 00:00Z.
+FIRST_FIRING = {
+    "daily": "2026-03-03T06:30:00Z",
+    "weekly": "2026-03-02T16:00:00Z",
+    "monthly": "2026-04-01T01:00:00Z",
+    "yearly": "2026-12-31T00:00:00Z",
+}
+
+
+async def create_recurring_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    for label, cadence in RECURRING.items():
+        args = {
+            "title": f"{label} review",
+            "instruction": f"Do the {label} review.",
+            "cadence": cadence,
+        }
+        result = await world.call("schedule.create", args, f"rec-{label}")
+        if not v.expect(result.ok, f"{label}: {result.reason_code} {result.details}"):
+            continue
+        assert result.output is not None
+        view = world.approvals.requests[-1].view
+        want_view = {
+            "title": args["title"],
+            "instruction": args["instruction"],
+            "cadence": CANONICAL[label],
+            "requested_scopes": [],
+        }
+        v.expect(view == want_view, f"{label}: approval view {view}")
+        v.expect(
+            result.output["next_fire_at"] == FIRST_FIRING[label],
+            f"{label}: next firing {result.output['next_fire_at']}",
+        )
+        revisions = await world.revisions(result.output["schedule_id"])
+        v.expect(len(revisions) == 1, f"{label}: {len(revisions)} revisions")
+        definition = revisions[0]["definition"]
+        v.expect(
+            definition["cadence"] == CANONICAL[label], f"{label}: cadence {definition['cadence']}"
+        )
+        v.problems += pinned_problems(definition, label)
+    v.expect(len(world.approvals.requests) == len(RECURRING), "not one approval per call")
+    v.expect((await world.counts())["schedules"] == len(RECURRING), "not one schedule per call")
+    v.evidence.update(kinds=sorted(RECURRING), first_firings=FIRST_FIRING)
+    return v
+
+
+def _cal(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "local_time": "09:00", "timezone": "UTC", **fields}
+
+
+_IMPOSSIBLE, _BAD_ARGS = (
+    "schedule.cadence.yearly_date_impossible",
+    "schedule.tool.invalid_arguments",
+)
+INVALID_CALENDARS: dict[str, tuple[dict[str, Any], str]] = {
+    "february 30": (_cal("YEARLY", dates=[{"month": 2, "day": 30}]), _IMPOSSIBLE),
+    "april 31": (_cal("YEARLY", dates=[{"month": 4, "day": 31}]), _IMPOSSIBLE),
+    "duplicate date": (
+        _cal("YEARLY", dates=[{"month": 1, "day": 1}, {"month": 1, "day": 1}]),
+        "schedule.cadence.yearly_date_duplicate",
+    ),
+    "duplicate weekday": (_cal("WEEKLY", weekdays=[2, 2]), "schedule.cadence.weekday_duplicate"),
+    "empty month": (
+        _cal("MONTHLY", days_of_month=[], last_day=False),
+        "schedule.cadence.monthly_selector_empty",
+    ),
+    "duplicate day": (_cal("MONTHLY", days_of_month=[5, 5]), "schedule.cadence.day_duplicate"),
+    "unknown zone": (
+        {"kind": "DAILY", "local_time": "09:00", "timezone": "Mars/Olympus"},
+        "schedule.cadence.invalid_timezone",
+    ),
+    "weekday 8": (_cal("WEEKLY", weekdays=[8]), _BAD_ARGS),
+    "day 32": (_cal("MONTHLY", days_of_month=[32]), _BAD_ARGS),
+    "cron text": ({"kind": "CRON", "expression": "0 9 * * *"}, _BAD_ARGS),
+    "interval": (_cal("DAILY", every=2), _BAD_ARGS),
+}
+
+
+async def create_recurring_validation_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    before = await world.snapshot()
+    daily = RECURRING["daily"]
+    shapes = {
+        "both": {"title": "t", "instruction": "i", "at": world.later(days=1), "cadence": daily},
+        "neither": {"title": "t", "instruction": "i"},
+    }
+    for label, args in shapes.items():
+        expect_code(
+            v,
+            await world.call("schedule.create", args, f"shape-{label}"),
+            "schedule.tool.invalid_arguments",
+            label,
+        )
+    for label, (cadence, code) in INVALID_CALENDARS.items():
+        args = {"title": "t", "instruction": "i", "cadence": cadence}
+        key = "cal-" + label.replace(" ", "-")
+        expect_code(v, await world.call("schedule.create", args, key), code, label)
+    v.expect(not world.approvals.requests, "an invalid calendar reached approval")
+    await unchanged(world, v, before, "invalid recurring create")
+    args = {
+        "title": "Weekly sync",
+        "instruction": "Prepare the sync.",
+        "cadence": RECURRING["weekly"],
+    }
+    first = await world.call("schedule.create", args, "rec-key")
+    v.expect(first.ok, f"weekly create failed: {first.reason_code}")
+    after_first = await world.snapshot()
+    changed = {**args, "cadence": {**RECURRING["weekly"], "weekdays": [2]}}
+    reused = await world.call("schedule.create", changed, "rec-key")
+    expect_code(v, reused, "schedule.idempotency.key_reused", "key reused with other recurrence")
+    await unchanged(world, v, after_first, "key reuse")
+    again = await world.call("schedule.create", args, "rec-key")
+    v.expect(again.ok and again.replayed, "identical retry did not replay")
+    v.expect(out_id(again) is not None and out_id(again) == out_id(first), "other schedule")
+    await unchanged(world, v, after_first, "identical retry")
+    v.evidence.update(rejected={k: c for k, (_, c) in INVALID_CALENDARS.items()})
+    return v
+
+
+# ---------------------------------------------------------------------- M23 helpers
+
+SCHEDULE_TABLES = ("schedules", "schedule_revisions", "schedule_occurrences", "process_events")
+# The spec's summary allow-list, transcribed ("Model-callable lifecycle").
+SUMMARY_ALLOW_LIST = frozenset(
+    {"schedule_id", "title", "state", "pause_reason", "current_revision", "next_fire_at", "cadence"}
+)
+MUTATION_OUTPUT = frozenset(
+    {"schedule_id", "current_revision", "state", "pause_reason", "next_fire_at"}
+)
+DAILY_PARIS = {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"}
+
+
+async def schedule_rows(world: ToolWorld) -> dict[str, list[Row]]:
+    snap = await world.snapshot()
+    return {t: snap[t] for t in SCHEDULE_TABLES}
+
+
+async def create_via_tool(
+    world: ToolWorld, title: str, key: str, cadence: dict[str, Any] | None = None, **extra: Any
+) -> str:
+    args: dict[str, Any] = {"title": title, "instruction": f"Handle {title}.", **extra}
+    if "at" not in extra:
+        args["cadence"] = cadence or DAILY_PARIS
+    result = await world.call("schedule.create", args, key)
+    assert result.ok, (result.reason_code, result.details)
+    assert result.output is not None
+    return str(result.output["schedule_id"])
+
+
+def resolve_then(title: str, tool: str, key: str, **patch: Any) -> ScriptedModel:
+    """A model that lists, resolves ``title`` to exactly one summary, then proposes
+    ``tool`` on it with the summary's revision; it asks the user on zero or several."""
+
+    def model(results: list[ToolResult]) -> Proposal:
+        if not results:
+            return ProposedCall("schedule.list", {}, f"{key}-list")
+        if len(results) > 1:
+            return None
+        listed = results[0].output or {}
+        matches = [i for i in listed.get("items", []) if i["title"] == title]
+        if len(matches) != 1:
+            return AskUser(f"{len(matches)} schedules are called {title!r}: which one?")
+        item = matches[0]
+        args = {"schedule_id": item["schedule_id"], "expected_revision": item["current_revision"]}
+        return ProposedCall(tool, {**args, **patch}, key)
+
+    return model
+
+
+# ---------------------------------------------------------------------- M23 lifecycle
+
+ALL_DATES = [
+    {"month": m, "day": d}
+    for m in range(1, 13)
+    for d in range(1, 32)
+    if d <= (29 if m == 2 else 30 if m in (4, 6, 9, 11) else 31)
+]
+DISCOVERY_COUNT = 55  # more than one page of fifty
+
+
+async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
+    """Fifty-five schedules, each with the largest legal yearly selector (all 366
+    month/day pairs, February 29 included), a maximal two-byte-character title and a
+    marked instruction; another principal's schedules must stay invisible."""
+    v = Verdict()
+    v.expect(len(ALL_DATES) == 366, f"{len(ALL_DATES)} yearly pairs")
+    yearly = {
+        "kind": "YEARLY",
+        "local_time": "23:59:59",
+        "timezone": "America/North_Dakota/New_Salem",
+        "dates": ALL_DATES,
+    }
+    markers = []
+    for i in range(DISCOVERY_COUNT):
+        marker = f"instruction-marker-{i:03d}"
+        markers.append(marker)
+        title = f"{i:03d} " + "\u03a9" * 196
+        await world.service.create(WHO, f"seed-{i}", definition_for(title, marker, yearly))
+        world.clock.advance(1)
+    for i in range(2):
+        await world.service.create(
+            OTHER, f"other-{i}", definition_for(f"other {i}", "foreign", yearly)
+        )
+    pages, cursor, seen_ids = [], None, []
+    for _ in range(5):
+        args = {} if cursor is None else {"cursor": cursor}
+        result = await world.call("schedule.list", args, f"list-{len(pages)}")
+        if not v.expect(result.ok, f"list failed: {result.reason_code} {result.details}"):
+            return v
+        assert result.output is not None
+        pages.append(result.output)
+        seen_ids += [item["schedule_id"] for item in result.output["items"]]
+        cursor = result.output["next_cursor"]
+        if cursor is None:
+            break
+    sizes = [len(json.dumps(p, separators=(",", ":"), ensure_ascii=False).encode()) for p in pages]
+    v.expect(
+        [len(p["items"]) for p in pages] == [50, 5],
+        f"page sizes {[len(p['items']) for p in pages]}",
+    )
+    v.expect(max(sizes) <= 524_288, f"a page of {max(sizes)} bytes exceeds 524,288")
+    v.expect(len(set(seen_ids)) == len(seen_ids) == DISCOVERY_COUNT, "pages overlap or miss")
+    own = {
+        str(r["id"])
+        for r in await world.sql(
+            "SELECT id FROM schedules WHERE principal_id = :p", p=WHO.principal_id
+        )
+    }
+    v.expect(set(seen_ids) == own, "the listing is not exactly the caller's schedules")
+    text = json.dumps(pages, ensure_ascii=False)
+    for item in (i for p in pages for i in p["items"]):
+        v.expect(set(item) == SUMMARY_ALLOW_LIST, f"summary fields {sorted(item)}")
+        v.expect(len(item["cadence"]["dates"]) == 366, "the yearly selector was cut")
+        v.expect(isinstance(item["current_revision"], int), "no revision")
+    leaked = [m for m in markers if m in text]
+    v.expect(not leaked, f"instructions leaked: {leaked[:3]}")
+    v.expect(WHO.principal_id not in text, "the principal identity appears in a summary")
+    for key in (
+        "instruction",
+        "instruction_preview",
+        "policy_profile",
+        "requested_scopes",
+        "limits",
+        "agent_id",
+        "agent_version",
+        "principal_id",
+        "tenant_id",
+        "created_at",
+        "updated_at",
+        "run_timeout_seconds",
+        "browser_profile_id",
+    ):
+        v.expect(f'"{key}"' not in text, f"{key!r} appears in a summary")
+    first = pages[0]["next_cursor"]
+    v.expect(isinstance(first, str) and "updated_at" not in first, "cursor is not opaque text")
+    for label, args, code in (
+        ("limit 0", {"limit": 0}, "schedule.tool.invalid_arguments"),
+        ("limit 51", {"limit": 51}, "schedule.tool.invalid_arguments"),
+        ("extra field", {"state": "ACTIVE"}, "schedule.tool.invalid_arguments"),
+        ("tampered cursor", {"cursor": first[:-2] + "xx"}, "schedule.page.invalid_cursor"),
+        (
+            "foreign cursor",
+            {"cursor": "WyJzY2hlZHVsZXMiLCJ4IiwieSJd"},
+            "schedule.page.invalid_cursor",
+        ),
+    ):
+        expect_code(v, await world.call("schedule.list", args, f"bad-{label}"), code, label)
+    small = await world.call("schedule.list", {"limit": 1}, "list-small")
+    v.expect(small.ok and small.output is not None and len(small.output["items"]) == 1, "limit 1")
+    v.expect(not world.approvals.requests, "a read asked for approval")
+    v.evidence.update(page_bytes=sizes, ceiling=524_288, items=DISCOVERY_COUNT, yearly_pairs=366)
+    return v
+
+
+def definition_for(title: str, instruction: str, cadence: dict[str, Any]) -> ScheduleDefinition:
+    return definition(title=title, instruction=instruction, cadence=cadence)
+
+
+async def pause_resume_check(world: ToolWorld) -> Verdict:
+    """Discover "Morning briefing" among others, pause it after one approval, let three
+    days pass, resume it after one approval at the first strictly future 09:00 Paris."""
+    v = Verdict()
+    sid = await create_via_tool(world, "Morning briefing", "c-1")
+    await create_via_tool(world, "Evening digest", "c-2")
+    await create_via_tool(world, "Gym reminder", "c-3")
+    await create_via_tool(world, "Gym reminder", "c-4")
+    asked = len(world.approvals.requests)
+    chat = world.conversation()
+    ambiguous = await chat.play(resolve_then("Gym reminder", "schedule.pause", "p-gym"))
+    v.expect(len(ambiguous) == 1 and chat.questions, "an ambiguous reference was not asked about")
+    results = await chat.play(resolve_then("Morning briefing", "schedule.pause", "p-1"))
+    v.expect([r.tool for r in results] == ["schedule.list", "schedule.pause"], "turns")
+    paused = results[-1]
+    v.expect(paused.ok, f"pause: {paused.reason_code}")
+    v.expect(len(world.approvals.requests) == asked + 1, "pause is not exactly one approval")
+    view = world.approvals.requests[-1].view
+    v.expect(
+        view == {"action": "pause", "schedule_id": sid, "expected_revision": 1}, f"view {view}"
+    )
+    row = await world.schedule(sid)
+    v.expect(row["state"] == "PAUSED" and row["next_fire_at"] is None, "not paused")
+    v.expect(row["pause_reason"] == "user", f"pause reason {row['pause_reason']}")
+    gyms = [r for r in await world.sql("SELECT * FROM schedules WHERE state <> 'ACTIVE'")]
+    v.expect(len(gyms) == 1, "another schedule changed state")
+    # START is 2026-03-02T08:00Z; three days and two hours later it is 11:00 in Paris
+    # (UTC+1) on 5 March, so the first strictly future 09:00 is 6 March 08:00Z.
+    world.clock.advance(3 * 86400 + 7200)
+    resumed = (
+        await world.conversation().play(resolve_then("Morning briefing", "schedule.resume", "r-1"))
+    )[-1]
+    v.expect(resumed.ok, f"resume: {resumed.reason_code}")
+    v.expect(len(world.approvals.requests) == asked + 2, "resume is not exactly one approval")
+    want_next = "2026-03-06T08:00:00Z"
+    v.expect(
+        resumed.output is not None and resumed.output.get("next_fire_at") == want_next,
+        f"resumed output {resumed.output}",
+    )
+    v.expect(
+        resumed.output is not None and set(resumed.output) == MUTATION_OUTPUT,
+        "mutation output fields",
+    )
+    made = await world.materializer().materialize(uuid(sid))
+    v.expect(made.status.value == "not_due", f"a backfill scan decided {made.status}")
+    occ = await world.sql("SELECT * FROM schedule_occurrences WHERE schedule_id = :i", i=uuid(sid))
+    v.expect(not occ, f"{len(occ)} occurrences backfilled")
+    events = await world.events(sid)
+    v.expect(events == ["schedule.created", "schedule.paused", "schedule.resumed"], f"{events}")
+    v.evidence.update(resumed_next_fire_at=want_next, events=events, questions=chat.questions)
+    return v
+
+
+async def cancel_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    sid = await create_via_tool(world, "Daily digest", "c-1")
+    fire = (await world.schedule(sid))["next_fire_at"]
+    world.clock.advance_to(fire + timedelta(seconds=1))
+    made = await world.materializer().materialize(uuid(sid))
+    if not v.expect(made.run_id is not None, f"no run materialized: {made.status}"):
+        return v
+    run_before = await world.sql("SELECT * FROM runs WHERE id = :i", i=made.run_id)
+    occ_before = await world.sql(
+        "SELECT * FROM schedule_occurrences WHERE schedule_id = :i", i=uuid(sid)
+    )
+    result = (
+        await world.conversation().play(resolve_then("Daily digest", "schedule.cancel", "x-1"))
+    )[-1]
+    v.expect(result.ok, f"cancel: {result.reason_code} {result.details}")
+    view = world.approvals.requests[-1].view
+    v.expect(view["action"] == "cancel" and view["schedule_id"] == sid, f"view {view}")
+    row = await world.schedule(sid)
+    v.expect(row["state"] == "CANCELLED" and row["next_fire_at"] is None, "not cancelled")
+    v.expect(
+        await world.sql("SELECT * FROM runs WHERE id = :i", i=made.run_id) == run_before,
+        "the materialized run changed",
+    )
+    v.expect(len(await world.revisions(sid)) == 1, "the record or its revision is gone")
+    world.clock.advance(3 * 86400)
+    later = await world.materializer().materialize(uuid(sid))
+    v.expect(later.status.value == "not_due", f"a cancelled schedule decided {later.status}")
+    occ_after = await world.sql(
+        "SELECT * FROM schedule_occurrences WHERE schedule_id = :i", i=uuid(sid)
+    )
+    v.expect(occ_after == occ_before, "the occurrence ledger changed")
+    v.expect((await world.events(sid)).count("schedule.cancelled") == 1, "not one cancel event")
+    v.evidence.update(run_status=run_before[0]["status"], occurrences=len(occ_after))
+    return v
+
+
+async def lifecycle_authorization_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    a = await create_via_tool(world, "Alpha", "c-a")
+    b = await create_via_tool(world, "Beta", "c-b")
+    asked = len(world.approvals.requests)
+    before = await world.snapshot()
+    mutate = {"schedule_id": a, "expected_revision": 1}
+    lacking = {
+        ("schedule.list", "schedule.read"): {},
+        ("schedule.pause", "schedule.write"): mutate,
+        ("schedule.resume", "schedule.write"): mutate,
+        ("schedule.cancel", "schedule.cancel"): mutate,
+    }
+    everything = {"schedule.read", "schedule.write", "schedule.cancel"}
+    for (tool, scope), args in lacking.items():
+        who = principal(WHO.principal_id, scopes=everything - {scope})
+        result = await world.call(tool, args, f"deny-{tool}", who=who)
+        v.expect(result.status is ToolStatus.DENIED, f"{tool} without {scope}: {result.status}")
+        v.expect(
+            result.reason_code == "schedule.auth.scope_required", f"{tool}: {result.reason_code}"
+        )
+        v.expect(result.details.get("missing_scopes") == [scope], f"{tool}: {result.details}")
+    v.expect(len(world.approvals.requests) == asked, "a denied call reached approval")
+    await unchanged(world, v, before, "denied lifecycle calls")
+    exact = {
+        "schedule.list": ({}, "schedule.read"),
+        "schedule.pause": ({"schedule_id": b, "expected_revision": 1}, "schedule.write"),
+        "schedule.cancel": ({"schedule_id": a, "expected_revision": 1}, "schedule.cancel"),
+    }
+    for tool, (args, scope) in exact.items():
+        who = principal(WHO.principal_id, scopes={scope})
+        result = await world.call(tool, args, f"exact-{tool}", who=who)
+        v.expect(result.ok, f"{tool} with exactly {scope} failed: {result.reason_code}")
+    v.evidence.update(denied=[f"{t} without {s}" for t, s in lacking], exact=sorted(exact))
+    return v
+
+
+async def lifecycle_validation_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    a = await create_via_tool(world, "Alpha", "c-a")
+    await create_via_tool(world, "Beta", "c-b")
+    gone = await create_via_tool(world, "Gone", "c-g")
+    once = await create_via_tool(world, "Once", "c-o", at=world.later(hours=1))
+    foreign = str((await world.service.create(OTHER, "o-1", definition())).schedule.id)
+    assert (
+        await world.call("schedule.cancel", {"schedule_id": gone, "expected_revision": 1}, "k-g")
+    ).ok
+    assert (
+        await world.call("schedule.pause", {"schedule_id": once, "expected_revision": 1}, "k-o")
+    ).ok
+    await world.service.patch(WHO, uuid(a), 1, SchedulePatch(title="Alpha 2"), "k-a")
+    world.clock.advance(7200)
+    before = await schedule_rows(world)
+    bad, nf = "schedule.tool.invalid_arguments", "schedule.not_found"
+    cases: list[tuple[str, str, dict[str, Any], str]] = [
+        ("malformed id", "schedule.pause", {"schedule_id": "alpha", "expected_revision": 1}, bad),
+        (
+            "id with braces",
+            "schedule.pause",
+            {"schedule_id": "{" + a + "}", "expected_revision": 2},
+            bad,
+        ),
+        ("revision 0", "schedule.pause", {"schedule_id": a, "expected_revision": 0}, bad),
+        ("revision text", "schedule.pause", {"schedule_id": a, "expected_revision": "2"}, bad),
+        ("revision missing", "schedule.cancel", {"schedule_id": a}, bad),
+        ("title as key", "schedule.pause", {"title": "Alpha 2", "expected_revision": 2}, bad),
+        (
+            "extra field",
+            "schedule.resume",
+            {"schedule_id": a, "expected_revision": 2, "force": True},
+            bad,
+        ),
+        (
+            "unknown",
+            "schedule.pause",
+            {"schedule_id": str(UUID(int=7)), "expected_revision": 1},
+            nf,
+        ),
+        ("foreign", "schedule.cancel", {"schedule_id": foreign, "expected_revision": 1}, nf),
+        (
+            "stale",
+            "schedule.pause",
+            {"schedule_id": a, "expected_revision": 1},
+            "schedule.lifecycle.stale_revision",
+        ),
+        (
+            "ahead",
+            "schedule.cancel",
+            {"schedule_id": a, "expected_revision": 3},
+            "schedule.lifecycle.stale_revision",
+        ),
+        (
+            "resume cancelled",
+            "schedule.resume",
+            {"schedule_id": gone, "expected_revision": 1},
+            "schedule.lifecycle.illegal_transition",
+        ),
+        (
+            "pause cancelled",
+            "schedule.pause",
+            {"schedule_id": gone, "expected_revision": 1},
+            "schedule.lifecycle.illegal_transition",
+        ),
+        (
+            "resume past one-time",
+            "schedule.resume",
+            {"schedule_id": once, "expected_revision": 1},
+            "schedule.validation.no_future_occurrence",
+        ),
+    ]
+    for label, tool, args, code in cases:
+        key = "v-" + label.replace(" ", "-")
+        expect_code(v, await world.call(tool, args, key), code, label)
+        after = await schedule_rows(world)
+        v.expect(after == before, f"{label}: changed {changed_tables(before, after)}")
+    v.evidence["failures"] = {label: code for label, _, _, code in cases}
+    return v
+
+
+async def lifecycle_retry_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    a = await create_via_tool(world, "Alpha", "c-a")
+    b = await create_via_tool(world, "Beta", "c-b")
+    ref = {"schedule_id": a, "expected_revision": 1}
+    steps = [
+        ("schedule.pause", "p-1"),
+        ("schedule.pause", "p-1"),
+        ("schedule.pause", "p-2"),
+        ("schedule.resume", "r-1"),
+        ("schedule.resume", "r-1"),
+        ("schedule.resume", "r-2"),
+        ("schedule.cancel", "x-1"),
+        ("schedule.cancel", "x-1"),
+        ("schedule.cancel", "x-2"),
+        ("schedule.pause", "p-1"),
+    ]
+    states = []
+    for tool, key in steps:
+        result = await world.call(tool, ref, key)
+        v.expect(result.ok, f"{tool} {key}: {result.reason_code}")
+        states.append((await world.schedule(a))["state"])
+    v.expect(states[-1] == "CANCELLED", f"a replay moved the schedule to {states[-1]}")
+    events = await world.events(a)
+    want = ["schedule.created", "schedule.paused", "schedule.resumed", "schedule.cancelled"]
+    v.expect(events == want, f"events {events}")
+    crashed = await crash_after_effect(
+        world, "schedule.pause", {"schedule_id": b, "expected_revision": 1}, "p-b"
+    )
+    del crashed
+    recovered = await world.call(
+        "schedule.pause", {"schedule_id": b, "expected_revision": 1}, "p-b"
+    )
+    v.expect(recovered.ok, f"recovery: {recovered.reason_code}")
+    v.expect((await world.events(b)).count("schedule.paused") == 1, "recovery paused twice")
+    v.evidence.update(states=states, events=events)
+    return v

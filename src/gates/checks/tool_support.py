@@ -109,21 +109,29 @@ def tool_env(url: str, *, api: bool = True, worker: bool = True) -> dict[str, st
 
 
 class InspectingApprovals(ScriptedApprovals):
-    """Scripted approvals that run ``on_request`` (e.g. read the database) before deciding."""
+    """Scripted approvals that run ``on_request`` (e.g. read the database) before deciding.
+
+    The approver takes ``think_seconds`` of virtual time per decision, so successive
+    effects carry strictly increasing timestamps (events order by time)."""
 
     def __init__(
         self,
+        clock: VirtualClock,
         verdicts: Iterable[bool] = (),
         *,
         default: bool = True,
+        think_seconds: float = 1,
         on_request: Callable[[ApprovalRequest], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(verdicts, default=default)
+        self.clock = clock
+        self.think_seconds = think_seconds
         self.on_request = on_request
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         if self.on_request is not None:
             await self.on_request(request)
+        self.clock.advance(self.think_seconds)
         return await super().decide(request)
 
 
@@ -152,7 +160,7 @@ class ToolWorld:
         admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=5)
         await seed_durable(admin, list(principals), at=start)
         clock, ids = VirtualClock(start), SeededIds(seed)
-        approvals = InspectingApprovals()
+        approvals = InspectingApprovals(clock)
         websites, profiles = ConfiguredWebsiteBindings(), ConfiguredBrowserProfiles()
         role = build_tools(
             Settings.from_env(tool_env(url)),

@@ -27,6 +27,7 @@ from scheduling.runtime.tool_pipeline.context import (
 from scheduling.runtime.tool_pipeline.conversation import (
     AskUser,
     Conversation,
+    Proposal,
     ProposedCall,
     ScriptedModel,
     scripted,
@@ -84,6 +85,7 @@ __all__ = [
     "Idempotency",
     "OutputTrust",
     "PreparedCall",
+    "Proposal",
     "ProposedCall",
     "RegisteredTool",
     "Risk",
