@@ -26,6 +26,7 @@ from gates.checks.service_support import (
 )
 from gates.checks.tool_support import OTHER, WHO, ToolWorld
 from scheduling.domain.cadence import format_instant
+from scheduling.ports.directories import BrowserProfile, BrowserProfileState
 from scheduling.runtime.tool_pipeline import (
     ApprovalRequest,
     AskUser,
@@ -862,4 +863,264 @@ async def lifecycle_retry_check(world: ToolWorld) -> Verdict:
     v.expect(recovered.ok, f"recovery: {recovered.reason_code}")
     v.expect((await world.events(b)).count("schedule.paused") == 1, "recovery paused twice")
     v.evidence.update(states=states, events=events)
+    return v
+
+
+# ---------------------------------------------------------------------- M23 update
+
+HIDDEN_FIELDS = (
+    "agent_id",
+    "agent_version",
+    "policy_profile",
+    "requested_scopes",
+    "browser_profile_id",
+    "limits",
+    "run_timeout_seconds",
+    "misfire_grace_seconds",
+    "max_consecutive_failures",
+)
+FORBIDDEN_INPUTS = (*HIDDEN_FIELDS, "state", "revision", "authority_version", "use_website")
+WEEKLY_WED = {
+    "kind": "WEEKLY",
+    "local_time": "08:00",
+    "weekdays": [3],
+    "timezone": "America/Los_Angeles",
+}
+WEEKLY_WED_CANONICAL = {**WEEKLY_WED, "local_time": "08:00:00"}
+
+
+async def update_contract_inputs_check(world: ToolWorld) -> Verdict:
+    """Only a stable ID, expected revision and title/instruction/at/cadence get through."""
+    v = Verdict()
+    sid = await create_via_tool(world, "Alpha", "c-a")
+    asked = len(world.approvals.requests)
+    before = await world.snapshot()
+    for name in FORBIDDEN_INPUTS:
+        args = {"schedule_id": sid, "expected_revision": 1, "title": "Alpha 2", name: "x"}
+        result = await world.call("schedule.update", args, f"f-{name}")
+        expect_code(v, result, "schedule.tool.invalid_arguments", f"input {name}")
+    v.expect(len(world.approvals.requests) == asked, "a forbidden input reached approval")
+    await unchanged(world, v, before, "forbidden update inputs")
+    v.evidence["refused_inputs"] = list(FORBIDDEN_INPUTS)
+    return v
+
+
+async def update_happy_path_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    sid = await create_via_tool(world, "News digest", "c-1")
+    rev1 = await world.revisions(sid)
+    world.clock.advance(3600)
+    instruction = "Summarize only security and infrastructure news."
+    model = resolve_then(
+        "News digest", "schedule.update", "u-1", instruction=instruction, cadence=WEEKLY_WED
+    )
+    result = (await world.conversation().play(model))[-1]
+    if not v.expect(result.ok, f"update: {result.reason_code} {result.details}"):
+        return v
+    view = world.approvals.requests[-1].view
+    want_view = {
+        "schedule_id": sid,
+        "expected_revision": 1,
+        "patch": {"instruction": instruction, "cadence": WEEKLY_WED_CANONICAL},
+        "unchanged": ["title"],
+    }
+    v.expect(view == want_view, f"view {view}")
+    revisions = await world.revisions(sid)
+    v.expect(len(revisions) == 2, f"{len(revisions)} revisions")
+    v.expect(revisions[0] == rev1[0], "revision 1 changed")
+    new = revisions[-1]["definition"]
+    v.expect(new["instruction"] == instruction and new["title"] == "News digest", "content")
+    v.expect(new["cadence"] == WEEKLY_WED_CANONICAL, f"cadence {new['cadence']}")
+    row = await world.schedule(sid)
+    v.expect(row["current_revision"] == 2 and row["state"] == "ACTIVE", "not revision 2, active")
+    # Updated at ~09:00Z on Monday 2 March; Wednesday 08:00 PST (UTC-8) is 4 March 16:00Z.
+    want_next = "2026-03-04T16:00:00Z"
+    v.expect(format_instant(row["next_fire_at"]) == want_next, f"next {row['next_fire_at']}")
+    v.expect(result.output is not None and result.output["next_fire_at"] == want_next, "output")
+    v.expect(
+        result.output is not None and set(result.output) == {*MUTATION_OUTPUT, "replayed"},
+        "output fields",
+    )
+    v.expect(await world.events(sid) == ["schedule.created", "schedule.updated"], "events")
+    v.evidence.update(approval_view=view, next_fire_at=want_next)
+    return v
+
+
+async def update_preserves_authority_check(world: ToolWorld) -> Verdict:
+    """A definition with non-default hidden fields (scopes, website binding, limits,
+    timeout, grace, failure policy) keeps every one through content and cadence patches;
+    a paused schedule stays paused with no next firing and resumes on the new cadence."""
+    v = Verdict()
+    profile = UUID("0e4b7d5c-3a2f-4e1d-9c8b-7a6f5e4d3c2b")
+    world.profiles.put(
+        BrowserProfile(
+            profile,
+            WHO.tenant_id,
+            WHO.principal_id,
+            BrowserProfileState.READY,
+            ("https://news.example",),
+        )
+    )
+    custom = definition(
+        requested_scopes=frozenset({"memory.read", "browser.profile.read"}),
+        browser_profile_id=profile,
+        run_timeout_seconds=1200,
+        misfire_grace_seconds=600,
+        max_consecutive_failures=4,
+    )
+    sid = str((await world.service.create(WHO, "seed", custom)).schedule.id)
+    first = (await world.revisions(sid))[0]["definition"]
+    r = await world.call(
+        "schedule.update",
+        {
+            "schedule_id": sid,
+            "expected_revision": 1,
+            "title": "Renamed",
+            "instruction": "New words.",
+        },
+        "u-1",
+    )
+    v.expect(r.ok, f"content update: {r.reason_code}")
+    paused = await world.call("schedule.pause", {"schedule_id": sid, "expected_revision": 2}, "p-1")
+    v.expect(paused.ok, f"pause: {paused.reason_code}")
+    r2 = await world.call(
+        "schedule.update",
+        {"schedule_id": sid, "expected_revision": 2, "cadence": WEEKLY_WED},
+        "u-2",
+    )
+    v.expect(r2.ok, f"paused update: {r2.reason_code}")
+    row = await world.schedule(sid)
+    v.expect(row["state"] == "PAUSED" and row["next_fire_at"] is None, "paused update unpaused")
+    v.expect(row["current_revision"] == 3, f"revision {row['current_revision']}")
+    for rev in (await world.revisions(sid))[1:]:
+        d = rev["definition"]
+        for name in HIDDEN_FIELDS:
+            v.expect(
+                d.get(name) == first.get(name),
+                f"revision {rev['revision']}: {name} {d.get(name)!r} != {first.get(name)!r}",
+            )
+    for out in (r.output, r2.output):
+        v.expect(out is not None and not set(out) & set(HIDDEN_FIELDS), "hidden fields in output")
+    resumed = await world.call(
+        "schedule.resume", {"schedule_id": sid, "expected_revision": 3}, "r-1"
+    )
+    # Resumed at ~08:00Z Monday 2 March: the new cadence's first firing is Wednesday.
+    v.expect(
+        resumed.output is not None and resumed.output["next_fire_at"] == "2026-03-04T16:00:00Z",
+        f"resume did not use the new cadence: {resumed.output}",
+    )
+    v.evidence.update(preserved=list(HIDDEN_FIELDS), revisions=3)
+    return v
+
+
+def secret_token() -> str:
+    # Built at run time so no credential-shaped literal sits in the source.
+    return "ghp_" + "".join("a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")
+
+
+async def update_validation_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    sid = await create_via_tool(world, "Alpha", "c-a")
+    gone = await create_via_tool(world, "Gone", "c-g")
+    assert (
+        await world.call("schedule.cancel", {"schedule_id": gone, "expected_revision": 1}, "k-g")
+    ).ok
+    before = await schedule_rows(world)
+    asked = len(world.approvals.requests)
+    token = secret_token()
+    ref = {"schedule_id": sid, "expected_revision": 1}
+    no_write = principal(WHO.principal_id, scopes={"schedule.read", "schedule.cancel"})
+    denied = await world.call("schedule.update", {**ref, "title": "x"}, "d-1", who=no_write)
+    v.expect(
+        denied.status is ToolStatus.DENIED and denied.reason_code == "schedule.auth.scope_required",
+        f"no schedule.write: {denied.status} {denied.reason_code}",
+    )
+    pre_approval = [
+        ("empty patch", ref, "schedule.patch.empty"),
+        (
+            "at and cadence",
+            {**ref, "at": world.later(days=1), "cadence": DAILY_PARIS},
+            "schedule.patch.at_and_cadence",
+        ),
+        (
+            "bad cadence",
+            {
+                **ref,
+                "cadence": {
+                    "kind": "YEARLY",
+                    "local_time": "09:00",
+                    "timezone": "UTC",
+                    "dates": [{"month": 2, "day": 30}],
+                },
+            },
+            "schedule.cadence.yearly_date_impossible",
+        ),
+        ("naive at", {**ref, "at": "2026-05-01T09:00:00"}, "schedule.cadence.naive_instant"),
+        ("empty title", {**ref, "title": ""}, "schedule.tool.invalid_arguments"),
+        (
+            "secret instruction",
+            {**ref, "instruction": f"sync with {token}"},
+            "schedule.secret_detected",
+        ),
+        ("secret title", {**ref, "title": f"token {token}"}, "schedule.secret_detected"),
+    ]
+    for label, args, code in pre_approval:
+        expect_code(
+            v,
+            await world.call("schedule.update", args, "v-" + label.replace(" ", "-")),
+            code,
+            label,
+        )
+    v.expect(len(world.approvals.requests) == asked, "a pre-approval failure reached approval")
+    after_approval = [
+        (
+            "unknown",
+            {"schedule_id": str(UUID(int=9)), "expected_revision": 1, "title": "x"},
+            "schedule.not_found",
+        ),
+        (
+            "terminal",
+            {"schedule_id": gone, "expected_revision": 1, "title": "x"},
+            "schedule.lifecycle.illegal_transition",
+        ),
+        (
+            "stale",
+            {**ref, "expected_revision": 2, "title": "x"},
+            "schedule.lifecycle.stale_revision",
+        ),
+    ]
+    for label, args, code in after_approval:
+        expect_code(v, await world.call("schedule.update", args, "v-" + label), code, label)
+    after = await schedule_rows(world)
+    v.expect(after == before, f"a failed update wrote {changed_tables(before, after)}")
+    everything = dumps(await world.snapshot())
+    v.expect(token not in everything and token[4:] not in everything, "the secret reached a row")
+    v.evidence["failures"] = {label: code for label, _, code in (*pre_approval, *after_approval)}
+    return v
+
+
+async def update_retry_check(world: ToolWorld) -> Verdict:
+    v = Verdict()
+    sid = await create_via_tool(world, "Alpha", "c-a")
+    args = {"schedule_id": sid, "expected_revision": 1, "instruction": "Shorter, please."}
+    first = await world.call("schedule.update", args, "u-1")
+    v.expect(first.ok and first.output is not None and first.output["replayed"] is False, "first")
+    after_first = await schedule_rows(world)
+    again = await world.call("schedule.update", dict(reversed(list(args.items()))), "u-1")
+    v.expect(again.ok and again.output is not None and again.output["replayed"] is True, "replay")
+    v.expect(again.output is not None and again.output["current_revision"] == 2, "replay revision")
+    changed = await world.call("schedule.update", {**args, "instruction": "Longer."}, "u-1")
+    expect_code(v, changed, "schedule.idempotency.key_reused", "same key, other patch")
+    v.expect(await schedule_rows(world) == after_first, "a replay or conflict wrote something")
+    crash_args = {"schedule_id": sid, "expected_revision": 2, "title": "Alpha renamed"}
+    await crash_after_effect(world, "schedule.update", crash_args, "u-2")
+    recovered = await world.call("schedule.update", crash_args, "u-2")
+    v.expect(
+        recovered.ok and recovered.output is not None and recovered.output["replayed"] is True,
+        f"recovery: {recovered.reason_code} {recovered.output}",
+    )
+    v.expect(len(await world.revisions(sid)) == 3, "recovery wrote another revision")
+    events = await world.events(sid)
+    v.expect(events == ["schedule.created", "schedule.updated", "schedule.updated"], f"{events}")
+    v.evidence.update(revisions=3, events=events)
     return v
