@@ -131,7 +131,7 @@ async def create_happy_path_check(world: ToolWorld) -> Verdict:
     v.expect(len(world.approvals.requests) == 1, "not exactly one approval request")
     v.expect(seen.get("schedules_while_waiting") == 0, "a schedule existed before approval")
     exact = format_instant(datetime.fromisoformat(at))
-    view = world.approvals.requests[0].view
+    view = last_view(world)
     want_view = {
         **{k: args[k] for k in ("title", "instruction")},
         "at": exact,
@@ -275,6 +275,11 @@ async def crash_after_effect(
     return str(rows[0]["id"]) if rows else None
 
 
+def last_view(world: ToolWorld) -> dict[str, Any]:
+    """The view of the latest approval request ({} when none was asked)."""
+    return world.approvals.requests[-1].view if world.approvals.requests else {}
+
+
 def out_id(result: ToolResult) -> str | None:
     """The schedule id a successful result names (None otherwise)."""
     return None if result.output is None else result.output.get("schedule_id")
@@ -361,7 +366,7 @@ async def create_recurring_check(world: ToolWorld) -> Verdict:
         if not v.expect(result.ok, f"{label}: {result.reason_code} {result.details}"):
             continue
         assert result.output is not None
-        view = world.approvals.requests[-1].view
+        view = last_view(world)
         want_view = {
             "title": args["title"],
             "instruction": args["instruction"],
@@ -593,7 +598,7 @@ async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
         "browser_profile_id",
     ):
         v.expect(f'"{key}"' not in text, f"{key!r} appears in a summary")
-    first = pages[0]["next_cursor"]
+    first = pages[0]["next_cursor"] or ""
     v.expect(isinstance(first, str) and "updated_at" not in first, "cursor is not opaque text")
     for label, args, code in (
         ("limit 0", {"limit": 0}, "schedule.tool.invalid_arguments"),
@@ -635,7 +640,7 @@ async def pause_resume_check(world: ToolWorld) -> Verdict:
     paused = results[-1]
     v.expect(paused.ok, f"pause: {paused.reason_code}")
     v.expect(len(world.approvals.requests) == asked + 1, "pause is not exactly one approval")
-    view = world.approvals.requests[-1].view
+    view = last_view(world)
     v.expect(
         view == {"action": "pause", "schedule_id": sid, "expected_revision": 1}, f"view {view}"
     )
@@ -687,7 +692,7 @@ async def cancel_check(world: ToolWorld) -> Verdict:
         await world.conversation().play(resolve_then("Daily digest", "schedule.cancel", "x-1"))
     )[-1]
     v.expect(result.ok, f"cancel: {result.reason_code} {result.details}")
-    view = world.approvals.requests[-1].view
+    view = last_view(world)
     v.expect(view["action"] == "cancel" and view["schedule_id"] == sid, f"view {view}")
     row = await world.schedule(sid)
     v.expect(row["state"] == "CANCELLED" and row["next_fire_at"] is None, "not cancelled")
@@ -917,7 +922,7 @@ async def update_happy_path_check(world: ToolWorld) -> Verdict:
     result = (await world.conversation().play(model))[-1]
     if not v.expect(result.ok, f"update: {result.reason_code} {result.details}"):
         return v
-    view = world.approvals.requests[-1].view
+    view = last_view(world)
     want_view = {
         "schedule_id": sid,
         "expected_revision": 1,
@@ -1106,7 +1111,9 @@ async def update_retry_check(world: ToolWorld) -> Verdict:
     first = await world.call("schedule.update", args, "u-1")
     v.expect(first.ok and first.output is not None and first.output["replayed"] is False, "first")
     after_first = await schedule_rows(world)
+    asked = len(world.approvals.requests)
     again = await world.call("schedule.update", dict(reversed(list(args.items()))), "u-1")
+    v.expect(len(world.approvals.requests) == asked, "the replay asked for approval again")
     v.expect(again.ok and again.output is not None and again.output["replayed"] is True, "replay")
     v.expect(again.output is not None and again.output["current_revision"] == 2, "replay revision")
     changed = await world.call("schedule.update", {**args, "instruction": "Longer."}, "u-1")

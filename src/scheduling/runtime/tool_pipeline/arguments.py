@@ -12,7 +12,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from scheduling.domain.canonical import content_hash
+from scheduling.domain.canonical import canonical_json, content_hash
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import reason
 from scheduling.runtime.tool_pipeline.spec import ToolSpec
@@ -22,11 +22,12 @@ INVALID_ARGUMENTS = reason(
     "The tool arguments do not match the tool's closed input schema",
 )
 
-_VALIDATORS: dict[tuple[str, str], Draft202012Validator] = {}
+# Compiled validators by schema content (specs are frozen; equal schemas share one).
+_VALIDATORS: dict[str, Draft202012Validator] = {}
 
 
 def _validator(spec: ToolSpec) -> Draft202012Validator:
-    key = (spec.name, spec.version)
+    key = canonical_json(dict(spec.input_schema))
     found = _VALIDATORS.get(key)
     if found is None:
         Draft202012Validator.check_schema(dict(spec.input_schema))
