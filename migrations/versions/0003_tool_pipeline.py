@@ -1,4 +1,5 @@
-"""The governed tool pipeline's durable records: invocations, approval requests, decisions.
+"""The governed tool pipeline's durable records (invocations, approval requests, decisions)
+and the outcome outbox (``schedule_outbox``).
 
 Rows are principal-scoped (forced row-level security, the API role sees one
 principal's rows). They hold hashes, states, reason codes and bounded tool outputs,
@@ -101,6 +102,53 @@ def _create_tables() -> None:
     )
 
 
+def _create_outbox() -> None:
+    op.create_table(
+        "schedule_outbox",
+        sa.Column("id", sa.UUID(), nullable=False),
+        sa.Column("tenant_id", sa.Text(), nullable=False),
+        sa.Column("principal_id", sa.Text(), nullable=False),
+        sa.Column("schedule_id", sa.UUID(), nullable=False),
+        sa.Column("occurrence_id", sa.UUID(), nullable=False),
+        sa.Column("kind", sa.Text(), nullable=False),
+        sa.Column("payload", JSONB, nullable=False),
+        sa.Column("created_at", TZ, nullable=False),
+        sa.Column("delivered_at", TZ, nullable=True),
+        sa.CheckConstraint(
+            "kind IN ('schedule_run_finished')", name="ck_schedule_outbox_kind_known"
+        ),
+        sa.CheckConstraint(
+            "jsonb_typeof(payload) = 'object'", name="ck_schedule_outbox_payload_object"
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_schedule_outbox"),
+    )
+    op.create_index(
+        "ix_schedule_outbox_pending",
+        "schedule_outbox",
+        ["created_at", "id"],
+        postgresql_where=sa.text("delivered_at IS NULL"),
+    )
+
+
+def _secure_outbox() -> None:
+    roles = role_names()
+    for statement in secure_table_sql("schedule_outbox", roles.owner):
+        op.execute(statement)
+    # The scheduler appends (accounting, decisions) and drains; the API role may read
+    # its own principal's rows; maintenance purges one tenant's.
+    op.execute(policy_sql("schedule_outbox", "schedule_outbox_scheduler", roles.scheduler, "true"))
+    op.execute(policy_sql("schedule_outbox", "schedule_outbox_api", roles.api, PRINCIPAL_MATCH))
+    op.execute(
+        policy_sql(
+            "schedule_outbox", "schedule_outbox_maintenance", roles.maintenance, TENANT_MATCH
+        )
+    )
+    op.execute(f"GRANT SELECT, INSERT ON schedule_outbox TO {roles.scheduler}")
+    op.execute(f"GRANT UPDATE (delivered_at) ON schedule_outbox TO {roles.scheduler}")
+    op.execute(f"GRANT SELECT ON schedule_outbox TO {roles.api}")
+    op.execute(f"GRANT SELECT, DELETE ON schedule_outbox TO {roles.maintenance}")
+
+
 def _secure() -> None:
     roles = role_names()
     api, maint = roles.api, roles.maintenance
@@ -126,9 +174,13 @@ def _secure() -> None:
 def upgrade() -> None:
     _create_tables()
     _secure()
+    _create_outbox()
+    _secure_outbox()
 
 
 def downgrade() -> None:
+    op.drop_index("ix_schedule_outbox_pending", "schedule_outbox")
+    op.drop_table("schedule_outbox")
     op.drop_table("tool_approval_decisions")
     op.drop_table("tool_approval_requests")
     op.drop_index("uq_tool_invocations_idempotency_key", "tool_invocations")

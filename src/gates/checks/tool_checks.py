@@ -295,7 +295,7 @@ def uuid(value: Any) -> UUID:
 
 # ---------------------------------------------------------------------- M20
 
-RECURRING = {
+RECURRING: dict[str, dict[str, Any]] = {
     "daily": {"kind": "DAILY", "local_time": "07:30", "timezone": "Europe/Paris"},
     "weekly": {
         "kind": "WEEKLY",
@@ -427,7 +427,7 @@ async def create_recurring_validation_check(world: ToolWorld) -> Verdict:
     v = Verdict()
     before = await world.snapshot()
     daily = RECURRING["daily"]
-    shapes = {
+    shapes: dict[str, dict[str, Any]] = {
         "both": {"title": "t", "instruction": "i", "at": world.later(days=1), "cadence": daily},
         "neither": {"title": "t", "instruction": "i"},
     }
@@ -548,9 +548,11 @@ async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
         await world.service.create(
             OTHER, f"other-{i}", definition_for(f"other {i}", "foreign", yearly)
         )
-    pages, cursor, seen_ids = [], None, []
+    pages: list[dict[str, Any]] = []
+    cursor: str | None = None
+    seen_ids: list[str] = []
     for _ in range(5):
-        args = {} if cursor is None else {"cursor": cursor}
+        args: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
         result = await world.call("schedule.list", args, f"list-{len(pages)}")
         if not v.expect(result.ok, f"list failed: {result.reason_code} {result.details}"):
             return v
@@ -634,7 +636,9 @@ async def pause_resume_check(world: ToolWorld) -> Verdict:
     asked = len(world.approvals.requests)
     chat = world.conversation()
     ambiguous = await chat.play(resolve_then("Gym reminder", "schedule.pause", "p-gym"))
-    v.expect(len(ambiguous) == 1 and chat.questions, "an ambiguous reference was not asked about")
+    v.expect(
+        len(ambiguous) == 1 and bool(chat.questions), "an ambiguous reference was not asked about"
+    )
     results = await chat.play(resolve_then("Morning briefing", "schedule.pause", "p-1"))
     v.expect([r.tool for r in results] == ["schedule.list", "schedule.pause"], "turns")
     paused = results[-1]

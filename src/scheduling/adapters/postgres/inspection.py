@@ -32,6 +32,7 @@ TENANT_TABLES = (
     "tool_invocations",
     "tool_approval_requests",
     "tool_approval_decisions",
+    "schedule_outbox",
 )
 
 # The indexes the spec names, by what they serve: (table, name, columns-as-in-catalog, where).

@@ -460,4 +460,36 @@ tool_approval_decisions = Table(
     ForeignKeyConstraint(["approval_id"], ["tool_approval_requests.id"]),
 )
 
-TOOL_PIPELINE_TABLES = (tool_invocations, tool_approval_requests, tool_approval_decisions)
+
+# The outcome outbox (migration 0003_tool_pipeline): written by the scheduler role in
+# the accounting or decision transaction; only the pinned title and nominal instant.
+schedule_outbox = Table(
+    "schedule_outbox",
+    metadata,
+    Column("id", UUID(as_uuid=True), nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("schedule_id", UUID(as_uuid=True), nullable=False),
+    Column("occurrence_id", UUID(as_uuid=True), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    _tz("created_at"),
+    _tz("delivered_at", nullable=True),
+    PrimaryKeyConstraint("id"),
+    CheckConstraint("kind IN ('schedule_run_finished')", name="kind_known"),
+    CheckConstraint("jsonb_typeof(payload) = 'object'", name="payload_object"),
+    Index(
+        "ix_schedule_outbox_pending",
+        "created_at",
+        "id",
+        postgresql_where=text("delivered_at IS NULL"),
+    ),
+)
+
+# Everything migration 0003_tool_pipeline creates.
+TOOL_PIPELINE_TABLES = (
+    tool_invocations,
+    tool_approval_requests,
+    tool_approval_decisions,
+    schedule_outbox,
+)
