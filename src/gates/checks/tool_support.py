@@ -47,6 +47,7 @@ from scheduling.config import CEILING_FIELDS, Settings
 from scheduling.domain.identity import Principal
 from scheduling.runtime.tool_pipeline import (
     ApprovalDecision,
+    ApprovalPort,
     ApprovalRequest,
     Conversation,
     ProposedCall,
@@ -156,7 +157,9 @@ class ToolWorld:
         start: datetime = START,
         principals: Iterable[Principal] = (WHO, OTHER),
         pipeline_class: type[ToolPipeline] = ToolPipeline,
+        approval_port: ApprovalPort | None = None,
     ) -> ToolWorld:
+        """``approval_port`` replaces the scripted approvals (e.g. an edge's own port)."""
         admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=5)
         await seed_durable(admin, list(principals), at=start)
         clock, ids = VirtualClock(start), SeededIds(seed)
@@ -166,7 +169,7 @@ class ToolWorld:
             Settings.from_env(tool_env(url)),
             clock=clock,
             ids=ids,
-            approvals=approvals,
+            approvals=approval_port or approvals,
             default_agent_id=AGENT_ID,
             website_bindings=websites,
             browser_profiles=profiles,
