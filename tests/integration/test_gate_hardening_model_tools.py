@@ -17,7 +17,6 @@ import pytest
 
 import scheduling.tools.create as create_module
 from gates.checks import tool_checks as checks
-from gates.checks.service_support import definition
 from gates.checks.tool_support import ToolWorld
 from scheduling.runtime.tool_pipeline import (
     ApprovalPolicy,
@@ -29,8 +28,9 @@ from scheduling.runtime.tool_pipeline import (
     ToolResult,
     ToolSpec,
 )
-from scheduling.service.commands import ScheduleDefinition
+from scheduling.service.values import ScheduleDefinition
 from scheduling.tools.listing import summary
+from simulation.worlds.service import definition
 
 Mutant = Callable[[ToolWorld], None]
 Check = Callable[[ToolWorld], Awaitable[checks.Verdict]]

@@ -22,9 +22,9 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from gates.checks.service_support import principal
 from gates.checks.tool_support import WHO, ToolWorld
 from scheduling.mcp import BearerTokens, McpEdge
+from simulation.worlds.service import principal
 
 pytestmark = pytest.mark.postgres
 TOKEN, READER_TOKEN = "owner-token-" + "1" * 20, "reader-token-" + "2" * 20

@@ -34,8 +34,8 @@ from scheduling.runtime.tool_pipeline import (
     ToolSpec,
     ToolStatus,
 )
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
 
 WHO = Principal("t", "p", frozenset({"thing.write"}))
 SCHEMA = {"type": "object", "additionalProperties": False, "properties": {"n": {"type": "integer"}}}

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gates.checks.service_support import AGENT_ID, START
 from gates.checks.tool_checks import (
     Verdict,
     create_authorization_check,
@@ -23,12 +22,13 @@ from gates.checks.tool_checks import (
 )
 from gates.checks.tool_expectations import create_contract_problems, create_expected, flag_problems
 from gates.checks.tool_support import ToolWorld, tool_env
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.bootstrap import build_tools
 from scheduling.config import Settings
 from scheduling.runtime.tool_pipeline import ScriptedApprovals
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import AGENT_ID, START
 
 Check = Callable[[ToolWorld], Awaitable[Verdict]]
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]

@@ -15,7 +15,7 @@ import pytest
 
 from gates.checks.test_model_create import run_check
 from gates.checks.tool_checks import create_recurring_check, create_recurring_validation_check
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 
 
 @pytest.mark.postgres

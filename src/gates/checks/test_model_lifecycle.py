@@ -22,7 +22,7 @@ from gates.checks.tool_checks import (
 )
 from gates.checks.tool_expectations import lifecycle_contract_problems, lifecycle_expected
 from gates.checks.tool_support import ToolWorld
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 
 
 @pytest.mark.postgres

@@ -26,7 +26,7 @@ from gates.checks.tool_expectations import (
     lifecycle_expected,
 )
 from gates.checks.tool_support import ToolWorld
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 
 
 @pytest.mark.postgres

@@ -16,14 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from gates.checks.service_support import (
-    AGENT_ID,
-    AGENT_VERSION,
-    LIMITS,
-    POLICY,
-    definition,
-    principal,
-)
 from gates.checks.tool_support import OTHER, WHO, ToolWorld
 from scheduling.domain.cadence import format_instant
 from scheduling.ports.directories import BrowserProfile, BrowserProfileState
@@ -36,7 +28,15 @@ from scheduling.runtime.tool_pipeline import (
     ToolResult,
     ToolStatus,
 )
-from scheduling.service.commands import ScheduleDefinition, SchedulePatch
+from scheduling.service.values import ScheduleDefinition, SchedulePatch
+from simulation.worlds.service import (
+    AGENT_ID,
+    AGENT_VERSION,
+    LIMITS,
+    POLICY,
+    definition,
+    principal,
+)
 
 Row = dict[str, Any]
 

@@ -23,27 +23,12 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from gates.checks.service_support import (
-    AGENT_ID,
-    CEILINGS,
-    START,
-    principal,
-    seed_durable,
-)
-from scheduling.adapters.memory.directories import (
-    ConfiguredBrowserProfiles,
-    ConfiguredTenantConfiguration,
-)
+from scheduling.adapters.memory.directories import ConfiguredBrowserProfiles
 from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings
-from scheduling.adapters.postgres.admission import PostgresAdmissionController
-from scheduling.adapters.postgres.directories import (
-    DurableAgentRegistry,
-    DurablePrincipalDirectory,
-)
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.bootstrap import ToolsRole, build_tools
-from scheduling.config import CEILING_FIELDS, Settings
+from scheduling.bootstrap import ToolsRole, build_scheduler, build_tools
+from scheduling.config import Settings
 from scheduling.domain.identity import Principal
 from scheduling.runtime.tool_pipeline import (
     ApprovalDecision,
@@ -59,8 +44,16 @@ from scheduling.runtime.tool_pipeline import (
 )
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedules import ScheduleService
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import (
+    AGENT_ID,
+    START,
+    WORLD_ENV,
+    principal,
+    scheduler_settings,
+    seed_durable,
+)
 
 WHO = principal("conversation-owner")
 OTHER = principal("someone-else")
@@ -93,20 +86,15 @@ _ORDER = {
 
 
 def tool_env(url: str, *, api: bool = True, worker: bool = True) -> dict[str, str]:
-    """Development settings with the schedule flags as given, on PostgreSQL."""
-    env = {
-        "AGENT_SCHEDULE_ENVIRONMENT": "development",
+    """The world's development settings with the schedule flags as given, on PostgreSQL
+    at ``url`` (the builders log in as the API role over it with ``SET LOCAL ROLE``)."""
+    return {
+        **WORLD_ENV,
         "AGENT_SCHEDULE_API_ENABLED": "1" if api else "0",
         "AGENT_SCHEDULE_WORKER_ENABLED": "1" if worker else "0",
-        "AGENT_SCHEDULE_STORAGE": "postgres",
-        "AGENT_SCHEDULE_PRINCIPAL_DIRECTORY": "durable",
         "AGENT_SCHEDULE_DATABASE_URL": url,
         "SCHEDULING_ROLE_PREFIX": role_names().owner.removesuffix("_owner"),
     }
-    values = CEILINGS.model_dump()
-    for suffix, name in CEILING_FIELDS.items():
-        env[f"AGENT_SCHEDULE_{suffix}"] = str(values[name])
-    return env
 
 
 class InspectingApprovals(ScriptedApprovals):
@@ -164,7 +152,7 @@ class ToolWorld:
         await seed_durable(admin, list(principals), at=start)
         clock, ids = VirtualClock(start), SeededIds(seed)
         approvals = InspectingApprovals(clock)
-        websites, profiles = ConfiguredWebsiteBindings(), ConfiguredBrowserProfiles()
+        websites = ConfiguredWebsiteBindings()
         role = build_tools(
             Settings.from_env(tool_env(url)),
             clock=clock,
@@ -172,8 +160,10 @@ class ToolWorld:
             approvals=approval_port or approvals,
             default_agent_id=AGENT_ID,
             website_bindings=websites,
-            browser_profiles=profiles,
+            uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api),
         )
+        assert role.api is not None
+        profiles = role.api.profiles
         pipeline = pipeline_class(role.registry, role.pipeline.governance)
         return cls(admin, role, clock, ids, approvals, websites, profiles, pipeline)
 
@@ -243,18 +233,12 @@ class ToolWorld:
         return [str(r["event_type"]) for r in rows]
 
     def materializer(self) -> ScheduleMaterializer:
-        """The real materializer through the least-privilege scheduler role."""
+        """The real materializer through the least-privilege scheduler role
+        (``bootstrap.build_scheduler``)."""
         scheduler = PostgresUnitOfWorkFactory(self.admin.engine, assume_role=role_names().scheduler)
-        tenants = ConfiguredTenantConfiguration(default=CEILINGS)
-        return ScheduleMaterializer(
-            uow=scheduler,
-            clock=self.clock,
-            ids=self.ids.fork("materializer"),
-            principals=DurablePrincipalDirectory(scheduler),
-            agents=DurableAgentRegistry(scheduler),
-            tenants=tenants,
-            admission=PostgresAdmissionController(tenants),
-        )
+        return build_scheduler(
+            scheduler_settings(), clock=self.clock, ids=self.ids.fork("materializer"), uow=scheduler
+        ).materializer
 
     def later(self, **delta: float) -> str:
         """An exact aware instant ``delta`` after the virtual now (RFC 3339, offset +00:00)."""

@@ -20,8 +20,8 @@ from scheduling.domain.revision import RunLimits
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.directories import AgentSpec
 from scheduling.runtime.tool_pipeline import PreparedCall, ToolExecutionContext
-from scheduling.service.commands import ScheduleDefinition
 from scheduling.service.validation import AGENT_UNKNOWN, BROWSER_SCOPE, TENANT_NOT_CONFIGURED
+from scheduling.service.values import ScheduleDefinition
 from scheduling.tools.common import ScheduleToolDeps, instant, require_future, when_payload
 
 CALLING_UNAVAILABLE = reason(

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduling.runtime.tool_pipeline import PreparedCall, ToolExecutionContext
-from scheduling.service.commands import ScheduleResult
+from scheduling.service.values import ScheduleResult
 from scheduling.tools.common import ScheduleToolDeps, mutation_output, schedule_id
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from scheduling.domain.paging import decode_cursor, encode_cursor
 from scheduling.runtime.tool_pipeline import PreparedCall, ToolExecutionContext
-from scheduling.service.commands import ScheduleSummary
+from scheduling.service.values import ScheduleSummary
 from scheduling.tools.common import ScheduleToolDeps, instant
 from scheduling.tools.schemas import LIST_MAX
 

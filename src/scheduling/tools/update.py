@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduling.runtime.tool_pipeline import PreparedCall, ToolExecutionContext
-from scheduling.service.commands import SchedulePatch
+from scheduling.service.values import SchedulePatch
 from scheduling.tools.common import (
     ScheduleToolDeps,
     mutation_output,
