@@ -71,6 +71,7 @@ from scheduling.ports.records import (
 )
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.service.outbox import run_finished
 from scheduling.service.schedules import to_record
 
 _log = logging.getLogger(__name__)
@@ -412,6 +413,9 @@ class ScheduleMaterializer:
         events += self._transition_events(schedule, updated, now)
         for event in events:
             await self._append(uow, event)
+        if not materialized:
+            # No run will finish: the skipped/missed outcome row commits with the decision.
+            await uow.outbox.append(run_finished(schedule, revision, occurrence, now))
         return MaterializeResult(
             schedule.id,
             MaterializeStatus.DECIDED,

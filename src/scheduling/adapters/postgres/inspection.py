@@ -37,6 +37,10 @@ TENANT_TABLES = (
     "schedule_revisions",
     "schedule_occurrences",
     "schedule_idempotency_keys",
+    "tool_invocations",
+    "tool_approval_requests",
+    "tool_approval_decisions",
+    "schedule_outbox",
 )
 
 # The indexes the spec names, by what they serve: (table, name, columns-as-in-catalog, where).

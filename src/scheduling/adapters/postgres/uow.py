@@ -80,6 +80,7 @@ class PostgresUnitOfWork:
         self.sessions = repos.sessions
         self.runs = repos.runs
         self.events = repos.events
+        self.outbox = repos.outbox
 
     async def __aenter__(self) -> Self:
         if self._used:
