@@ -1,0 +1,223 @@
+"""Seeding and worker processes for bench_materialize.py (not a benchmark itself).
+
+A world is one fresh database from the migrated template with ``tenants`` principals
+(one per tenant), one daily schedule created through the schedule service for each,
+then cloned in SQL (``generate_series``) to ``schedules`` due schedules, all due at the
+same nominal instant. Every worker process builds its schedule worker through
+``scheduling.bootstrap.build_scheduler`` (development settings, the PostgreSQL
+admission controller, the durable directories, ceilings high enough that admission
+admits everything) on a clock shifted so that the real start of the drain is
+``nominal + 30 s``; the due-to-decided lag is therefore real decision latency.
+
+Statements and transactions are counted with SQLAlchemy engine events inside each
+worker process (``before_cursor_execute``, ``begin``, ``commit``); new server sessions
+(connections) and commits are read from ``pg_stat_database`` around the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import resource
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+from sqlalchemy import event
+
+from gates.checks.service_support import (
+    START,
+    build_world,
+    definition,
+    principal,
+    seed_durable,
+)
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.adapters.system_ids import RandomIds
+from scheduling.bootstrap import SchedulerSettings, build_scheduler
+from scheduling.config import Settings
+
+OFFSET = timedelta(seconds=30)
+HUGE = 10**9
+
+
+class ShiftedClock:
+    """The system clock moved back by a fixed delta (so the drain starts at
+    ``nominal + 30 s`` of a schedule created in the harness's virtual past)."""
+
+    def __init__(self, delta: timedelta) -> None:
+        self._system = SystemClock()
+        self._delta = delta
+
+    def now(self) -> datetime:
+        return self._system.now() - self._delta
+
+    async def sleep(self, seconds: float) -> None:
+        await self._system.sleep(seconds)
+
+
+def settings_for(url: str, **extra: Any) -> Settings:
+    """Development settings for the scheduler over the admin login (SET LOCAL ROLE)."""
+    ceilings = {
+        "max_run_timeout_seconds": 3600,
+        "max_misfire_grace_seconds": 7200,
+        "max_steps": 100,
+        "max_model_calls": 100,
+        "max_tool_calls": 100,
+        "max_cost_per_run": Decimal(10),
+        "max_active_runs": HUGE,
+        "max_materializations_per_minute": HUGE,
+        "max_daily_cost": Decimal(HUGE),
+        "max_monthly_cost": Decimal(HUGE),
+    }
+    return Settings.model_validate(
+        {
+            "api_flag": "1",
+            "worker_flag": "1",
+            "database_url": url,
+            "ceilings": ceilings,
+            **extra,
+        }
+    )
+
+
+async def seed(url: str, schedules: int, tenants: int) -> datetime:
+    """Create the world; return the nominal instant every schedule is due at."""
+    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
+    try:
+        who = [principal(f"bench-{i}", tenant_id=f"tenant-{i}") for i in range(tenants)]
+        await seed_durable(admin, who, at=START)
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        world = build_world(api, start=START, durable_directory=api)
+        fire: datetime | None = None
+        for i, p in enumerate(who):
+            created = await world.service.create(p, f"bench-{i}", definition())
+            fire = created.schedule.next_fire_at
+        assert fire is not None
+        per_tenant = max(schedules // tenants - 1, 0)
+        async with admin.engine.begin() as conn:
+            await conn.exec_driver_sql(CLONE, (per_tenant,))
+        return fire
+    finally:
+        await admin.dispose()
+
+
+CLONE = """
+WITH src AS (
+    SELECT s.*, r.definition, r.created_by_principal_id, r.created_at AS revision_at
+    FROM schedules s JOIN schedule_revisions r
+      ON r.schedule_id = s.id AND r.revision = s.current_revision
+), clones AS (
+    SELECT gen_random_uuid() AS nid, src.* FROM src, generate_series(1, $1::int)
+), added AS (
+    INSERT INTO schedules (id, tenant_id, principal_id, state, pause_reason,
+                           current_revision, next_fire_at, consecutive_failures,
+                           created_at, updated_at)
+    SELECT nid, tenant_id, principal_id, state, pause_reason, current_revision,
+           next_fire_at, consecutive_failures, created_at, updated_at FROM clones
+)
+INSERT INTO schedule_revisions (schedule_id, revision, definition,
+                                created_by_principal_id, created_at)
+SELECT nid, current_revision, definition, created_by_principal_id, revision_at FROM clones
+"""
+
+
+async def server_counters(dsn: str) -> dict[str, int]:
+    """Sessions opened and transactions committed in this database so far."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await asyncio.sleep(1.2)  # other backends flush their statistics within 1 s
+        row = await conn.fetchrow(
+            "SELECT sessions, xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )
+        assert row is not None
+        return {"sessions": int(row["sessions"]), "xact_commit": int(row["xact_commit"])}
+    finally:
+        await conn.close()
+
+
+@dataclass
+class DrainResult:
+    decided: int
+    seconds: float
+    statements: dict[str, int]
+    transactions: int
+    lags: list[float]
+    rss_kib: int
+    passes: int
+    not_due: int
+
+
+def _rss_kib() -> int:
+    with open(f"/proc/{os.getpid()}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+async def drain(
+    url: str, nominal: datetime, real_start: float, extra: dict[str, Any]
+) -> DrainResult:
+    """Build one scheduler through the composition root and pass until nothing is due."""
+    # now() == nominal + OFFSET at the monotonic instant ``real_start`` (shared by all
+    # worker processes: CLOCK_MONOTONIC is system-wide).
+    delta = (
+        SystemClock().now() - (nominal + OFFSET) - timedelta(seconds=time.monotonic() - real_start)
+    )
+    clock = ShiftedClock(delta)
+    role = build_scheduler(
+        SchedulerSettings.of(settings_for(url, **extra)), clock=clock, ids=RandomIds()
+    )
+    uow: Any = role.uow
+    statements: Counter[str] = Counter()
+    transactions = 0
+
+    def on_execute(*args: Any) -> None:
+        statement: str = args[2]
+        statements[statement.split(None, 1)[0].upper()] += 1
+
+    def on_begin(*_: Any) -> None:
+        nonlocal transactions
+        transactions += 1
+
+    event.listen(uow.engine.sync_engine, "before_cursor_execute", on_execute)
+    event.listen(uow.engine.sync_engine, "begin", on_begin)
+    worker = role.worker
+    await asyncio.sleep(max(0.0, real_start - time.monotonic()))  # the start barrier
+    started = time.perf_counter()
+    passes = 0
+    try:
+        while True:
+            report = await worker.run_once()
+            passes += 1
+            if not report.scanned:
+                break
+        seconds = time.perf_counter() - started
+    finally:
+        await uow.dispose()
+    gc.collect()
+    metrics = worker.metrics
+    return DrainResult(
+        decided=sum(metrics.dispositions.values()),
+        seconds=seconds,
+        statements=dict(statements),
+        transactions=transactions,
+        lags=list(metrics.lags),
+        rss_kib=_rss_kib(),
+        passes=passes,
+        not_due=0,
+    )
+
+
+def drain_process(args: tuple[str, datetime, float, dict[str, Any]]) -> DrainResult:
+    """Entry of one worker process (multiprocessing)."""
+    url, nominal, real_start, extra = args
+    return asyncio.run(drain(url, nominal, real_start, extra))
