@@ -43,6 +43,7 @@ from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
     DurablePrincipalDirectory,
 )
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
@@ -351,7 +352,7 @@ def build_scheduler(
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
     admission: ScheduleAdmissionController
-    listener = notifier = pending = None
+    listener = notifier = pending = store = None
     if settings.storage == "postgres":
         if settings.url is None:
             _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
@@ -364,6 +365,9 @@ def build_scheduler(
             else StaticPrincipalDirectory()
         )
         agents = DurableAgentRegistry(pg)
+        if settings.principal_directory == "durable":
+            # The durable tables read inside the schedule transaction (ADR 1700).
+            store = PostgresMaterializationStore()
         admission = (
             PostgresAdmissionController(
                 tenants, backoff_seconds=settings.admission_backoff_seconds, probe=probe
@@ -394,6 +398,7 @@ def build_scheduler(
         admission=admission,
         probe=probe,
         notifier=notifier,
+        store=store,
     )
     accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
     worker = ScheduleWorker(

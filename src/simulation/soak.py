@@ -42,6 +42,7 @@ from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
     DurablePrincipalDirectory,
 )
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
@@ -125,6 +126,7 @@ def materializer(
         agents=DurableAgentRegistry(uow),
         tenants=tenants,
         admission=PostgresAdmissionController(tenants, backoff_seconds=60),
+        store=PostgresMaterializationStore(),
     )
 
 

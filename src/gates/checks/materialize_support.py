@@ -40,6 +40,7 @@ from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
     DurablePrincipalDirectory,
 )
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.identity import Principal
@@ -187,6 +188,7 @@ class Harness:
             admission=admission or PostgresAdmissionController(self.tenants, probe=probe),
             probe=probe,
             calculator=calculator,
+            store=PostgresMaterializationStore(),
         )
 
     def worker(

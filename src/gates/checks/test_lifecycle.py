@@ -56,6 +56,7 @@ from gates.checks.service_support import CEILINGS, build_world, principal, seed_
 from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.adapters.postgres.directories import DurableAgentRegistry, DurablePrincipalDirectory
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.cadence import format_instant, parse_cadence
@@ -184,6 +185,7 @@ async def run_example(url: str, plan: Plan, number: int, tally: Tally) -> None:
             agents=DurableAgentRegistry(scheduler),
             tenants=ConfiguredTenantConfiguration(default=CEILINGS),
             admission=AllowAllAdmission(),
+            store=PostgresMaterializationStore(),
         )
         driver = HistoryDriver(world, scheduler, WHO, materializer)
         await driver.create(SCHEDULES, prefix=f"x{number}")
