@@ -128,6 +128,7 @@ def drain_run(
             (after["sessions"] - before["sessions"] - 1) / decided, 3
         ),
         "passes": [r.passes for r in results],
+        "not_due": [r.not_due for r in results],
         "lag_seconds": percentiles(lags),
         "rss_kib": [r.rss_kib for r in results],
     }

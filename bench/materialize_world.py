@@ -43,6 +43,7 @@ from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.bootstrap import SchedulerSettings, build_scheduler
 from scheduling.config import Settings
+from scheduling.service.materializer import MaterializeStatus
 
 OFFSET = timedelta(seconds=30)
 HUGE = 10**9
@@ -193,11 +194,12 @@ async def drain(
     worker = role.worker
     await asyncio.sleep(max(0.0, real_start - time.monotonic()))  # the start barrier
     started = time.perf_counter()
-    passes = 0
+    passes = not_due = 0
     try:
         while True:
             report = await worker.run_once()
             passes += 1
+            not_due += report.count(MaterializeStatus.NOT_DUE)
             if not report.scanned:
                 break
         seconds = time.perf_counter() - started
@@ -213,7 +215,7 @@ async def drain(
         lags=list(metrics.lags),
         rss_kib=_rss_kib(),
         passes=passes,
-        not_due=0,
+        not_due=not_due,
     )
 
 

@@ -266,6 +266,7 @@ class SchedulerSettings:
     scan_batch: int
     fallback_poll_seconds: float
     admission_backoff_seconds: float
+    worker_concurrency: int = 1
 
     @classmethod
     def of(cls, settings: Settings) -> SchedulerSettings:
@@ -288,6 +289,7 @@ class SchedulerSettings:
             scan_batch=settings.scan_batch,
             fallback_poll_seconds=settings.fallback_poll_seconds,
             admission_backoff_seconds=settings.admission_backoff_seconds,
+            worker_concurrency=settings.worker_concurrency,
         )
 
 
@@ -356,7 +358,8 @@ def build_scheduler(
     if settings.storage == "postgres":
         if settings.url is None:
             _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
-        pg = _factory(settings.url, settings.assume_role)
+        # A connection per materialization in flight, plus the scan and the accounting.
+        pg = _factory(settings.url, settings.assume_role, max(5, settings.worker_concurrency + 2))
         uow, pending = pg, PostgresPendingAccounts(pg)
         listener, notifier = PostgresWakeListener(settings.url), PostgresNotifier(settings.url)
         principals = (
@@ -406,11 +409,14 @@ def build_scheduler(
         materializer=materializer,
         clock=clock,
         settings=WorkerSettings(
-            batch_size=settings.scan_batch, fallback_poll_seconds=settings.fallback_poll_seconds
+            batch_size=settings.scan_batch,
+            fallback_poll_seconds=settings.fallback_poll_seconds,
+            concurrency=max(1, min(settings.worker_concurrency, 64)),
         ),
         wake=StopAwareWake(listener, stop),
         accountant=accountant,
         pending=pending,
+        lane=ids.new_uuid().int,  # disjoint stretches of a shared batch (ADR 1701)
     )
     return SchedulerRole(worker, materializer, admission, accountant, uow, listener)
 
