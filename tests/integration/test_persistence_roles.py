@@ -25,7 +25,7 @@ from gates.checks.persistence_support import (
     seeded_world,
 )
 from scheduling.adapters.postgres.migrations import (
-    SCHEDULING_REVISION,
+    ADMISSION_WINDOW_REVISION,
     current_revision,
     project_root,
 )
@@ -207,7 +207,7 @@ async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server:
         outcomes = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], outcomes
         for url in urls:
-            assert await current_revision(url) == SCHEDULING_REVISION
+            assert await current_revision(url) == ADMISSION_WINDOW_REVISION
         async with admin_connection(urls[0]) as conn:
             names = sorted(
                 r[0]

@@ -26,6 +26,7 @@ MIGRATIONS_DIR_ENV = "SCHEDULING_MIGRATIONS_DIR"
 # Revision identifiers of the chain, named so tests and gates can address them.
 SUBSTRATE_REVISION = "0001_substrate"
 SCHEDULING_REVISION = "0002_scheduling"
+ADMISSION_WINDOW_REVISION = "0004_admission_window"
 
 # Objects that exist in the database but are deliberately not in the metadata.
 _UNMANAGED_TABLES = frozenset({"alembic_version"})
