@@ -27,17 +27,25 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
-from materialize_world import DrainResult, drain_process, seed, server_counters
+from materialize_world import (
+    DrainResult,
+    admission_cost,
+    drain_process,
+    seed,
+    server_counters,
+)
 
 from simulation.database import DatabaseServer, acquire_server
 from simulation.database.pytest_plugin import build_migrated, migrated_template_key
 
 PGBENCH = Path("/usr/lib/postgresql/15/bin/pgbench")
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def pgbench(
@@ -131,6 +139,7 @@ def drain_run(
         "not_due": [r.not_due for r in results],
         "lag_seconds": percentiles(lags),
         "rss_kib": [r.rss_kib for r in results],
+        "rss_kib_at_decisions": [r.rss_at for r in results],
     }
 
 
@@ -150,7 +159,10 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--pgbench-seconds", type=int, default=5)
     parser.add_argument("--pgbench-scale", type=int, default=4)
-    parser.add_argument("--burst", type=int, default=0, help="0: skip the burst")
+    parser.add_argument("--burst", type=int, default=10_000, help="0: skip the burst")
+    parser.add_argument(
+        "--admission-history", default="1000,1000000", help="historical runs (small,large)"
+    )
     args = parser.parse_args()
     clients = [int(w) for w in args.workers.split(",")]
     with acquire_server() as server:
@@ -160,6 +172,13 @@ def main() -> int:
         burst = None
         if args.burst:
             burst = drain_run(server, template, args.burst, args.tenants, 1, {})
+        admission = []
+        for history in (int(h) for h in args.admission_history.split(",")):
+            url = server.create_database(template)
+            try:
+                admission.append(asyncio.run(admission_cost(url, history, NOW, 300)))
+            finally:
+                server.drop_database(url)
         report: dict[str, Any] = {
             "python": sys.version.split()[0],
             "machine": platform.machine(),
@@ -177,6 +196,7 @@ def main() -> int:
             },
             "drain": drains,
             "burst": burst,
+            "admission": admission,
         }
     for d in drains:
         d["ratio_to_pgbench"] = round(d["rate_per_second"] / anchor[d["workers"]], 4)

@@ -37,8 +37,9 @@ from gates.checks.service_support import (
     principal,
     seed_durable,
 )
+from scheduling.adapters.postgres.admission import tenant_usage
 from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.bootstrap import SchedulerSettings, build_scheduler
@@ -154,6 +155,8 @@ class DrainResult:
     rss_kib: int
     passes: int
     not_due: int
+    rss_at: dict[int, int]
+    """RSS (KiB) when the worker's decisions first reached each checkpoint."""
 
 
 def _rss_kib() -> int:
@@ -195,11 +198,16 @@ async def drain(
     await asyncio.sleep(max(0.0, real_start - time.monotonic()))  # the start barrier
     started = time.perf_counter()
     passes = not_due = 0
+    rss_at: dict[int, int] = {}
+    checkpoints = [1_000, 10_000, 100_000]
     try:
         while True:
             report = await worker.run_once()
             passes += 1
             not_due += report.count(MaterializeStatus.NOT_DUE)
+            decided = sum(worker.metrics.dispositions.values())
+            while checkpoints and decided >= checkpoints[0]:
+                rss_at[checkpoints.pop(0)] = _rss_kib()
             if not report.scanned:
                 break
         seconds = time.perf_counter() - started
@@ -212,10 +220,11 @@ async def drain(
         seconds=seconds,
         statements=dict(statements),
         transactions=transactions,
-        lags=list(metrics.lags),
+        lags=[lag - OFFSET.total_seconds() for lag in metrics.lags],
         rss_kib=_rss_kib(),
         passes=passes,
         not_due=not_due,
+        rss_at=rss_at,
     )
 
 
@@ -223,3 +232,41 @@ def drain_process(args: tuple[str, datetime, float, dict[str, Any]]) -> DrainRes
     """Entry of one worker process (multiprocessing)."""
     url, nominal, real_start, extra = args
     return asyncio.run(drain(url, nominal, real_start, extra))
+
+
+HISTORY = """
+INSERT INTO runs (id, tenant_id, principal_id, session_id, agent_id, agent_version,
+    policy_profile, status, priority, scheduled_for, requested_scopes, limits, created_at,
+    updated_at, fencing_token, usage, cost, metadata, finished_at)
+SELECT gen_random_uuid(), 'tenant-0', 'bench-0', gen_random_uuid(), gen_random_uuid(), 'v1',
+    'default', 'COMPLETED', 10, $2::timestamptz, '{}', '{"max_cost": "2"}',
+    $2::timestamptz, $2::timestamptz, 1, '{}', 1.5,
+    jsonb_build_object('schedule_id', gen_random_uuid()), $2::timestamptz
+FROM generate_series(1, $1::int)
+"""
+
+
+async def admission_cost(url: str, history: int, now: datetime, reads: int) -> dict[str, Any]:
+    """Median time of the admission usage read (inside a scheduler-role transaction)
+    with ``history`` finished scheduled runs older than every window in the tenant."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("SET session_replication_role = replica")  # bulk: skip FKs
+        await conn.execute(HISTORY, history, now - timedelta(days=400))
+        await conn.execute("ANALYZE runs")
+    finally:
+        await conn.close()
+    factory = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
+    scheduler = PostgresUnitOfWorkFactory(factory.engine, assume_role=role_names().scheduler)
+    samples: list[float] = []
+    try:
+        async with scheduler.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            for _ in range(reads):
+                started = time.perf_counter()
+                await tenant_usage(uow, "tenant-0", now)
+                samples.append(time.perf_counter() - started)
+    finally:
+        await factory.dispose()
+    samples.sort()
+    return {"history": history, "median_ms": round(samples[len(samples) // 2] * 1000, 4)}
