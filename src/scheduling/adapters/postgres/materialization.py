@@ -124,26 +124,33 @@ def _bound(table: Table, prefix: str) -> dict[str, Any]:
     return {c.name: bindparam(f"{prefix}{c.name}", type_=c.type) for c in table.columns}
 
 
+def _rows(table: Table, prefix: str, count: int) -> Insert:
+    """``count`` rows into ``table`` in one statement: one single-row INSERT plus one
+    data-modifying CTE per further row. (SQLAlchemy does not cache the compiled form of
+    a multi-row VALUES; single-row INSERTs and their CTEs it does.)"""
+    statement = insert(table).values(_bound(table, f"{prefix}0_"))
+    extra = [
+        insert(table).values(_bound(table, f"{prefix}{i}_")).cte(f"{table.name}_{i}")
+        for i in range(1, count)
+    ]
+    return statement.add_cte(*extra) if extra else statement
+
+
 SESSION_EVENTS = 3
-QUEUE_RUN: Insert = (
-    insert(session_events)
-    .values([_bound(session_events, f"e{i}_") for i in range(SESSION_EVENTS)])
-    .add_cte(
-        insert(sessions).values(_bound(sessions, "s_")).cte("queued_session"),
-        insert(runs).values(_bound(runs, "r_")).cte("queued_run"),
-        insert(run_checkpoints).values(_bound(run_checkpoints, "c_")).cte("queued_checkpoint"),
-    )
+QUEUE_RUN: Insert = _rows(session_events, "e", SESSION_EVENTS).add_cte(
+    insert(sessions).values(_bound(sessions, "s_")).cte("queued_session"),
+    insert(runs).values(_bound(runs, "r_")).cte("queued_run"),
+    insert(run_checkpoints).values(_bound(run_checkpoints, "c_")).cte("queued_checkpoint"),
 )
 
 _EVENT_STATEMENTS: dict[int, Insert] = {}
 
 
 def append_events_statement(count: int) -> Insert:
-    """The multi-row process-event INSERT for ``count`` rows (built once per count)."""
+    """The process-event INSERT for ``count`` rows (built once per count)."""
     statement = _EVENT_STATEMENTS.get(count)
     if statement is None:
-        rows = [_bound(process_events, f"p{i}_") for i in range(count)]
-        statement = _EVENT_STATEMENTS.setdefault(count, insert(process_events).values(rows))
+        statement = _EVENT_STATEMENTS.setdefault(count, _rows(process_events, "p", count))
     return statement
 
 
