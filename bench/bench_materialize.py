@@ -41,8 +41,8 @@ from materialize_world import (
     server_counters,
 )
 
-from simulation.database import DatabaseServer, acquire_server
-from simulation.database.pytest_plugin import build_migrated, migrated_template_key
+from simulation.provider import DatabaseServer, acquire_server
+from simulation.provider.templates import build_migrated, migrated_template_key
 
 PGBENCH = Path("/usr/lib/postgresql/15/bin/pgbench")
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -30,13 +30,6 @@ from typing import Any
 import asyncpg
 from sqlalchemy import event
 
-from gates.checks.service_support import (
-    START,
-    build_world,
-    definition,
-    principal,
-    seed_durable,
-)
 from scheduling.adapters.postgres.admission import tenant_usage
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
@@ -45,6 +38,13 @@ from scheduling.adapters.system_ids import RandomIds
 from scheduling.bootstrap import SchedulerSettings, build_scheduler
 from scheduling.config import Settings
 from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.service import (
+    START,
+    build_world,
+    definition,
+    principal,
+    seed_durable,
+)
 
 OFFSET = timedelta(seconds=30)
 HUGE = 10**9
@@ -85,6 +85,7 @@ def settings_for(url: str, **extra: Any) -> Settings:
             "worker_flag": "1",
             "database_url": url,
             "ceilings": ceilings,
+            "worker_concurrency": 4,  # throughput mode: in-flight materializations, lanes
             **extra,
         }
     )

@@ -231,7 +231,7 @@ class Settings(BaseModel):
     terminal_retention_days: int = 30
     purge_interval_seconds: int = 3600
     terminal_purge_batch: int = 100
-    worker_concurrency: int = 4
+    worker_concurrency: int = 1
     """Materializations one schedule worker keeps in flight (ADR 1701)."""
 
     # ---------------------------------------------------------------- flags

@@ -20,7 +20,7 @@ from tests.integration.test_persistence_explain import ExplainingTransaction, _n
 from gates.checks.persistence_support import admin_connection
 from scheduling.adapters.postgres.admission import DAY, MONTH, tenant_usage
 from scheduling.adapters.postgres.tables import runs
-from simulation.database._server import DatabaseServer
+from simulation.provider._server import DatabaseServer
 
 pytestmark = pytest.mark.postgres
 

@@ -11,10 +11,10 @@ from uuid import UUID
 import pytest
 from tests.integration.test_schedule_worker_postgres import corrupt
 
-from gates.checks.materialize_support import Harness, StrictScheduleWorker
 from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.service.materializer import MaterializeResult, MaterializeStatus
 from scheduling.service.schedule_worker import WorkerSettings
+from simulation.worlds.materialize import Harness, StrictScheduleWorker
 
 pytestmark = pytest.mark.postgres
 RING = 1 << 128
