@@ -53,6 +53,7 @@ from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
     DurablePrincipalDirectory,
 )
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
 from scheduling.adapters.postgres.readiness import SchemaReadiness
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
@@ -315,6 +316,7 @@ class SchedulerSettings:
     scan_batch: int
     fallback_poll_seconds: float
     admission_backoff_seconds: float
+    worker_concurrency: int = 1
 
     @classmethod
     def of(cls, settings: Settings) -> SchedulerSettings:
@@ -337,6 +339,7 @@ class SchedulerSettings:
             scan_batch=settings.scan_batch,
             fallback_poll_seconds=settings.fallback_poll_seconds,
             admission_backoff_seconds=settings.admission_backoff_seconds,
+            worker_concurrency=settings.worker_concurrency,
         )
 
 
@@ -415,13 +418,16 @@ def build_scheduler(
     factory: UnitOfWorkFactory
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
-    listener = notifier = pending = None
+    listener = notifier = pending = store = None
     owns_uow = uow is None
     if settings.storage == "postgres":
         if uow is None:
             if settings.url is None:
                 _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
-            uow = _factory(settings.url, settings.assume_role)
+            # A connection per materialization in flight, plus the scan and accounting.
+            uow = _factory(
+                settings.url, settings.assume_role, max(5, settings.worker_concurrency + 2)
+            )
         factory, pending = uow, PostgresPendingAccounts(uow)
         if settings.url is not None:
             listener, notifier = PostgresWakeListener(settings.url), PostgresNotifier(settings.url)
@@ -431,6 +437,9 @@ def build_scheduler(
             else StaticPrincipalDirectory()
         )
         agents = DurableAgentRegistry(uow)
+        if settings.principal_directory == "durable":
+            # The durable tables read inside the schedule transaction (ADR 1700).
+            store = PostgresMaterializationStore()
         if admission is None:
             admission = (
                 PostgresAdmissionController(
@@ -461,6 +470,7 @@ def build_scheduler(
         probe=probe,
         calculator=calculator,
         notifier=notifier,
+        store=store,
     )
     accountant = RunAccountant(uow=factory, clock=clock, ids=ids)
     worker = worker_type(
@@ -469,11 +479,15 @@ def build_scheduler(
         clock=clock,
         settings=worker_settings
         or WorkerSettings(
-            batch_size=settings.scan_batch, fallback_poll_seconds=settings.fallback_poll_seconds
+            batch_size=settings.scan_batch,
+            fallback_poll_seconds=settings.fallback_poll_seconds,
+            concurrency=max(1, min(settings.worker_concurrency, 64)),
         ),
         wake=StopAwareWake(listener, stop),
         accountant=accountant,
         pending=pending,
+        # Throughput mode (ADR 1701): lanes split a batch shared with other workers.
+        lane=ids.new_uuid().int if settings.worker_concurrency > 1 else None,
     )
     return SchedulerRole(worker, materializer, admission, accountant, factory, listener, owns_uow)
 

@@ -22,7 +22,6 @@ from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.inspection import schema_diff, schema_problems, substrate_metadata
 from scheduling.adapters.postgres.migrations import (
     SUBSTRATE_REVISION,
-    TOOL_PIPELINE_REVISION,
     current_revision,
     downgrade_to,
     head_revision,
@@ -82,7 +81,7 @@ async def test_empty_database_migrates_to_head_equal_to_metadata(
     started = time.perf_counter()
     await upgrade_to_head(pg_empty_url)
     gate_evidence.record("upgrade_seconds", round(time.perf_counter() - started, 3))
-    assert await current_revision(pg_empty_url) == head_revision() == TOOL_PIPELINE_REVISION
+    assert await current_revision(pg_empty_url) == head_revision()
     state = await _state(pg_empty_url, target_is_head=True)
     assert state.diff == [], state.diff
     assert state.problems == [], state.problems
@@ -142,7 +141,7 @@ async def test_scheduling_revision_is_reversible_at_its_boundary(
             expected, at_head = SUBSTRATE_REVISION, False
         else:
             await upgrade_to_head(url)
-            expected, at_head = TOOL_PIPELINE_REVISION, True
+            expected, at_head = head_revision(), True
         assert await current_revision(url) == expected
         state = await _state(url, target_is_head=at_head)
         assert state.diff == [], (step, state.diff)

@@ -104,6 +104,7 @@ STATUS: dict[str, int] = {
     "schedule.config.scheduler_unreachable": 503,
     "schedule.config.storage_not_postgres": 503,
     "schedule.config.topology_invalid": 503,
+    "schedule.config.worker_concurrency_invalid": 503,
     "schedule.config.unparseable": 503,
     # event
     "schedule.event.forbidden_field": 500,

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from scheduling.adapters.postgres.migrations import include_object
 from scheduling.adapters.postgres.tables import (
+    ADMISSION_WINDOW_INDEXES,
     DISPOSITIONS,
     NAMING_CONVENTION,
     SUBSTRATE_TABLES,
@@ -401,9 +402,12 @@ def schema_problems(conn: Connection, api_role: str) -> list[str]:
 
 def substrate_metadata() -> MetaData:
     """The metadata of the predecessor revision: the substrate tables only."""
+    later = {index.name for index in ADMISSION_WINDOW_INDEXES}
     target = MetaData(naming_convention=NAMING_CONVENTION)
     for table in SUBSTRATE_TABLES:
-        table.to_metadata(target)
+        copy = table.to_metadata(target)
+        # Indexes a later revision adds to a substrate table are not the predecessor's.
+        copy.indexes = {index for index in copy.indexes if index.name not in later}
     return target
 
 

@@ -493,3 +493,12 @@ TOOL_PIPELINE_TABLES = (
     tool_approval_decisions,
     schedule_outbox,
 )
+
+# Revision 0004_admission_window (ADR 1702): the admission usage read seeks the tenant's
+# active runs, its runs finished in the rolling cost windows and those created in the
+# last minute, so its cost follows the windows, not the tenant's history.
+ADMISSION_WINDOW_INDEXES = (
+    Index("ix_runs_tenant_id_status", runs.c.tenant_id, runs.c.status),
+    Index("ix_runs_tenant_id_finished_at", runs.c.tenant_id, runs.c.finished_at),
+    Index("ix_runs_tenant_id_created_at", runs.c.tenant_id, runs.c.created_at),
+)
