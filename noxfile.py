@@ -67,3 +67,5 @@ def bench(session: nox.Session) -> None:
     for script in sorted(Path("bench").glob("bench_*.py")):
         name = script.stem.removeprefix("bench_")
         session.run("python", str(script), "--output", str(results / f"{name}.json"))
+    # One Markdown table: every target beside its anchor from this run (table.md).
+    session.run("python", "bench/table.py", str(results))

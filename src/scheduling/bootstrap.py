@@ -43,6 +43,9 @@ from scheduling.adapters.memory.directories import (
     StaticAgentRegistry,
     StaticPrincipalDirectory,
 )
+
+# Model tools (build_tools).
+from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings, MemoryToolLedger
 from scheduling.adapters.memory.uow import MemoryUnitOfWorkFactory
 from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
@@ -50,11 +53,13 @@ from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
     DurablePrincipalDirectory,
 )
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
 from scheduling.adapters.postgres.readiness import SchemaReadiness
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.telemetry import PostgresTelemetry
+from scheduling.adapters.postgres.tool_ledger import PostgresToolLedger
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.adapters.token_file import TokenFile
 from scheduling.config import Environment, Settings, validate_release
@@ -77,9 +82,11 @@ from scheduling.ports.readiness import AlwaysReady, Readiness
 from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
 from scheduling.ports.telemetry import TelemetrySource
 from scheduling.ports.tokens import TokenDirectory
+from scheduling.ports.tool_ledger import ToolLedger, WebsiteBindings
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.hooks import AccountingHook
 from scheduling.runtime.scripted import ScriptedAgent
+from scheduling.runtime.tool_pipeline import ApprovalPort, Governance, ToolRegistry
 from scheduling.runtime.tools import ToolPipeline, scripted_tools
 from scheduling.runtime.worker import RunWorker
 from scheduling.runtime.worker import WorkerSettings as RunWorkerSettings
@@ -93,6 +100,8 @@ from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, Worke
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.session_access import SessionAccess
 from scheduling.service.validation import DefinitionValidator, Scanner
+from scheduling.tools import ScheduleToolDeps, default_agent_roster, register_schedule_tools
+from scheduling.tools.catalog import schedule_flags_on
 
 REFUSED = reason("schedule.bootstrap.refused", "Startup was refused; details list every problem")
 MEMORY_REPOSITORIES = reason(
@@ -307,6 +316,7 @@ class SchedulerSettings:
     scan_batch: int
     fallback_poll_seconds: float
     admission_backoff_seconds: float
+    worker_concurrency: int = 1
 
     @classmethod
     def of(cls, settings: Settings) -> SchedulerSettings:
@@ -329,6 +339,7 @@ class SchedulerSettings:
             scan_batch=settings.scan_batch,
             fallback_poll_seconds=settings.fallback_poll_seconds,
             admission_backoff_seconds=settings.admission_backoff_seconds,
+            worker_concurrency=settings.worker_concurrency,
         )
 
 
@@ -407,13 +418,16 @@ def build_scheduler(
     factory: UnitOfWorkFactory
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
-    listener = notifier = pending = None
+    listener = notifier = pending = store = None
     owns_uow = uow is None
     if settings.storage == "postgres":
         if uow is None:
             if settings.url is None:
                 _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
-            uow = _factory(settings.url, settings.assume_role)
+            # A connection per materialization in flight, plus the scan and accounting.
+            uow = _factory(
+                settings.url, settings.assume_role, max(5, settings.worker_concurrency + 2)
+            )
         factory, pending = uow, PostgresPendingAccounts(uow)
         if settings.url is not None:
             listener, notifier = PostgresWakeListener(settings.url), PostgresNotifier(settings.url)
@@ -423,6 +437,9 @@ def build_scheduler(
             else StaticPrincipalDirectory()
         )
         agents = DurableAgentRegistry(uow)
+        if settings.principal_directory == "durable":
+            # The durable tables read inside the schedule transaction (ADR 1700).
+            store = PostgresMaterializationStore()
         if admission is None:
             admission = (
                 PostgresAdmissionController(
@@ -453,6 +470,7 @@ def build_scheduler(
         probe=probe,
         calculator=calculator,
         notifier=notifier,
+        store=store,
     )
     accountant = RunAccountant(uow=factory, clock=clock, ids=ids)
     worker = worker_type(
@@ -461,11 +479,15 @@ def build_scheduler(
         clock=clock,
         settings=worker_settings
         or WorkerSettings(
-            batch_size=settings.scan_batch, fallback_poll_seconds=settings.fallback_poll_seconds
+            batch_size=settings.scan_batch,
+            fallback_poll_seconds=settings.fallback_poll_seconds,
+            concurrency=max(1, min(settings.worker_concurrency, 64)),
         ),
         wake=StopAwareWake(listener, stop),
         accountant=accountant,
         pending=pending,
+        # Throughput mode (ADR 1701): lanes split a batch shared with other workers.
+        lane=ids.new_uuid().int if settings.worker_concurrency > 1 else None,
     )
     return SchedulerRole(worker, materializer, admission, accountant, factory, listener, owns_uow)
 
@@ -755,3 +777,70 @@ def build_control_plane(
 def token_file(path: Path) -> TokenDirectory:
     """The local bearer-token file (digests only, ADR 1501)."""
     return TokenFile(path)
+
+
+# ----------------------------------------------------------------- model tools
+# The governed tool pipeline with the six schedule tools (ADR 1600). The service is
+# wired as build_api wires it (API role, same directories and validator); the
+# website-binding and browser-profile directories may be injected (the chat surface
+# owns them). With either schedule flag off no schedule tool is registered and the
+# default agent's roster lacks them.
+
+
+@dataclass
+class ToolsRole:
+    pipeline: ToolPipeline
+    registry: ToolRegistry
+    roster: frozenset[str]
+    api: ApiRole | None
+    ledger: ToolLedger | None
+
+    @property
+    def service(self) -> ScheduleService | None:
+        return None if self.api is None else self.api.service
+
+    async def close(self) -> None:
+        if self.api is not None:
+            await self.api.close()
+
+
+def build_tools(
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    approvals: ApprovalPort,
+    default_agent_id: UUID,
+    website_bindings: WebsiteBindings | None = None,
+    base_roster: frozenset[str] = frozenset(),
+    uow: UnitOfWorkFactory | None = None,
+    notifier: ScheduleNotifier | None = None,
+    tenants: TenantConfiguration | None = None,
+) -> ToolsRole:
+    """The conversation-side tool pipeline: registry, roster, ledger and approvals, over
+    ``build_api``'s service (same login, directories, validator; ``uow``, ``notifier``
+    and ``tenants`` are injected as there). The chat surface supplies the website
+    bindings; browser profiles are the API role's (``ToolsRole.api.profiles``)."""
+    flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
+    registry = ToolRegistry()
+    roster = default_agent_roster(**flags, base=base_roster)
+    if not schedule_flags_on(**flags):
+        return ToolsRole(ToolPipeline(registry), registry, roster, None, None)
+    api = build_api(settings, clock=clock, ids=ids, uow=uow, notifier=notifier, tenants=tenants)
+    ledger: ToolLedger = (
+        PostgresToolLedger(api.uow)
+        if isinstance(api.uow, PostgresUnitOfWorkFactory)
+        else MemoryToolLedger()
+    )
+    deps = ScheduleToolDeps(
+        service=api.service,
+        clock=clock,
+        agents=api.agents,
+        tenants=tenants or _ceilings(settings),
+        websites=website_bindings or ConfiguredWebsiteBindings(),
+        agent_id=default_agent_id,
+        scanner=SecretScanner(),
+    )
+    register_schedule_tools(registry, deps, **flags)
+    governance = Governance(ledger=ledger, approvals=approvals, clock=clock, ids=ids)
+    return ToolsRole(ToolPipeline(registry, governance), registry, roster, api, ledger)

@@ -97,6 +97,12 @@ RETENTION_INVALID = reason(
     "Terminal retention days, purge interval or purge batch is not positive",
 )
 
+WORKER_CONCURRENCY_INVALID = reason(
+    "schedule.config.worker_concurrency_invalid",
+    "The schedule worker's in-flight materializations are not within 1..64",
+)
+MAX_WORKER_CONCURRENCY = 64
+
 PREFIX = "AGENT_SCHEDULE_"
 
 
@@ -225,6 +231,8 @@ class Settings(BaseModel):
     terminal_retention_days: int = 30
     purge_interval_seconds: int = 3600
     terminal_purge_batch: int = 100
+    worker_concurrency: int = 1
+    """Materializations one schedule worker keeps in flight (ADR 1701)."""
 
     # ---------------------------------------------------------------- flags
 
@@ -263,6 +271,7 @@ class Settings(BaseModel):
             "TERMINAL_RETENTION_DAYS": "terminal_retention_days",
             "PURGE_INTERVAL_SECONDS": "purge_interval_seconds",
             "TERMINAL_PURGE_BATCH": "terminal_purge_batch",
+            "WORKER_CONCURRENCY": "worker_concurrency",
         }
         topology = {
             "TOTAL_SLOTS": "total_slots",
@@ -395,7 +404,18 @@ def validate_release(settings: Settings) -> list[str]:
     ):
         if value <= 0:
             problems.append(f"{RETENTION_INVALID}: {PREFIX}{name} must be positive")
+    problems += worker_problems(settings)
     return problems
+
+
+def worker_problems(settings: Settings) -> list[str]:
+    """The schedule worker's throughput settings (ADR 1701)."""
+    if not 0 < settings.worker_concurrency <= MAX_WORKER_CONCURRENCY:
+        return [
+            f"{WORKER_CONCURRENCY_INVALID}: {PREFIX}WORKER_CONCURRENCY must be within"
+            f" 1..{MAX_WORKER_CONCURRENCY}"
+        ]
+    return []
 
 
 def problem_codes(problems: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ from uuid import UUID
 import pytest
 
 from scheduling.domain.errors import NotFoundError, UnavailableError
+from scheduling.ports.outbox import RUN_FINISHED, OutboxMessage
 from scheduling.ports.records import IdempotencyEntry, PrincipalRecord, ProcessEvent
 from scheduling.ports.repositories import CLOSED
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
@@ -97,6 +98,11 @@ class TestUnitOfWorkContract:
             await uow.runs.create(run)
             await uow.occurrences.insert(build.materialized(schedule, build.t0, session.id, run.id))
             await uow.events.append(event)
+            outcome = OutboxMessage(
+                UUID(int=77), "tenant-a", "alice", schedule.id, UUID(int=78), RUN_FINISHED,
+                {"title": "t", "nominal_fire_at": "2026-03-01T12:00:00Z"}, build.t0,
+            )  # fmt: skip
+            assert await uow.outbox.append(outcome)
             # Each write is visible inside the transaction...
             assert await uow.principals.get("tenant-a", "carol") == principal
             assert (await uow.agents.active(AGENT)) is not None
@@ -108,6 +114,7 @@ class TestUnitOfWorkContract:
             assert await uow.agents.active(AGENT) is None
             assert await uow.idempotency.lookup(build.alice, "k") is None
             assert await uow.events.for_schedule(schedule.id) == []
+            assert await uow.outbox.pending(10) == []
             assert await uow.occurrences.for_run(run.id) is None
             with pytest.raises(NotFoundError):
                 await uow.runs.get(run.id, None)

@@ -26,8 +26,8 @@ from gates.checks.persistence_support import (
     seeded_world,
 )
 from scheduling.adapters.postgres.migrations import (
-    SCHEDULING_REVISION,
     current_revision,
+    head_revision,
 )
 from scheduling.adapters.postgres.release_check import scheduler_release_problems
 from scheduling.adapters.postgres.roles import role_names
@@ -210,7 +210,7 @@ async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server:
         outcomes = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], outcomes
         for url in urls:
-            assert await current_revision(url) == SCHEDULING_REVISION
+            assert await current_revision(url) == head_revision()
         async with admin_connection(urls[0]) as conn:
             names = sorted(
                 r[0]

@@ -25,20 +25,37 @@ import gates.checks.test_offline_results as offline_results
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling import bootstrap as b
 from scheduling.adapters.postgres.directories import DurablePrincipalDirectory
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.config import Settings
+from scheduling.domain.revision import ScheduleRevision
+from scheduling.domain.schedule import Schedule
 from scheduling.ports.directories import AuthoritySnapshot
+from scheduling.ports.materialization import FiringContext
 from scheduling.ports.runtime import QueueCapacity, RunPriority
+from scheduling.ports.unit_of_work import UnitOfWork
 from scheduling.service.admission import AllowAllAdmission
 from simulation.worlds.materialize import Harness, StrictScheduleWorker
 from simulation.worlds.runtime import run_worker
 from testsupport.production_env import GOOD
 
 # assume_role: production logs in as the scheduler, a world sets the role (checked below).
+# _tx_notifier is _notifier's in-transaction face (ADR 1700), present when it is.
 INJECTED = frozenset(
-    {"_clock", "_ids", "_probe", "_notifier", "_wake", "clock", "owner", "assume_role", "engine"}
+    {
+        "_clock",
+        "_ids",
+        "_probe",
+        "_notifier",
+        "_tx_notifier",
+        "_wake",
+        "clock",
+        "owner",
+        "assume_role",
+        "engine",
+    }
 )
 
 
@@ -153,6 +170,22 @@ class CachedDirectory(DurablePrincipalDirectory):
         return self.seen[key]
 
 
+class CachedStore(PostgresMaterializationStore):
+    """The same mistake in the materializer's store, which reads authority inside the
+    schedule transaction (ADR 1700): authority cached for the process."""
+
+    seen: ClassVar[dict[tuple[str, str], AuthoritySnapshot | None]] = {}
+
+    async def context(
+        self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision
+    ) -> FiringContext:
+        fresh = await super().context(uow, schedule, revision)
+        key = (schedule.tenant_id, schedule.principal_id)
+        if key not in self.seen:
+            self.seen[key] = fresh.authority
+        return FiringContext(self.seen[key], fresh.agent, fresh.previous_run_status)
+
+
 async def test_allow_all_admission_in_the_builder_is_a_difference(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,8 +213,12 @@ async def test_an_unwired_pending_reader_turns_offline_results_red(
 async def test_a_caching_directory_in_the_builder_turns_authority_fresh_red(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The materializer reads authority through its store (ADR 1700), the validator
+    # through the directory: cache both, as one wiring mistake would.
     monkeypatch.setattr(b, "DurablePrincipalDirectory", CachedDirectory)
     monkeypatch.setattr(CachedDirectory, "seen", {})
+    monkeypatch.setattr(b, "PostgresMaterializationStore", CachedStore)
+    monkeypatch.setattr(CachedStore, "seen", {})
     with pytest.raises(AssertionError):
         await authority_fresh.test_due_occurrence_fails_closed(
             pg_url, "scope_revoked", GateEvidence()

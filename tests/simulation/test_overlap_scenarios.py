@@ -8,15 +8,14 @@ A's instant materialized a second time, with a second run beside the held one.
 from __future__ import annotations
 
 from pathlib import Path
-from uuid import UUID
 
 import pytest
 
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
+from scheduling.ports.materialization import FiringContext
 from scheduling.ports.probe import Probe
-from scheduling.ports.unit_of_work import UnitOfWork
 from scheduling.service.materializer import ScheduleMaterializer
 from simulation.cli import main
 from simulation.engine import targets
@@ -39,7 +38,7 @@ def blind_materializer(
     """The mutant: the real materializer with its overlap check removed."""
     materializer = build_materializer(uow, clock, ids, probe)
 
-    async def never_in_flight(uow: UnitOfWork, schedule_id: UUID) -> bool:
+    def never_in_flight(context: FiringContext) -> bool:
         return False
 
     materializer._in_flight = never_in_flight  # type: ignore[method-assign]

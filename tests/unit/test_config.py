@@ -148,6 +148,8 @@ def test_disabled_scheduling_requires_nothing_else() -> None:
         ({"TERMINAL_RETENTION_DAYS": "0"}, c.RETENTION_INVALID),
         ({"PURGE_INTERVAL_SECONDS": "0"}, c.RETENTION_INVALID),
         ({"TERMINAL_PURGE_BATCH": "-1"}, c.RETENTION_INVALID),
+        ({"WORKER_CONCURRENCY": "0"}, c.WORKER_CONCURRENCY_INVALID),
+        ({"WORKER_CONCURRENCY": "65"}, c.WORKER_CONCURRENCY_INVALID),
     ],
 )
 def test_each_requirement_fails_alone(overrides: dict[str, str], expected: str) -> None:

@@ -21,18 +21,23 @@ from gates.checks.persistence_support import admin_connection
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.inspection import schema_diff, schema_problems, substrate_metadata
 from scheduling.adapters.postgres.migrations import (
-    SCHEDULING_REVISION,
     SUBSTRATE_REVISION,
     current_revision,
-    downgrade_one,
+    downgrade_to,
     head_revision,
     upgrade_to,
     upgrade_to_head,
 )
 from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.tables import SCHEDULING_TABLES, SUBSTRATE_TABLES, metadata
+from scheduling.adapters.postgres.tables import (
+    SCHEDULING_TABLES,
+    SUBSTRATE_TABLES,
+    TOOL_PIPELINE_TABLES,
+    metadata,
+)
 
-SCHEDULING_NAMES = sorted(t.name for t in SCHEDULING_TABLES)
+# Everything after the substrate: the scheduling tables and the tool pipeline's records.
+SCHEDULING_NAMES = sorted(t.name for t in (*SCHEDULING_TABLES, *TOOL_PIPELINE_TABLES))
 SUBSTRATE_NAMES = sorted(t.name for t in SUBSTRATE_TABLES)
 T = datetime(2026, 5, 1, tzinfo=UTC)
 AGENT = UUID("3e1c6c1a-2b1e-4a53-9b8e-7d4f9c2a1b00")
@@ -76,7 +81,7 @@ async def test_empty_database_migrates_to_head_equal_to_metadata(
     started = time.perf_counter()
     await upgrade_to_head(pg_empty_url)
     gate_evidence.record("upgrade_seconds", round(time.perf_counter() - started, 3))
-    assert await current_revision(pg_empty_url) == head_revision() == SCHEDULING_REVISION
+    assert await current_revision(pg_empty_url) == head_revision()
     state = await _state(pg_empty_url, target_is_head=True)
     assert state.diff == [], state.diff
     assert state.problems == [], state.problems
@@ -132,11 +137,11 @@ async def test_scheduling_revision_is_reversible_at_its_boundary(
     steps = []
     for step in ("upgrade", "downgrade", "re-upgrade"):
         if step == "downgrade":
-            await downgrade_one(url)
+            await downgrade_to(url, SUBSTRATE_REVISION)
             expected, at_head = SUBSTRATE_REVISION, False
         else:
             await upgrade_to_head(url)
-            expected, at_head = SCHEDULING_REVISION, True
+            expected, at_head = head_revision(), True
         assert await current_revision(url) == expected
         state = await _state(url, target_is_head=at_head)
         assert state.diff == [], (step, state.diff)

@@ -104,6 +104,7 @@ STATUS: dict[str, int] = {
     "schedule.config.scheduler_unreachable": 503,
     "schedule.config.storage_not_postgres": 503,
     "schedule.config.topology_invalid": 503,
+    "schedule.config.worker_concurrency_invalid": 503,
     "schedule.config.unparseable": 503,
     # event
     "schedule.event.forbidden_field": 500,
@@ -247,7 +248,17 @@ STATUS: dict[str, int] = {
     "schedule.tokens.file_invalid": 500,
     "schedule.tokens.identity_invalid": 500,
     "schedule.tokens.unknown": 500,
-    # tool
+    # tool (the governed pipeline's codes; no HTTP route raises them, so an
+    # appearance here is a server fault, except the client-shaped ones)
+    "schedule.browser_profile_required": 422,
+    "schedule.calling_unavailable": 422,
+    "schedule.mcp.unauthenticated": 401,
+    "schedule.tool.approval_decided": 409,
+    "schedule.tool.approval_denied": 403,
+    "schedule.tool.invalid_arguments": 422,
+    "schedule.tool.not_governed": 500,
+    "schedule.tool.output_too_large": 500,
+    "schedule.tool.timeout": 503,
     "schedule.tool.invalid_spec": 500,
     "schedule.tool.scope_denied": 500,
     "schedule.tool.undeclared": 500,

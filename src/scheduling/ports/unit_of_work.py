@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from scheduling.domain.identity import Principal
+from scheduling.ports.outbox import OutboxRepository
 from scheduling.ports.repositories import (
     AgentRepository,
     PrincipalRepository,
@@ -58,6 +59,9 @@ class UnitOfWork(Protocol):
 
     @property
     def events(self) -> ProcessEventRepository: ...
+
+    @property
+    def outbox(self) -> OutboxRepository: ...
 
     async def commit(self) -> None:
         """Make every write durable at once. Deferred constraints are checked here; a

@@ -35,6 +35,7 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.records import TERMINAL_RUN_STATUSES, ProcessEvent, RunRecord, RunStatus
 from scheduling.ports.repositories import DUPLICATE, ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
+from scheduling.service.outbox import run_finished
 from scheduling.service.schedules import to_record
 
 ACCOUNTANT_ACTOR = "scheduler"
@@ -135,6 +136,13 @@ class RunAccountant:
                 )
                 if updated != schedule:
                     await uow.schedules.mutate(ScheduleCommand(expected=schedule, updated=updated))
+                # The outcome row, in this transaction, names the pinned revision.
+                pinned = revision
+                if occurrence.schedule_revision != revision.revision:
+                    pinned = await uow.schedules.get_revision(
+                        schedule.id, occurrence.schedule_revision, None
+                    )
+                await uow.outbox.append(run_finished(schedule, pinned, occurrence, now))
                 if pause:
                     event = state_event(
                         self._ids.new_uuid(),

@@ -20,10 +20,16 @@ Step for step, in one trusted unit of work, with ``now`` read once from the Cloc
    (one ``schedule.misfires_coalesced`` with only first/last/count);
 7. commit, then send a best-effort queue notification.
 
-Each write is followed by ``await probe.step("materialize.<step>")`` (a no-op in
-production) so the simulator can interleave workers and crash after every write.
-No model, tool, network or identity-provider I/O happens inside the transaction; the
-directories read local authoritative state.
+Each statement that writes (and the lock) is followed by
+``await probe.step("materialize.<step>")`` (a no-op in production) so the simulator can
+interleave workers and crash after every write. The reads and writes go through a
+``MaterializationStore`` (ADR 1700): on PostgreSQL one statement per step (lock with
+revision; authority, agent and overlap in one snapshot under the lock; session, events,
+run and checkpoint in one INSERT; the audit events in one INSERT), so a MATERIALIZED
+decision is 10 statements in one transaction. No model, tool, network or
+identity-provider I/O happens inside the transaction; every read is local
+authoritative state. A queue notifier that can send inside the transaction
+(``pg_notify``, delivered at commit) does so on the transaction's own connection.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from scheduling.domain.cadence import format_instant
@@ -60,6 +66,7 @@ from scheduling.ports.directories import (
     TenantConfiguration,
 )
 from scheduling.ports.ids import IdGenerator
+from scheduling.ports.materialization import FiringContext, MaterializationStore, QueuedRun
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.records import (
     TERMINAL_RUN_STATUSES,
@@ -71,6 +78,8 @@ from scheduling.ports.records import (
 )
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.service.firing import PortMaterializationStore
+from scheduling.service.outbox import run_finished
 from scheduling.service.schedules import to_record
 
 _log = logging.getLogger(__name__)
@@ -124,27 +133,14 @@ OVERLAP = reason(
 STEP_LOCKED = "materialize.locked"
 STEP_ADMISSION = "materialize.admission_locked"
 STEP_OCCURRENCE = "materialize.occurrence_inserted"
-STEP_SESSION = "materialize.session_created"
-STEP_SESSION_EVENT = "materialize.session_created_event"
-STEP_SEED = "materialize.seed_message"
 STEP_RUN = "materialize.run_queued"
-STEP_CHECKPOINT = "materialize.checkpoint_seeded"
-STEP_RUN_EVENT = "materialize.run_queued_event"
+"""After the one INSERT of the session, its three events, the run and its checkpoint."""
 STEP_ADVANCED = "materialize.schedule_advanced"
 STEP_EVENT = "materialize.event_appended"
+"""After the one INSERT of the schedule's audit events."""
 STEP_COMMITTED = "materialize.committed"
 
-WRITE_STEPS = (
-    STEP_OCCURRENCE,
-    STEP_SESSION,
-    STEP_SESSION_EVENT,
-    STEP_SEED,
-    STEP_RUN,
-    STEP_CHECKPOINT,
-    STEP_RUN_EVENT,
-    STEP_ADVANCED,
-    STEP_EVENT,
-)
+WRITE_STEPS = (STEP_OCCURRENCE, STEP_RUN, STEP_ADVANCED, STEP_EVENT)
 """The writes of a MATERIALIZED transaction (each followed by its probe step)."""
 
 FAILURE_DISPOSITIONS = frozenset(
@@ -206,6 +202,14 @@ class QueueNotifier(Protocol):
     async def run_queued(self, run_id: UUID) -> None: ...
 
 
+@runtime_checkable
+class TransactionalQueueNotifier(Protocol):
+    """A notifier that can send inside the schedule transaction, on its connection;
+    the notification is delivered at commit and never if the transaction rolls back."""
+
+    async def run_queued_in(self, uow: UnitOfWork, run_id: UUID) -> None: ...
+
+
 @dataclass(frozen=True)
 class _Verdict:
     disposition: OccurrenceDisposition
@@ -229,6 +233,7 @@ class ScheduleMaterializer:
         probe: Probe | None = None,
         notifier: QueueNotifier | None = None,
         calculator: RecurrenceCalculator | None = None,
+        store: MaterializationStore | None = None,
     ) -> None:
         self._uow = uow
         self._clock = clock
@@ -240,19 +245,20 @@ class ScheduleMaterializer:
         self._probe: Probe = probe or NullProbe()
         self._notifier = notifier
         self._calculator = calculator or RecurrenceCalculator()
+        self._store: MaterializationStore = store or PortMaterializationStore(principals, agents)
+        candidate: object = notifier
+        self._tx_notifier = candidate if isinstance(candidate, TransactionalQueueNotifier) else None
 
     async def materialize(self, schedule_id: UUID) -> MaterializeResult:
         """Decide the schedule's due instant, if it is due now (see module docstring)."""
         now = self._clock.now()
         async with self._uow.begin() as uow:
-            schedule = await uow.schedules.lock_due(schedule_id, now)
-            if schedule is None:
+            locked = await self._store.lock_due(uow, schedule_id, now)
+            if locked is None:
                 latest = await uow.occurrences.latest(schedule_id)
                 return MaterializeResult(schedule_id, MaterializeStatus.NOT_DUE, latest)
+            schedule, revision = locked
             await self._probe.step(STEP_LOCKED)
-            revision = await uow.schedules.get_revision(
-                schedule_id, schedule.current_revision, None
-            )
             due = self._calculator.due(revision, now, next_fire_at=schedule.next_fire_at)
             if due.candidate is None:
                 return await self._repair(uow, schedule, revision, due, now)
@@ -265,10 +271,13 @@ class ScheduleMaterializer:
                     retry_after_seconds=verdict,
                 )
             result = await self._decide(uow, schedule, revision, due, verdict, now)
+            queued = result.run_id if result.status is MaterializeStatus.DECIDED else None
+            if queued is not None and self._tx_notifier is not None:
+                await self._tx_notifier.run_queued_in(uow, queued)
             await uow.commit()
         await self._probe.step(STEP_COMMITTED)
-        if result.run_id is not None and self._notifier is not None:
-            await self._notify(result.run_id)
+        if queued is not None and self._notifier is not None and self._tx_notifier is None:
+            await self._notify(queued)
         return result
 
     # ------------------------------------------------------------------ decisions
@@ -277,16 +286,17 @@ class ScheduleMaterializer:
         self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision, due: DueCalculation
     ) -> _Verdict | float:
         """The disposition, or a RETRY backoff (float)."""
-        authority = await self._principals.current(schedule.tenant_id, schedule.principal_id)
+        context = await self._store.context(uow, schedule, revision)
+        authority = context.authority
         failed = self._authorization(authority, revision)
         if failed is not None:
             return _Verdict(OccurrenceDisposition.AUTHORIZATION_FAILED, failed, authority)
-        misconfigured = await self._configuration(schedule, revision)
+        misconfigured = await self._configuration(schedule, revision, context)
         if misconfigured is not None:
             return _Verdict(OccurrenceDisposition.CONFIGURATION_FAILED, misconfigured, authority)
         if due.missed:
             return _Verdict(OccurrenceDisposition.MISSED, GRACE_EXPIRED, authority)
-        if await self._in_flight(uow, schedule.id):
+        if self._in_flight(context):
             return _Verdict(OccurrenceDisposition.SKIPPED_OVERLAP, OVERLAP, authority)
         decision = await self._admission.check(uow, schedule.tenant_id, revision, due.now)
         if decision.outcome is AdmissionOutcome.RETRY:
@@ -313,8 +323,10 @@ class ScheduleMaterializer:
             return AUTHORITY_CHANGED
         return None
 
-    async def _configuration(self, schedule: Schedule, revision: ScheduleRevision) -> str | None:
-        agent = await self._agents.get(revision.agent_id, revision.agent_version)
+    async def _configuration(
+        self, schedule: Schedule, revision: ScheduleRevision, context: FiringContext
+    ) -> str | None:
+        agent = context.agent
         if agent is None:
             return AGENT_VERSION_MISSING
         if agent.policy_profile != revision.policy_profile:
@@ -329,13 +341,10 @@ class ScheduleMaterializer:
         return None
 
     @staticmethod
-    async def _in_flight(uow: UnitOfWork, schedule_id: UUID) -> bool:
+    def _in_flight(context: FiringContext) -> bool:
         """The most recent MATERIALIZED occurrence links to a non-terminal run."""
-        latest = await uow.occurrences.latest(schedule_id, OccurrenceDisposition.MATERIALIZED)
-        if latest is None or latest.run_id is None:
-            return False
-        run = await uow.runs.get(latest.run_id, None)
-        return run.status not in TERMINAL_RUN_STATUSES
+        status = context.previous_run_status
+        return status is not None and status not in TERMINAL_RUN_STATUSES
 
     # ------------------------------------------------------------------ writes
 
@@ -410,8 +419,10 @@ class ScheduleMaterializer:
                 )
             )
         events += self._transition_events(schedule, updated, now)
-        for event in events:
-            await self._append(uow, event)
+        await self._append(uow, events)
+        if not materialized:
+            # No run will finish: the skipped/missed outcome row commits with the decision.
+            await uow.outbox.append(run_finished(schedule, revision, occurrence, now))
         return MaterializeResult(
             schedule.id,
             MaterializeStatus.DECIDED,
@@ -443,21 +454,19 @@ class ScheduleMaterializer:
         metadata: dict[str, Any] = dict(link)
         if revision.browser_profile_id is not None:
             metadata["browser_profile_id"] = str(revision.browser_profile_id)
-        await uow.sessions.create(
-            SessionRecord(
-                id=session_id,
-                tenant_id=schedule.tenant_id,
-                principal_id=schedule.principal_id,
-                agent_id=revision.agent_id,
-                agent_version=revision.agent_version,
-                metadata=metadata,
-                created_at=now,
-                updated_at=now,
-                title=revision.title,
-            )
+        deadline = now + timedelta(seconds=revision.run_timeout_seconds)
+        session = SessionRecord(
+            id=session_id,
+            tenant_id=schedule.tenant_id,
+            principal_id=schedule.principal_id,
+            agent_id=revision.agent_id,
+            agent_version=revision.agent_version,
+            metadata=metadata,
+            created_at=now,
+            updated_at=now,
+            title=revision.title,
         )
-        await self._probe.step(STEP_SESSION)
-        await uow.sessions.append_event(
+        events = (
             SessionEvent(
                 session_id=session_id,
                 seq=1,
@@ -465,11 +474,8 @@ class ScheduleMaterializer:
                 actor=SCHEDULER_ACTOR,
                 payload={"session_id": str(session_id), **link},
                 occurred_at=now,
-            )
-        )
-        await self._probe.step(STEP_SESSION_EVENT)
-        # The instruction is durable model context, not a chat message (context_only).
-        await uow.sessions.append_event(
+            ),
+            # The instruction is durable model context, not a chat message (context_only).
             SessionEvent(
                 session_id=session_id,
                 seq=2,
@@ -478,47 +484,7 @@ class ScheduleMaterializer:
                 payload={"role": "user", "content": revision.instruction},
                 occurred_at=now,
                 context_only=True,
-            )
-        )
-        await self._probe.step(STEP_SEED)
-        deadline = now + timedelta(seconds=revision.run_timeout_seconds)
-        await uow.runs.create(
-            RunRecord(
-                id=run_id,
-                tenant_id=schedule.tenant_id,
-                principal_id=schedule.principal_id,
-                session_id=session_id,
-                agent_id=revision.agent_id,
-                agent_version=revision.agent_version,
-                policy_profile=revision.policy_profile,
-                status=RunStatus.QUEUED,
-                priority=SCHEDULED_PRIORITY,
-                scheduled_for=now,
-                requested_scopes=frozenset(revision.requested_scopes),
-                limits=revision.limits.to_json(),
-                created_at=now,
-                updated_at=now,
-                deadline_at=deadline,
-                cost=Decimal(0),
-                metadata={
-                    **link,
-                    "authority_version": authority.authority_version,
-                    "run_timeout_seconds": revision.run_timeout_seconds,
-                },
-            )
-        )
-        await self._probe.step(STEP_RUN)
-        await uow.runs.add_checkpoint(
-            RunCheckpoint(
-                run_id=run_id,
-                seq=0,
-                fencing_token=0,
-                state={"kind": "seed", "session_id": str(session_id), "context_seq": 2},
-                created_at=now,
-            )
-        )
-        await self._probe.step(STEP_CHECKPOINT)
-        await uow.sessions.append_event(
+            ),
             SessionEvent(
                 session_id=session_id,
                 seq=3,
@@ -534,9 +500,40 @@ class ScheduleMaterializer:
                 },
                 occurred_at=now,
                 run_id=run_id,
-            )
+            ),
         )
-        await self._probe.step(STEP_RUN_EVENT)
+        run = RunRecord(
+            id=run_id,
+            tenant_id=schedule.tenant_id,
+            principal_id=schedule.principal_id,
+            session_id=session_id,
+            agent_id=revision.agent_id,
+            agent_version=revision.agent_version,
+            policy_profile=revision.policy_profile,
+            status=RunStatus.QUEUED,
+            priority=SCHEDULED_PRIORITY,
+            scheduled_for=now,
+            requested_scopes=frozenset(revision.requested_scopes),
+            limits=revision.limits.to_json(),
+            created_at=now,
+            updated_at=now,
+            deadline_at=deadline,
+            cost=Decimal(0),
+            metadata={
+                **link,
+                "authority_version": authority.authority_version,
+                "run_timeout_seconds": revision.run_timeout_seconds,
+            },
+        )
+        checkpoint = RunCheckpoint(
+            run_id=run_id,
+            seq=0,
+            fencing_token=0,
+            state={"kind": "seed", "session_id": str(session_id), "context_seq": 2},
+            created_at=now,
+        )
+        await self._store.create_run(uow, QueuedRun(session, events, run, checkpoint))
+        await self._probe.step(STEP_RUN)
 
     async def _advance(
         self,
@@ -613,15 +610,16 @@ class ScheduleMaterializer:
             actor=SCHEDULER_ACTOR,
             at=now,
         )
-        await self._append(uow, event)
+        await self._append(uow, [event])
         await uow.commit()
         await self._probe.step(STEP_COMMITTED)
         return MaterializeResult(
             schedule.id, MaterializeStatus.REPAIRED, None, updated.next_fire_at
         )
 
-    async def _append(self, uow: UnitOfWork, event: ScheduleEvent) -> None:
-        await uow.events.append(to_record(event))
+    async def _append(self, uow: UnitOfWork, events: list[ScheduleEvent]) -> None:
+        """Every audit event of the decision in one write."""
+        await self._store.append_events(uow, [to_record(event) for event in events])
         await self._probe.step(STEP_EVENT)
 
     async def _notify(self, run_id: UUID) -> None:

@@ -6,6 +6,20 @@ neither roll back nor block its siblings: its error is logged, counted, and the
 schedule is set aside for a bounded backoff (in memory) while the rest proceed.
 An admission RETRY sets the schedule aside for the controller's backoff the same way.
 
+Throughput (ADR 1701): up to ``concurrency`` materializations of the batch are in
+flight at once, each still its own transaction on its own pooled connection (sibling
+isolation unchanged). A worker given a ``lane`` (a random 128-bit number) processes
+its batch in the order of ``(id - lane) mod 2**128``: workers that read the same
+deterministic batch start at different points of the id ring and work on disjoint
+stretches instead of colliding on the same first ids; the row lock (``SKIP LOCKED``)
+still decides every race. Without a lane the batch keeps its scan order. A NOT_DUE
+result means another worker got there first (or the schedule changed): the pass
+starts nothing more and leaves the rest of its batch (``PassReport.yielded``) to an
+immediate next pass, whose fresh scan no longer contains what others decided. A laned
+worker that collided at id ``c`` restarts at the median of the fresh batch in ring
+order from ``c``: the worker it met keeps going forward from ``c``, so the two split
+the stretch ahead instead of leapfrogging through it.
+
 ``run(stop)`` loops: a pass, then (optionally) a post-run accounting sweep, then sleep
 on the Clock until the earliest of the next known ``next_fire_at``, the earliest
 backoff expiry and the fallback poll; a LISTEN/NOTIFY wake source may cut the sleep
@@ -36,6 +50,7 @@ from scheduling.service.materializer import (
 )
 
 _log = logging.getLogger(__name__)
+_RING = 1 << 128
 
 
 class WakeSource(Protocol):
@@ -51,8 +66,12 @@ class WorkerSettings:
     failure_backoff_seconds: float = 60.0
     accounting_batch: int = 50
     contention_pause_seconds: float = 1.0
+    concurrency: int = 1
+    """Materializations of one pass in flight at once (each its own transaction)."""
 
     def __post_init__(self) -> None:
+        if self.concurrency <= 0:
+            raise ValueError("concurrency must be positive")
         if self.batch_size <= 0 or self.fallback_poll_seconds <= 0:
             raise ValueError("batch_size and fallback_poll_seconds must be positive")
         if self.contention_pause_seconds <= 0:
@@ -69,6 +88,8 @@ class PassReport:
     results: list[MaterializeResult] = field(default_factory=list)
     errors: dict[UUID, str] = field(default_factory=dict)
     deferred: list[UUID] = field(default_factory=list)
+    yielded: list[UUID] = field(default_factory=list)
+    """Batch ids left unattempted after a collision (the next pass rescans at once)."""
 
     def count(self, status: MaterializeStatus) -> int:
         return sum(r.status is status for r in self.results)
@@ -147,8 +168,11 @@ class ScheduleWorker:
         wake: WakeSource | None = None,
         accountant: RunAccountant | None = None,
         pending: PendingAccounts | None = None,
+        lane: int | None = None,
     ) -> None:
         self._uow = uow
+        self._lane = lane
+        self._collided_at: UUID | None = None
         self._materializer = materializer
         self._clock = clock
         self.settings = settings or WorkerSettings()
@@ -168,32 +192,77 @@ class ScheduleWorker:
             # Over-read by the set-aside count so deferred ids cannot fill the batch.
             due = await uow.schedules.due(now, limit + len(self._backoff))
         report = PassReport()
+        batch: list[UUID] = []
         for schedule_id in due:
             if schedule_id in self._backoff:
                 report.deferred.append(schedule_id)
                 continue
-            if len(report.scanned) >= limit:
+            if len(batch) >= limit:
                 break
-            report.scanned.append(schedule_id)
-            try:
-                result = await self._materializer.materialize(schedule_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # one definition's failure is isolated
-                _log.exception("materializing schedule %s failed", schedule_id)
-                report.errors[schedule_id] = type(exc).__name__
-                self.metrics.errors += 1
-                self._set_aside(schedule_id, self.settings.failure_backoff_seconds)
-                continue
-            report.results.append(result)
-            self.metrics.observe(result)
-            if result.status is MaterializeStatus.RETRY:
-                self._set_aside(schedule_id, result.retry_after_seconds or 1.0)
+            batch.append(schedule_id)
+        if self._lane is not None:
+            lane = self._lane
+            batch.sort(key=lambda sid: (sid.int - lane) % _RING)
+            if self._collided_at is not None and batch:
+                half = len(batch) // 2
+                batch = batch[half:] + batch[:half]
+                self._lane = batch[0].int
+            self._collided_at = None
+        collided = False
+
+        async def step(schedule_id: UUID) -> None:
+            nonlocal collided
+            if collided:
+                report.yielded.append(schedule_id)
+            elif not await self._attempt(schedule_id, report):
+                collided = True
+                if self._lane is not None:
+                    self._collided_at = schedule_id
+                    self._lane = schedule_id.int
+
+        if self.settings.concurrency == 1:
+            for schedule_id in batch:
+                await step(schedule_id)
+        else:
+            slots = asyncio.Semaphore(self.settings.concurrency)
+
+            async def bounded(schedule_id: UUID) -> None:
+                async with slots:
+                    await step(schedule_id)
+
+            # Cancelling the pass cancels every materialization in flight.
+            async with asyncio.TaskGroup() as group:
+                for schedule_id in batch:
+                    group.create_task(bounded(schedule_id))
         self.metrics.passes += 1
         self.metrics.due_seen += len(due)
         self.metrics.scan_seconds.append(time.perf_counter() - started)
         del self.metrics.scan_seconds[: -WorkerMetrics.MAX_SAMPLES]
         return report
+
+    async def _attempt(self, schedule_id: UUID, report: PassReport) -> bool:
+        """Materialize one schedule; False on NOT_DUE (a collision: stop the pass)."""
+        report.scanned.append(schedule_id)
+        result = await self._one(schedule_id, report)
+        return result is None or result.status is not MaterializeStatus.NOT_DUE
+
+    async def _one(self, schedule_id: UUID, report: PassReport) -> MaterializeResult | None:
+        """Materialize one schedule; its failure is isolated from its siblings."""
+        try:
+            result = await self._materializer.materialize(schedule_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one definition's failure is isolated
+            _log.exception("materializing schedule %s failed", schedule_id)
+            report.errors[schedule_id] = type(exc).__name__
+            self.metrics.errors += 1
+            self._set_aside(schedule_id, self.settings.failure_backoff_seconds)
+            return None
+        report.results.append(result)
+        self.metrics.observe(result)
+        if result.status is MaterializeStatus.RETRY:
+            self._set_aside(schedule_id, result.retry_after_seconds or 1.0)
+        return result
 
     async def account(self) -> int:
         """One bounded post-run accounting sweep (if an accountant is wired)."""
@@ -232,7 +301,8 @@ class ScheduleWorker:
                 report = PassReport()
             if stopped():
                 return
-            seconds = 0.0 if report.scanned and not _all_idle(report) else None
+            busy = report.yielded or (report.scanned and not _all_idle(report))
+            seconds = 0.0 if busy else None
             if seconds is None:
                 try:
                     seconds = await self.sleep_seconds()

@@ -52,12 +52,7 @@ STEPS = (
     m.STEP_LOCKED,
     m.STEP_ADMISSION,
     m.STEP_OCCURRENCE,
-    m.STEP_SESSION,
-    m.STEP_SESSION_EVENT,
-    m.STEP_SEED,
     m.STEP_RUN,
-    m.STEP_CHECKPOINT,
-    m.STEP_RUN_EVENT,
     m.STEP_ADVANCED,
     m.STEP_EVENT,
     m.STEP_COMMITTED,
@@ -77,7 +72,10 @@ SCHEDULING_TABLES = (
 # The row lock taken after sim.start counts as a write of ``schedules``; the COMMIT after
 # the last event makes every write visible, so that step writes everything.
 FOOTPRINTS = {
-    "sim.start": Footprint.of(reads=["schedules", "schedule_occurrences"], writes=["schedules"]),
+    # The lock reads the current revision in the same statement (ADR 1700).
+    "sim.start": Footprint.of(
+        reads=["schedules", "schedule_occurrences", "schedule_revisions"], writes=["schedules"]
+    ),
     m.STEP_LOCKED: Footprint.of(
         reads=[
             "schedule_revisions",
@@ -89,13 +87,12 @@ FOOTPRINTS = {
         writes=["admission_lock"],
     ),
     m.STEP_ADMISSION: Footprint.of(reads=["runs"], writes=["schedule_occurrences"]),
-    m.STEP_OCCURRENCE: Footprint.of(writes=["sessions"]),
-    m.STEP_SESSION: Footprint.of(writes=["session_events"]),
-    m.STEP_SESSION_EVENT: Footprint.of(writes=["session_events"]),
-    m.STEP_SEED: Footprint.of(writes=["runs"]),
-    m.STEP_RUN: Footprint.of(writes=["run_checkpoints"]),
-    m.STEP_CHECKPOINT: Footprint.of(writes=["session_events"]),
-    m.STEP_RUN_EVENT: Footprint.of(writes=["schedules"]),
+    # One INSERT: the session, its three events, the run and its checkpoint (or, for
+    # a decision without a run, the schedule's advance).
+    m.STEP_OCCURRENCE: Footprint.of(
+        writes=["sessions", "session_events", "runs", "run_checkpoints", "schedules"]
+    ),
+    m.STEP_RUN: Footprint.of(writes=["schedules"]),
     m.STEP_ADVANCED: Footprint.of(writes=["process_events"]),
     m.STEP_EVENT: Footprint.of(
         writes=[*SCHEDULING_TABLES, "admission_lock", "schedule_revisions"],

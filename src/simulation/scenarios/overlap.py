@@ -99,7 +99,8 @@ def _footprints() -> dict[str, Footprint]:
     docs/simulator.md). ``committed`` is followed by the lock of the next due schedule,
     whichever it is; ``locked`` and ``occurrence_inserted`` may take the skip path."""
     every = [f"{k}:{x}" for x in LABELS for k in ("schedules", "occurrences")]
-    scan = Footprint.of(reads=every, writes=[f"schedules:{x}" for x in LABELS])
+    # The lock reads the current revision in the same statement (ADR 1700).
+    scan = Footprint.of(reads=[*every, "revisions"], writes=[f"schedules:{x}" for x in LABELS])
     out = {"sim.start": scan}
     shared = ["revisions", "principals", "agent_versions"]
     for x in LABELS:
@@ -112,13 +113,11 @@ def _footprints() -> dict[str, Footprint]:
                 writes=["admission_lock", f"occurrences:{x}"],
             ),
             labelled(m.STEP_ADMISSION, x): Footprint.of(reads=runs, writes=[f"occurrences:{x}"]),
-            labelled(m.STEP_OCCURRENCE, x): Footprint.of(writes=_rows(x, "sessions", "schedules")),
-            labelled(m.STEP_SESSION, x): Footprint.of(writes=_rows(x, "session_events")),
-            labelled(m.STEP_SESSION_EVENT, x): Footprint.of(writes=_rows(x, "session_events")),
-            labelled(m.STEP_SEED, x): Footprint.of(writes=_rows(x, "runs")),
-            labelled(m.STEP_RUN, x): Footprint.of(writes=_rows(x, "checkpoints")),
-            labelled(m.STEP_CHECKPOINT, x): Footprint.of(writes=_rows(x, "session_events")),
-            labelled(m.STEP_RUN_EVENT, x): Footprint.of(writes=_rows(x, "schedules")),
+            # One INSERT of session, events, run and checkpoint follows (ADR 1700).
+            labelled(m.STEP_OCCURRENCE, x): Footprint.of(
+                writes=_rows(x, "sessions", "session_events", "runs", "checkpoints", "schedules")
+            ),
+            labelled(m.STEP_RUN, x): Footprint.of(writes=_rows(x, "schedules")),
             labelled(m.STEP_ADVANCED, x): Footprint.of(writes=_rows(x, "events")),
             # The COMMIT follows the last event: every write becomes visible, locks go.
             labelled(m.STEP_EVENT, x): Footprint.of(writes=[*own, "admission_lock"]),

@@ -9,6 +9,7 @@ from uuid import UUID
 from scheduling.domain.occurrence import ScheduleOccurrence
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
+from scheduling.ports.outbox import OutboxMessage
 from scheduling.ports.records import (
     AgentVersionRecord,
     IdempotencyEntry,
@@ -37,6 +38,7 @@ class Tables:
     runs: dict[UUID, RunRecord] = field(default_factory=dict)
     checkpoints: dict[tuple[UUID, int], RunCheckpoint] = field(default_factory=dict)
     events: dict[UUID, ProcessEvent] = field(default_factory=dict)
+    outbox: dict[UUID, OutboxMessage] = field(default_factory=dict)
 
     def copy(self) -> Tables:
         # Values are immutable, so copying the dictionaries isolates a transaction.

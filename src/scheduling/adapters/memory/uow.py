@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from scheduling.adapters.memory.outbox import MemoryOutboxRepository
 from scheduling.adapters.memory.repositories import (
     MemoryAgentRepository,
     MemoryIdempotencyLedger,
@@ -53,6 +54,7 @@ class MemoryUnitOfWork:
         self.sessions = MemorySessionRepository(self)
         self.runs = MemoryRunRepository(self)
         self.events = MemoryProcessEventRepository(self)
+        self.outbox = MemoryOutboxRepository(self)
 
     def tables(self) -> Tables:
         if self._working is None:

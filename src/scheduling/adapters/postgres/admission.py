@@ -8,6 +8,12 @@ finished in the rolling day and the rolling 30 days. The lock is held until the
 materializer commits, so two schedules racing for the last slot serialize before
 either creates a run. A scheduled run is one whose ``metadata`` names a schedule.
 Every instant is the Clock-supplied ``now`` parameter; SQL never reads ``now()``.
+
+The read is bounded by its windows (ADR 1702): only rows that are active, finished in
+the rolling 30 days, or created in the last minute can contribute to any term, so the
+WHERE clause says exactly that and three indexes (tenant + status, tenant +
+finished_at, tenant + created_at) serve it as a bitmap OR; its cost follows the
+windows, not the tenant's history.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from sqlalchemy import Numeric, and_, case, cast, func, select
+from sqlalchemy import Numeric, and_, case, cast, func, or_, select
 
 from scheduling.adapters.postgres.repositories.schedules import advisory_key
 from scheduling.adapters.postgres.tables import runs
@@ -59,7 +65,11 @@ async def tenant_usage(uow: PostgresUnitOfWork, tenant_id: str, now: datetime) -
         func.coalesce(
             func.sum(case((and_(~active, finished > now - MONTH), runs.c.cost), else_=zero)), zero
         ),
-    ).where(runs.c.tenant_id == tenant_id, runs.c.metadata.has_key("schedule_id"))
+    ).where(
+        runs.c.tenant_id == tenant_id,
+        or_(active, finished > now - MONTH, runs.c.created_at > now - timedelta(minutes=1)),
+        runs.c.metadata.has_key("schedule_id"),
+    )
     row = (await uow.tx.execute(query)).one()
     return TenantUsage(
         active_runs=int(row[0]),

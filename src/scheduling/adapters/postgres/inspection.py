@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from scheduling.adapters.postgres.migrations import include_object
 from scheduling.adapters.postgres.tables import (
+    ADMISSION_WINDOW_INDEXES,
     DISPOSITIONS,
     NAMING_CONVENTION,
     SUBSTRATE_TABLES,
@@ -37,6 +38,10 @@ TENANT_TABLES = (
     "schedule_revisions",
     "schedule_occurrences",
     "schedule_idempotency_keys",
+    "tool_invocations",
+    "tool_approval_requests",
+    "tool_approval_decisions",
+    "schedule_outbox",
 )
 
 # The indexes the spec names, by what they serve: (table, name, columns-as-in-catalog, where).
@@ -397,9 +402,12 @@ def schema_problems(conn: Connection, api_role: str) -> list[str]:
 
 def substrate_metadata() -> MetaData:
     """The metadata of the predecessor revision: the substrate tables only."""
+    later = {index.name for index in ADMISSION_WINDOW_INDEXES}
     target = MetaData(naming_convention=NAMING_CONVENTION)
     for table in SUBSTRATE_TABLES:
-        table.to_metadata(target)
+        copy = table.to_metadata(target)
+        # Indexes a later revision adds to a substrate table are not the predecessor's.
+        copy.indexes = {index for index in copy.indexes if index.name not in later}
     return target
 
 

@@ -30,6 +30,8 @@ MIGRATIONS_DIR_ENV = "SCHEDULING_MIGRATIONS_DIR"
 # Revision identifiers of the chain, named so tests and gates can address them.
 SUBSTRATE_REVISION = "0001_substrate"
 SCHEDULING_REVISION = "0002_scheduling"
+TOOL_PIPELINE_REVISION = "0003_tool_pipeline"
+ADMISSION_WINDOW_REVISION = "0004_admission_window"
 
 # Objects that exist in the database but are deliberately not in the metadata.
 _UNMANAGED_TABLES = frozenset({"alembic_version"})

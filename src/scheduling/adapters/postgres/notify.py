@@ -1,9 +1,12 @@
 """LISTEN/NOTIFY wake-ups (spec "Configuration and deployment"): best effort only.
 
-``PostgresNotifier`` sends on fixed channels after a transaction has committed (the
-caller calls it after ``commit()``): ``scheduling_schedule_changed`` (create, update,
-resume: wake schedule workers) and ``scheduling_run_queued`` (the materializer: wake
-run workers). A failure is logged and swallowed. ``PostgresWakeListener`` LISTENs on a
+``PostgresNotifier`` sends on fixed channels: ``scheduling_schedule_changed`` (create,
+update, resume: wake schedule workers; sent after ``commit()`` on a connection of its
+own) and ``scheduling_run_queued`` (the materializer: wake run workers). The
+materializer's run notification is ``pg_notify`` inside the schedule transaction, on
+its own pooled connection (``run_queued_in``): PostgreSQL delivers it at commit and
+drops it on rollback, so no connection is opened per run (ADR 1700). A failure of a
+post-commit send is logged and swallowed. ``PostgresWakeListener`` LISTENs on a
 channel and sets an ``asyncio.Event``; a dropped connection only loses latency,
 because every worker keeps its bounded table-scan fallback.
 """
@@ -16,11 +19,16 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
+from sqlalchemy import text
+
+from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.ports.unit_of_work import UnitOfWork
 
 SCHEDULE_CHANNEL = "scheduling_schedule_changed"
 RUN_CHANNEL = "scheduling_run_queued"
 
 _log = logging.getLogger(__name__)
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
 def to_libpq_url(url: str) -> str:
@@ -39,6 +47,12 @@ class PostgresNotifier:
 
     async def run_queued(self, run_id: UUID) -> None:
         await self._send(RUN_CHANNEL, str(run_id))
+
+    async def run_queued_in(self, uow: UnitOfWork, run_id: UUID) -> None:
+        """Queue the notification in ``uow``'s transaction (delivered at its commit)."""
+        if not isinstance(uow, PostgresUnitOfWork):
+            raise TypeError("run_queued_in needs the PostgreSQL unit of work")
+        await uow.tx.execute(_NOTIFY, {"channel": RUN_CHANNEL, "payload": str(run_id)})
 
     async def _send(self, channel: str, payload: str) -> None:
         try:

@@ -40,12 +40,15 @@ SCHEDULER_TABLES: dict[str, frozenset[str]] = {
     "runs": frozenset({"SELECT", "INSERT"}),
     "run_checkpoints": frozenset({"SELECT", "INSERT"}),
     "process_events": frozenset({"SELECT", "INSERT"}),
+    # The outcome outbox: appended with the decision or the accounting, then drained.
+    "schedule_outbox": frozenset({"SELECT", "INSERT"}),
 }
 # Column-level UPDATE: the control fields a materialization or accounting advances.
 SCHEDULER_COLUMN_UPDATES: dict[str, frozenset[str]] = {
     "schedules": frozenset(
         {"state", "pause_reason", "next_fire_at", "consecutive_failures", "updated_at"}
     ),
+    "schedule_outbox": frozenset({"delivered_at"}),
 }
 # Never UPDATE on an event log: it could take the row lock that serializes session
 # history projection with erasure (spec "Configuration and deployment").

@@ -394,3 +394,111 @@ schedule_idempotency_keys = Table(
 )
 
 SCHEDULING_TABLES = (schedules, schedule_revisions, schedule_occurrences, schedule_idempotency_keys)
+
+# --------------------------------------------------------------------------- tool pipeline
+# Migration 0003_tool_pipeline: the governed tool pipeline's durable records (hashes,
+# states, reason codes, bounded outputs; never the arguments). Principal-scoped.
+
+INVOCATION_STATES = ("AWAITING_APPROVAL", "APPROVED", "DENIED", "SUCCEEDED", "FAILED")
+
+tool_invocations = Table(
+    "tool_invocations",
+    metadata,
+    Column("id", UUID(as_uuid=True), nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=True),
+    Column("tool_name", Text, nullable=False),
+    Column("tool_version", Text, nullable=False),
+    Column("arguments_hash", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("run_id", UUID(as_uuid=True), nullable=True),
+    Column("session_id", UUID(as_uuid=True), nullable=True),
+    Column("reason_code", Text, nullable=True),
+    Column("output", JSONB, nullable=True),
+    Column("output_bytes", Integer, nullable=True),
+    _tz("created_at"),
+    _tz("updated_at"),
+    PrimaryKeyConstraint("id"),
+    CheckConstraint(_in("state", INVOCATION_STATES), name="state_known"),
+    CheckConstraint("output_bytes IS NULL OR output_bytes >= 0", name="output_bytes_non_negative"),
+    # A retry after a crash finds its invocation by the caller's key.
+    Index(
+        "uq_tool_invocations_idempotency_key",
+        "tenant_id",
+        "principal_id",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+)
+
+tool_approval_requests = Table(
+    "tool_approval_requests",
+    metadata,
+    Column("id", UUID(as_uuid=True), nullable=False),
+    Column("invocation_id", UUID(as_uuid=True), nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("view_hash", Text, nullable=False),
+    _tz("requested_at"),
+    PrimaryKeyConstraint("id"),
+    ForeignKeyConstraint(["invocation_id"], ["tool_invocations.id"]),
+    UniqueConstraint("invocation_id"),
+)
+
+tool_approval_decisions = Table(
+    "tool_approval_decisions",
+    metadata,
+    Column("approval_id", UUID(as_uuid=True), nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("approved", Boolean, nullable=False),
+    Column("decided_by", Text, nullable=False),
+    _tz("decided_at"),
+    PrimaryKeyConstraint("approval_id"),
+    ForeignKeyConstraint(["approval_id"], ["tool_approval_requests.id"]),
+)
+
+
+# The outcome outbox (migration 0003_tool_pipeline): written by the scheduler role in
+# the accounting or decision transaction; only the pinned title and nominal instant.
+schedule_outbox = Table(
+    "schedule_outbox",
+    metadata,
+    Column("id", UUID(as_uuid=True), nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("schedule_id", UUID(as_uuid=True), nullable=False),
+    Column("occurrence_id", UUID(as_uuid=True), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    _tz("created_at"),
+    _tz("delivered_at", nullable=True),
+    PrimaryKeyConstraint("id"),
+    CheckConstraint("kind IN ('schedule_run_finished')", name="kind_known"),
+    CheckConstraint("jsonb_typeof(payload) = 'object'", name="payload_object"),
+    Index(
+        "ix_schedule_outbox_pending",
+        "created_at",
+        "id",
+        postgresql_where=text("delivered_at IS NULL"),
+    ),
+)
+
+# Everything migration 0003_tool_pipeline creates.
+TOOL_PIPELINE_TABLES = (
+    tool_invocations,
+    tool_approval_requests,
+    tool_approval_decisions,
+    schedule_outbox,
+)
+
+# Revision 0004_admission_window (ADR 1702): the admission usage read seeks the tenant's
+# active runs, its runs finished in the rolling cost windows and those created in the
+# last minute, so its cost follows the windows, not the tenant's history.
+ADMISSION_WINDOW_INDEXES = (
+    Index("ix_runs_tenant_id_status", runs.c.tenant_id, runs.c.status),
+    Index("ix_runs_tenant_id_finished_at", runs.c.tenant_id, runs.c.finished_at),
+    Index("ix_runs_tenant_id_created_at", runs.c.tenant_id, runs.c.created_at),
+)

@@ -29,6 +29,10 @@ from scheduling.ports.repositories import CLOSED, INVALID_COMMAND
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCOPE = text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)")
+_SCOPE_AS_ROLE = text(
+    "SELECT set_config('role', :r, true), set_config(:t, :tv, true), set_config(:p, :pv, true)"
+)
 
 
 class Transaction:
@@ -80,6 +84,7 @@ class PostgresUnitOfWork:
         self.sessions = repos.sessions
         self.runs = repos.runs
         self.events = repos.events
+        self.outbox = repos.outbox
 
     async def __aenter__(self) -> Self:
         if self._used:
@@ -93,17 +98,18 @@ class PostgresUnitOfWork:
             raise translate(exc) from exc
         self.tx.attach(self._conn)
         try:
+            # One round trip: ``set_config('role', r, true)`` is ``SET LOCAL ROLE r``
+            # (membership is checked the same way), then the scope settings.
+            scope = {
+                "t": TENANT_SETTING,
+                "tv": self._tenant_id or "",
+                "p": PRINCIPAL_SETTING,
+                "pv": self._principal_id or "",
+            }
             if self._assume_role is not None:
-                await self.tx.execute(text(f"SET LOCAL ROLE {self._assume_role}"))
-            await self.tx.execute(
-                text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)"),
-                {
-                    "t": TENANT_SETTING,
-                    "tv": self._tenant_id or "",
-                    "p": PRINCIPAL_SETTING,
-                    "pv": self._principal_id or "",
-                },
-            )
+                await self.tx.execute(_SCOPE_AS_ROLE, {**scope, "r": self._assume_role})
+            else:
+                await self.tx.execute(_SCOPE, scope)
         except BaseException:
             await self._close()
             raise

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from scheduling.adapters.postgres.repositories.idempotency import PostgresIdempotencyLedger
 from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
+from scheduling.adapters.postgres.repositories.outbox import PostgresOutboxRepository
 from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
 from scheduling.adapters.postgres.repositories.substrate import (
     PostgresAgentRepository,
@@ -30,6 +31,7 @@ class Repositories:
     sessions: PostgresSessionRepository
     runs: PostgresRunRepository
     events: PostgresProcessEventRepository
+    outbox: PostgresOutboxRepository
 
 
 def bind_repositories(tx: Transaction) -> Repositories:
@@ -43,6 +45,7 @@ def bind_repositories(tx: Transaction) -> Repositories:
         sessions=PostgresSessionRepository(tx),
         runs=PostgresRunRepository(tx),
         events=PostgresProcessEventRepository(tx),
+        outbox=PostgresOutboxRepository(tx),
     )
 
 

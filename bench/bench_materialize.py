@@ -1,0 +1,210 @@
+"""Schedule-worker drain rate beside pgbench tpcb-like on the same server, same run.
+
+    python bench/bench_materialize.py --output bench/results/materialize.json
+
+On the provider's PostgreSQL (``simulation.database.acquire_server``; its durability
+settings are recorded), for 1, 2 and 4 schedule workers (one process each, built
+through ``scheduling.bootstrap.build_scheduler``): seed ``--schedules`` due schedules
+and drain them; report the drain rate, statements, transactions and new server
+sessions per materialization, the lag percentiles and worker RSS. The anchor is
+pgbench's built-in tpcb-like at 1, 2 and 4 clients on the same server in the same run.
+A burst (``--burst``) of schedules due at one instant is drained by one worker with
+the configured in-worker concurrency. Numbers on a shared 2-core machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+from materialize_world import (
+    DrainResult,
+    admission_cost,
+    drain_process,
+    seed,
+    server_counters,
+)
+
+from simulation.provider import DatabaseServer, acquire_server
+from simulation.provider.templates import build_migrated, migrated_template_key
+
+PGBENCH = Path("/usr/lib/postgresql/15/bin/pgbench")
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def pgbench(
+    server: DatabaseServer, clients: list[int], seconds: int, scale: int
+) -> dict[int, float]:
+    """tpcb-like TPS (excluding connection time) at each client count."""
+    exe = shutil.which("pgbench") or str(PGBENCH)
+    url = server.create_database()
+    parts = urlsplit(url)
+    env = {**os.environ, "PGPASSWORD": parts.password or ""}
+    base = [exe, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432)]
+    base += ["-U", parts.username or "postgres"]
+    db = parts.path.lstrip("/")
+    try:
+        subprocess.run(
+            [*base, "-i", "-q", "-s", str(scale), db], env=env, check=True, capture_output=True
+        )
+        out: dict[int, float] = {}
+        for n in clients:
+            run = subprocess.run(
+                [*base, "-c", str(n), "-j", str(n), "-T", str(seconds), "-n", db],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            match = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", run.stdout)
+            assert match, run.stdout
+            out[n] = float(match.group(1))
+        return out
+    finally:
+        server.drop_database(url)
+
+
+def percentiles(samples: list[float]) -> dict[str, float] | None:
+    if len(samples) < 2:
+        return None
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return {"p50": round(cuts[49], 4), "p95": round(cuts[94], 4), "p99": round(cuts[98], 4)}
+
+
+def drain_run(
+    server: DatabaseServer,
+    template: str,
+    schedules: int,
+    tenants: int,
+    workers: int,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    url = server.create_database(template)
+    try:
+        nominal = asyncio.run(seed(url, schedules, tenants))
+        before = asyncio.run(server_counters(url))
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(workers) as pool:
+            real_start = time.monotonic() + 3.0  # after every process has imported
+            started = time.perf_counter()
+            results: list[DrainResult] = pool.map(
+                drain_process, [(url, nominal, real_start, extra)] * workers
+            )
+        after = asyncio.run(server_counters(url))
+        decided = asyncio.run(_decided(url))
+    finally:
+        server.drop_database(url)
+    del started
+    seconds = max(r.seconds for r in results)
+    statements: Counter[str] = Counter()
+    for r in results:
+        statements.update(r.statements)
+    total = sum(statements.values())
+    lags = [lag for r in results for lag in r.lags]
+    return {
+        "workers": workers,
+        "schedules": schedules,
+        "tenants": tenants,
+        "decided": decided,
+        "seconds": round(seconds, 3),
+        "rate_per_second": round(decided / seconds, 1),
+        "statements_per_materialization": round(total / decided, 2),
+        "statements_by_verb": dict(sorted(statements.items())),
+        "transactions_per_materialization": round(
+            sum(r.transactions for r in results) / decided, 3
+        ),
+        "server_commits_per_materialization": round(
+            (after["xact_commit"] - before["xact_commit"]) / decided, 3
+        ),
+        "new_connections_per_materialization": round(
+            (after["sessions"] - before["sessions"] - 1) / decided, 3
+        ),
+        "passes": [r.passes for r in results],
+        "not_due": [r.not_due for r in results],
+        "lag_seconds": percentiles(lags),
+        "rss_kib": [r.rss_kib for r in results],
+        "rss_kib_at_decisions": [r.rss_at for r in results],
+    }
+
+
+async def _decided(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM schedule_occurrences"))
+    finally:
+        await conn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=Path("bench/results/materialize.json"))
+    parser.add_argument("--schedules", type=int, default=4000)
+    parser.add_argument("--tenants", type=int, default=40)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--pgbench-seconds", type=int, default=5)
+    parser.add_argument("--pgbench-scale", type=int, default=4)
+    parser.add_argument("--burst", type=int, default=10_000, help="0: skip the burst")
+    parser.add_argument(
+        "--admission-history", default="1000,1000000", help="historical runs (small,large)"
+    )
+    args = parser.parse_args()
+    clients = [int(w) for w in args.workers.split(",")]
+    with acquire_server() as server:
+        template = server.ensure_template(migrated_template_key(), build_migrated)
+        anchor = pgbench(server, clients, args.pgbench_seconds, args.pgbench_scale)
+        drains = [drain_run(server, template, args.schedules, args.tenants, n, {}) for n in clients]
+        burst = None
+        if args.burst:
+            burst = drain_run(server, template, args.burst, args.tenants, 1, {})
+        admission = []
+        for history in (int(h) for h in args.admission_history.split(",")):
+            url = server.create_database(template)
+            try:
+                admission.append(asyncio.run(admission_cost(url, history, NOW, 300)))
+            finally:
+                server.drop_database(url)
+        report: dict[str, Any] = {
+            "python": sys.version.split()[0],
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "server": {
+                "source": server.info.source,
+                "version": server.info.version,
+                "durability": server.info.durability,
+            },
+            "pgbench": {
+                "mode": "tpcb-like, simple protocol, -n, -j = -c",
+                "scale": args.pgbench_scale,
+                "seconds": args.pgbench_seconds,
+                "tps": {str(k): v for k, v in anchor.items()},
+            },
+            "drain": drains,
+            "burst": burst,
+            "admission": admission,
+        }
+    for d in drains:
+        d["ratio_to_pgbench"] = round(d["rate_per_second"] / anchor[d["workers"]], 4)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""Seeding and worker processes for bench_materialize.py (not a benchmark itself).
+
+A world is one fresh database from the migrated template with ``tenants`` principals
+(one per tenant), one daily schedule created through the schedule service for each,
+then cloned in SQL (``generate_series``) to ``schedules`` due schedules, all due at the
+same nominal instant. Every worker process builds its schedule worker through
+``scheduling.bootstrap.build_scheduler`` (development settings, the PostgreSQL
+admission controller, the durable directories, ceilings high enough that admission
+admits everything) on a clock shifted so that the real start of the drain is
+``nominal + 30 s``; the due-to-decided lag is therefore real decision latency.
+
+Statements and transactions are counted with SQLAlchemy engine events inside each
+worker process (``before_cursor_execute``, ``begin``, ``commit``); new server sessions
+(connections) and commits are read from ``pg_stat_database`` around the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import resource
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+from sqlalchemy import event
+
+from scheduling.adapters.postgres.admission import tenant_usage
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.adapters.system_ids import RandomIds
+from scheduling.bootstrap import SchedulerSettings, build_scheduler
+from scheduling.config import Settings
+from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.service import (
+    START,
+    build_world,
+    definition,
+    principal,
+    seed_durable,
+)
+
+OFFSET = timedelta(seconds=30)
+HUGE = 10**9
+
+
+class ShiftedClock:
+    """The system clock moved back by a fixed delta (so the drain starts at
+    ``nominal + 30 s`` of a schedule created in the harness's virtual past)."""
+
+    def __init__(self, delta: timedelta) -> None:
+        self._system = SystemClock()
+        self._delta = delta
+
+    def now(self) -> datetime:
+        return self._system.now() - self._delta
+
+    async def sleep(self, seconds: float) -> None:
+        await self._system.sleep(seconds)
+
+
+def settings_for(url: str, **extra: Any) -> Settings:
+    """Development settings for the scheduler over the admin login (SET LOCAL ROLE)."""
+    ceilings = {
+        "max_run_timeout_seconds": 3600,
+        "max_misfire_grace_seconds": 7200,
+        "max_steps": 100,
+        "max_model_calls": 100,
+        "max_tool_calls": 100,
+        "max_cost_per_run": Decimal(10),
+        "max_active_runs": HUGE,
+        "max_materializations_per_minute": HUGE,
+        "max_daily_cost": Decimal(HUGE),
+        "max_monthly_cost": Decimal(HUGE),
+    }
+    return Settings.model_validate(
+        {
+            "api_flag": "1",
+            "worker_flag": "1",
+            "database_url": url,
+            "ceilings": ceilings,
+            "worker_concurrency": 4,  # throughput mode: in-flight materializations, lanes
+            **extra,
+        }
+    )
+
+
+async def seed(url: str, schedules: int, tenants: int) -> datetime:
+    """Create the world; return the nominal instant every schedule is due at."""
+    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
+    try:
+        who = [principal(f"bench-{i}", tenant_id=f"tenant-{i}") for i in range(tenants)]
+        await seed_durable(admin, who, at=START)
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        world = build_world(api, start=START, durable_directory=api)
+        fire: datetime | None = None
+        for i, p in enumerate(who):
+            created = await world.service.create(p, f"bench-{i}", definition())
+            fire = created.schedule.next_fire_at
+        assert fire is not None
+        per_tenant = max(schedules // tenants - 1, 0)
+        async with admin.engine.begin() as conn:
+            await conn.exec_driver_sql(CLONE, (per_tenant,))
+        return fire
+    finally:
+        await admin.dispose()
+
+
+CLONE = """
+WITH src AS (
+    SELECT s.*, r.definition, r.created_by_principal_id, r.created_at AS revision_at
+    FROM schedules s JOIN schedule_revisions r
+      ON r.schedule_id = s.id AND r.revision = s.current_revision
+), clones AS (
+    SELECT gen_random_uuid() AS nid, src.* FROM src, generate_series(1, $1::int)
+), added AS (
+    INSERT INTO schedules (id, tenant_id, principal_id, state, pause_reason,
+                           current_revision, next_fire_at, consecutive_failures,
+                           created_at, updated_at)
+    SELECT nid, tenant_id, principal_id, state, pause_reason, current_revision,
+           next_fire_at, consecutive_failures, created_at, updated_at FROM clones
+)
+INSERT INTO schedule_revisions (schedule_id, revision, definition,
+                                created_by_principal_id, created_at)
+SELECT nid, current_revision, definition, created_by_principal_id, revision_at FROM clones
+"""
+
+
+async def server_counters(dsn: str) -> dict[str, int]:
+    """Sessions opened and transactions committed in this database so far."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await asyncio.sleep(1.2)  # other backends flush their statistics within 1 s
+        row = await conn.fetchrow(
+            "SELECT sessions, xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )
+        assert row is not None
+        return {"sessions": int(row["sessions"]), "xact_commit": int(row["xact_commit"])}
+    finally:
+        await conn.close()
+
+
+@dataclass
+class DrainResult:
+    decided: int
+    seconds: float
+    statements: dict[str, int]
+    transactions: int
+    lags: list[float]
+    rss_kib: int
+    passes: int
+    not_due: int
+    rss_at: dict[int, int]
+    """RSS (KiB) when the worker's decisions first reached each checkpoint."""
+
+
+def _rss_kib() -> int:
+    with open(f"/proc/{os.getpid()}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+async def drain(
+    url: str, nominal: datetime, real_start: float, extra: dict[str, Any]
+) -> DrainResult:
+    """Build one scheduler through the composition root and pass until nothing is due."""
+    # now() == nominal + OFFSET at the monotonic instant ``real_start`` (shared by all
+    # worker processes: CLOCK_MONOTONIC is system-wide).
+    delta = (
+        SystemClock().now() - (nominal + OFFSET) - timedelta(seconds=time.monotonic() - real_start)
+    )
+    clock = ShiftedClock(delta)
+    role = build_scheduler(
+        SchedulerSettings.of(settings_for(url, **extra)), clock=clock, ids=RandomIds()
+    )
+    uow: Any = role.uow
+    statements: Counter[str] = Counter()
+    transactions = 0
+
+    def on_execute(*args: Any) -> None:
+        statement: str = args[2]
+        statements[statement.split(None, 1)[0].upper()] += 1
+
+    def on_begin(*_: Any) -> None:
+        nonlocal transactions
+        transactions += 1
+
+    event.listen(uow.engine.sync_engine, "before_cursor_execute", on_execute)
+    event.listen(uow.engine.sync_engine, "begin", on_begin)
+    worker = role.worker
+    await asyncio.sleep(max(0.0, real_start - time.monotonic()))  # the start barrier
+    started = time.perf_counter()
+    passes = not_due = 0
+    rss_at: dict[int, int] = {}
+    checkpoints = [1_000, 10_000, 100_000]
+    try:
+        while True:
+            report = await worker.run_once()
+            passes += 1
+            not_due += report.count(MaterializeStatus.NOT_DUE)
+            decided = sum(worker.metrics.dispositions.values())
+            while checkpoints and decided >= checkpoints[0]:
+                rss_at[checkpoints.pop(0)] = _rss_kib()
+            if not report.scanned:
+                break
+        seconds = time.perf_counter() - started
+    finally:
+        await uow.dispose()
+    gc.collect()
+    metrics = worker.metrics
+    return DrainResult(
+        decided=sum(metrics.dispositions.values()),
+        seconds=seconds,
+        statements=dict(statements),
+        transactions=transactions,
+        lags=[lag - OFFSET.total_seconds() for lag in metrics.lags],
+        rss_kib=_rss_kib(),
+        passes=passes,
+        not_due=not_due,
+        rss_at=rss_at,
+    )
+
+
+def drain_process(args: tuple[str, datetime, float, dict[str, Any]]) -> DrainResult:
+    """Entry of one worker process (multiprocessing)."""
+    url, nominal, real_start, extra = args
+    return asyncio.run(drain(url, nominal, real_start, extra))
+
+
+HISTORY = """
+INSERT INTO runs (id, tenant_id, principal_id, session_id, agent_id, agent_version,
+    policy_profile, status, priority, scheduled_for, requested_scopes, limits, created_at,
+    updated_at, fencing_token, usage, cost, metadata, finished_at)
+SELECT gen_random_uuid(), 'tenant-0', 'bench-0', gen_random_uuid(), gen_random_uuid(), 'v1',
+    'default', 'COMPLETED', 10, $2::timestamptz, '{}', '{"max_cost": "2"}',
+    $2::timestamptz, $2::timestamptz, 1, '{}', 1.5,
+    jsonb_build_object('schedule_id', gen_random_uuid()), $2::timestamptz
+FROM generate_series(1, $1::int)
+"""
+
+
+async def admission_cost(url: str, history: int, now: datetime, reads: int) -> dict[str, Any]:
+    """Median time of the admission usage read (inside a scheduler-role transaction)
+    with ``history`` finished scheduled runs older than every window in the tenant."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("SET session_replication_role = replica")  # bulk: skip FKs
+        await conn.execute(HISTORY, history, now - timedelta(days=400))
+        await conn.execute("ANALYZE runs")
+    finally:
+        await conn.close()
+    factory = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
+    scheduler = PostgresUnitOfWorkFactory(factory.engine, assume_role=role_names().scheduler)
+    samples: list[float] = []
+    try:
+        async with scheduler.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            for _ in range(reads):
+                started = time.perf_counter()
+                await tenant_usage(uow, "tenant-0", now)
+                samples.append(time.perf_counter() - started)
+    finally:
+        await factory.dispose()
+    samples.sort()
+    return {"history": history, "median_ms": round(samples[len(samples) // 2] * 1000, 4)}

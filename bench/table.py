@@ -1,0 +1,162 @@
+"""One Markdown table of every benchmark target, each figure beside its anchor from the
+same run: python bench/table.py bench/results (writes bench/results/table.md).
+
+Reads materialize.json (bench_materialize.py) and recurrence.json (bench_recurrence.py).
+Targets are issue 14's ratios; a missing input is reported as "not measured".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _load(directory: Path, name: str) -> dict[str, Any] | None:
+    path = directory / name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _row(target: str, figure: str, anchor: str, ratio: float | None, bound: str, ok: bool) -> str:
+    shown = "—" if ratio is None else f"{ratio:.3g}"
+    return f"| {target} | {figure} | {anchor} | {shown} | {bound} | {'met' if ok else 'missed'} |"
+
+
+def materialize_rows(m: dict[str, Any]) -> list[str]:
+    tps = {int(k): v for k, v in m["pgbench"]["tps"].items()}
+    drains = {d["workers"]: d for d in m["drain"]}
+    rows = []
+    for n, d in sorted(drains.items()):
+        ratio = d["rate_per_second"] / tps[n]
+        rows.append(
+            _row(
+                f"drain, {n} worker(s)",
+                f"{d['rate_per_second']:.0f}/s ({d['statements_per_materialization']} stmts,"
+                f" {d['transactions_per_materialization']} tx per materialization)",
+                f"pgbench({n}) {tps[n]:.0f} TPS",
+                ratio,
+                "≥ 0.5",
+                ratio >= 0.5,
+            )
+        )
+    if 1 in drains and 2 in drains:
+        scale = drains[2]["rate_per_second"] / drains[1]["rate_per_second"]
+        anchor = tps[2] / tps[1]
+        rows.append(
+            _row(
+                "scaling 2w/1w",
+                f"{scale:.2f}",
+                f"pgbench(2)/pgbench(1) {anchor:.2f}",
+                scale / anchor,
+                "≥ 0.8",
+                scale / anchor >= 0.8,
+            )
+        )
+        s1 = drains[1]["statements_per_materialization"]
+        s2 = drains[2]["statements_per_materialization"]
+        rows.append(
+            _row(
+                "statements 2w vs 1w",
+                f"{s2} (not_due {sum(drains[2]['not_due'])})",
+                f"{s1} (1 worker)",
+                s2 / s1,
+                "≤ 1.05",
+                s2 / s1 <= 1.05,
+            )
+        )
+    burst = m.get("burst")
+    if burst:
+        bound = 2 * burst["decided"] / tps[1]
+        lag = burst["lag_seconds"] or {}
+        rows.append(
+            _row(
+                f"burst of {burst['decided']} due at once",
+                f"{burst['seconds']:.1f} s (lag p50 {lag.get('p50')} s, p99 {lag.get('p99')} s)",
+                f"2 x N / pgbench(1) = {bound:.1f} s",
+                burst["seconds"] / bound,
+                "≤ 1",
+                burst["seconds"] <= bound,
+            )
+        )
+        rss = burst["rss_kib_at_decisions"][0]
+        if "1000" in rss and "10000" in rss:
+            ratio = rss["10000"] / rss["1000"]
+            rows.append(
+                _row(
+                    "worker RSS after 10,000 vs 1,000 (scaled ÷10)",
+                    f"{rss['10000']} KiB",
+                    f"{rss['1000']} KiB",
+                    ratio,
+                    "≤ 1.1",
+                    ratio <= 1.1,
+                )
+            )
+    admission = m.get("admission") or []
+    if len(admission) == 2:
+        small, large = admission
+        ratio = large["median_ms"] / small["median_ms"]
+        rows.append(
+            _row(
+                f"admission read, {large['history']:,} historical runs",
+                f"{large['median_ms']} ms",
+                f"{small['median_ms']} ms with {small['history']:,}",
+                ratio,
+                "≤ 1.5",
+                ratio <= 1.5,
+            )
+        )
+    return rows
+
+
+def recurrence_rows(r: dict[str, Any]) -> list[str]:
+    rows = []
+    for kind, row in r["throughput"].items():
+        ours, theirs = row["scheduling"], row["dateutil_rrule_zoneinfo"]
+        for op in ("next_after_per_s", "latest_at_or_before_per_s", "count_inclusive_31d_per_s"):
+            ratio = ours[op] / theirs[op]
+            rows.append(
+                _row(
+                    f"recurrence {kind} {op.removesuffix('_per_s')}",
+                    f"{ours[op]:,.0f}/s",
+                    f"rrule {theirs[op]:,.0f}/s",
+                    ratio,
+                    "≥ 5",
+                    ratio >= 5,
+                )
+            )
+    return rows
+
+
+def table(directory: Path) -> str:
+    lines = [
+        "| target | figure | anchor (same run) | ratio | bound | |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    m = _load(directory, "materialize.json")
+    r = _load(directory, "recurrence.json")
+    lines += materialize_rows(m) if m else ["| materialization | not measured | | | | |"]
+    lines += recurrence_rows(r) if r else ["| recurrence | not measured | | | | |"]
+    header = []
+    if m:
+        server = m["server"]
+        header.append(
+            f"Machine: {m['cpus']} CPUs ({m['machine']}), Python {m['python']}, PostgreSQL"
+            f" {server['version']} ({server['source']}; {server['durability']});"
+            f" pgbench {m['pgbench']['mode']}, scale {m['pgbench']['scale']},"
+            f" {m['pgbench']['seconds']} s per client count; {m['drain'][0]['schedules']}"
+            f" schedules over {m['drain'][0]['tenants']} tenants per drain."
+        )
+    return "\n".join([*header, "", *lines]) + "\n"
+
+
+def main() -> int:
+    directory = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results")
+    out = table(directory)
+    (directory / "table.md").write_text(out)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""The PostgreSQL ``MaterializationStore``: one statement per step (ADR 1700).
+
+Each statement is built once at import with bound parameters, so a call only binds
+values (SQLAlchemy's compiled cache keys on the same statement object; asyncpg keeps
+the prepared statement per pooled connection):
+
+* ``LOCK_DUE`` locks the schedule ``FOR UPDATE OF schedules SKIP LOCKED`` and reads its
+  current revision in the same statement (scalar subqueries: if the revision row was
+  committed after the statement's snapshot, e.g. an update racing the lock, they are
+  NULL and the revision is read by a second statement under the lock);
+* ``CONTEXT`` reads the principal, the pinned agent version and the run of the latest
+  MATERIALIZED occurrence in one snapshot, under the row lock, through the schedule
+  transaction (the scheduler role's trusted scope; no transaction of its own);
+* ``QUEUE_RUN`` writes the session, the run and the seed checkpoint (data-modifying
+  CTEs) and the three session events in one INSERT; foreign keys are checked at the
+  end of the statement;
+* process events are one multi-row INSERT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import Insert, Select, Table, and_, bindparam, insert, literal, select, true
+
+from scheduling.adapters.postgres.repositories.schedules import to_schedule
+from scheduling.adapters.postgres.tables import (
+    agent_versions,
+    principals,
+    process_events,
+    run_checkpoints,
+    runs,
+    schedule_occurrences,
+    schedule_revisions,
+    schedules,
+    session_events,
+    sessions,
+)
+from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.domain.occurrence import OccurrenceDisposition
+from scheduling.domain.revision import RunLimits, ScheduleRevision
+from scheduling.domain.schedule import Schedule, ScheduleState
+from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
+from scheduling.ports.materialization import FiringContext, QueuedRun
+from scheduling.ports.records import ProcessEvent, RunStatus
+from scheduling.ports.unit_of_work import UnitOfWork
+
+_rev = schedule_revisions.c
+
+
+def _revision_column(name: str) -> Any:
+    return (
+        select(_rev[name])
+        .where(_rev.schedule_id == schedules.c.id, _rev.revision == schedules.c.current_revision)
+        .scalar_subquery()
+        .label(f"r_{name}")
+    )
+
+
+LOCK_DUE: Select[Any] = (
+    select(
+        schedules,
+        _revision_column("definition"),
+        _revision_column("created_by_principal_id"),
+        _revision_column("created_at"),
+    )
+    .where(
+        schedules.c.id == bindparam("schedule_id"),
+        schedules.c.state == ScheduleState.ACTIVE.value,
+        schedules.c.next_fire_at <= bindparam("now", type_=schedules.c.next_fire_at.type),
+    )
+    .with_for_update(of=schedules, skip_locked=True)
+)
+
+_occ = schedule_occurrences.c
+_latest = (
+    select(_occ.run_id)
+    .where(
+        _occ.schedule_id == bindparam("schedule_id"),
+        _occ.disposition == OccurrenceDisposition.MATERIALIZED.value,
+    )
+    .order_by(_occ.nominal_fire_at.desc())
+    .limit(1)
+    .lateral("latest")
+)
+_one = select(literal(1).label("one")).subquery("one")
+CONTEXT: Select[Any] = select(
+    principals.c.tenant_id.label("principal_found"),
+    principals.c.enabled,
+    principals.c.scopes,
+    principals.c.authority_inputs,
+    agent_versions.c.agent_id.label("agent_found"),
+    agent_versions.c.policy_profile,
+    agent_versions.c.limits,
+    agent_versions.c.content_hash,
+    _latest.c.run_id,
+    runs.c.status.label("run_status"),
+).select_from(
+    _one.outerjoin(
+        principals,
+        and_(
+            principals.c.tenant_id == bindparam("tenant_id"),
+            principals.c.principal_id == bindparam("principal_id"),
+        ),
+    )
+    .outerjoin(
+        agent_versions,
+        and_(
+            agent_versions.c.agent_id
+            == bindparam("agent_id", type_=agent_versions.c.agent_id.type),
+            agent_versions.c.version == bindparam("agent_version"),
+        ),
+    )
+    .outerjoin(_latest, true())
+    .outerjoin(runs, runs.c.id == _latest.c.run_id)
+)
+
+
+def _bound(table: Table, prefix: str) -> dict[str, Any]:
+    return {c.name: bindparam(f"{prefix}{c.name}", type_=c.type) for c in table.columns}
+
+
+def _rows(table: Table, prefix: str, count: int) -> Insert:
+    """``count`` rows into ``table`` in one statement: one single-row INSERT plus one
+    data-modifying CTE per further row. (SQLAlchemy does not cache the compiled form of
+    a multi-row VALUES; single-row INSERTs and their CTEs it does.)"""
+    statement = insert(table).values(_bound(table, f"{prefix}0_"))
+    extra = [
+        insert(table).values(_bound(table, f"{prefix}{i}_")).cte(f"{table.name}_{i}")
+        for i in range(1, count)
+    ]
+    return statement.add_cte(*extra) if extra else statement
+
+
+SESSION_EVENTS = 3
+QUEUE_RUN: Insert = _rows(session_events, "e", SESSION_EVENTS).add_cte(
+    insert(sessions).values(_bound(sessions, "s_")).cte("queued_session"),
+    insert(runs).values(_bound(runs, "r_")).cte("queued_run"),
+    insert(run_checkpoints).values(_bound(run_checkpoints, "c_")).cte("queued_checkpoint"),
+)
+
+_EVENT_STATEMENTS: dict[int, Insert] = {}
+
+
+def append_events_statement(count: int) -> Insert:
+    """The process-event INSERT for ``count`` rows (built once per count)."""
+    statement = _EVENT_STATEMENTS.get(count)
+    if statement is None:
+        statement = _EVENT_STATEMENTS.setdefault(count, _rows(process_events, "p", count))
+    return statement
+
+
+def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
+    """Shallow field values of a record dataclass (``asdict`` deep-copies payloads)."""
+    for f in fields(record):
+        out[prefix + f.name] = getattr(record, f.name)
+
+
+def _pg(uow: UnitOfWork) -> PostgresUnitOfWork:
+    if not isinstance(uow, PostgresUnitOfWork):
+        raise TypeError("PostgresMaterializationStore needs the PostgreSQL unit of work")
+    return uow
+
+
+class PostgresMaterializationStore:
+    """See ``scheduling.ports.materialization.MaterializationStore``."""
+
+    async def lock_due(
+        self, uow: UnitOfWork, schedule_id: UUID, now: datetime
+    ) -> tuple[Schedule, ScheduleRevision] | None:
+        pg = _pg(uow)
+        row = (await pg.tx.execute(LOCK_DUE, {"schedule_id": schedule_id, "now": now})).first()
+        if row is None:
+            return None
+        schedule = to_schedule(row)
+        if row.r_definition is None:  # committed after this statement's snapshot
+            revision = await pg.schedules.get_revision(schedule_id, schedule.current_revision, None)
+        else:
+            revision = ScheduleRevision.from_definition(
+                schedule.id,
+                schedule.current_revision,
+                row.r_created_by_principal_id,
+                row.r_created_at,
+                row.r_definition,
+            )
+        return schedule, revision
+
+    async def context(
+        self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision
+    ) -> FiringContext:
+        params = {
+            "schedule_id": schedule.id,
+            "tenant_id": schedule.tenant_id,
+            "principal_id": schedule.principal_id,
+            "agent_id": revision.agent_id,
+            "agent_version": revision.agent_version,
+        }
+        row = (await _pg(uow).tx.execute(CONTEXT, params)).one()
+        authority = None
+        if row.principal_found is not None:
+            scopes = frozenset(row.scopes)
+            authority = AuthoritySnapshot(
+                tenant_id=schedule.tenant_id,
+                principal_id=schedule.principal_id,
+                enabled=row.enabled,
+                scopes=scopes,
+                authority_version=authority_version(
+                    schedule.tenant_id,
+                    schedule.principal_id,
+                    row.enabled,
+                    scopes,
+                    row.authority_inputs,
+                ),
+            )
+        agent = None
+        if row.agent_found is not None:
+            agent = AgentSpec(
+                agent_id=revision.agent_id,
+                version=revision.agent_version,
+                policy_profile=row.policy_profile,
+                limits=RunLimits.model_validate(row.limits),
+                content_hash=row.content_hash,
+            )
+        status = None if row.run_status is None else RunStatus(row.run_status)
+        return FiringContext(authority, agent, status)
+
+    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
+        if len(queued.events) != SESSION_EVENTS:
+            raise ValueError(f"a queued run has exactly {SESSION_EVENTS} session events")
+        params: dict[str, Any] = {}
+        _values(queued.session, "s_", params)
+        _values(queued.run, "r_", params)
+        params["r_status"] = queued.run.status.value
+        params["r_requested_scopes"] = sorted(queued.run.requested_scopes)
+        _values(queued.checkpoint, "c_", params)
+        for i, event in enumerate(queued.events):
+            _values(event, f"e{i}_", params)
+        await _pg(uow).tx.execute(QUEUE_RUN, params)
+
+    async def append_events(self, uow: UnitOfWork, events: Sequence[ProcessEvent]) -> None:
+        if not events:
+            return
+        params: dict[str, Any] = {}
+        for i, event in enumerate(events):
+            _values(event, f"p{i}_", params)
+        await _pg(uow).tx.execute(append_events_statement(len(events)), params)

@@ -1,0 +1,78 @@
+"""The materializer's hot-path store (spec "Materialization transaction"; ADR 1700).
+
+Every method runs inside the caller's schedule unit of work, so the lock, the
+authority, agent and overlap reads and the writes share one transaction. A store for a
+real database answers each method with one statement (one round trip): the lock with
+the current revision, one snapshot of authority, agent version and the latest
+materialized occurrence's run under that lock, the dedicated session with its three
+creation events, run and seed checkpoint as one write, and the schedule's audit events
+as one write. ``scheduling.service.firing.PortMaterializationStore`` composes the same
+from the ordinary ports and directories (in-memory tests, static directories).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from scheduling.domain.revision import ScheduleRevision
+from scheduling.domain.schedule import Schedule
+from scheduling.ports.directories import AgentSpec, AuthoritySnapshot
+from scheduling.ports.records import (
+    ProcessEvent,
+    RunCheckpoint,
+    RunRecord,
+    RunStatus,
+    SessionEvent,
+    SessionRecord,
+)
+from scheduling.ports.unit_of_work import UnitOfWork
+
+
+@dataclass(frozen=True)
+class FiringContext:
+    """What the verdict needs beyond the schedule and its revision, read at once."""
+
+    authority: AuthoritySnapshot | None
+    """The principal's current authority (``None``: the principal does not exist)."""
+    agent: AgentSpec | None
+    """The pinned agent version (``None``: it does not exist)."""
+    previous_run_status: RunStatus | None
+    """The status of the run linked to the latest MATERIALIZED occurrence (``None``: no
+    such occurrence, or its links were erased)."""
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """The dedicated session, its creation events, the run and its seed checkpoint."""
+
+    session: SessionRecord
+    events: Sequence[SessionEvent]
+    run: RunRecord
+    checkpoint: RunCheckpoint
+
+
+class MaterializationStore(Protocol):
+    async def lock_due(
+        self, uow: UnitOfWork, schedule_id: UUID, now: datetime
+    ) -> tuple[Schedule, ScheduleRevision] | None:
+        """Lock the schedule (``FOR UPDATE SKIP LOCKED``) if ACTIVE and due at ``now``;
+        return it with its current revision, or ``None`` (not due, or locked)."""
+        ...
+
+    async def context(
+        self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision
+    ) -> FiringContext:
+        """Current authority, pinned agent version and overlap state, one snapshot."""
+        ...
+
+    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
+        """Write the session, its events, the run and its checkpoint."""
+        ...
+
+    async def append_events(self, uow: UnitOfWork, events: Sequence[ProcessEvent]) -> None:
+        """Append the schedule's process events."""
+        ...

@@ -1,0 +1,332 @@
+"""Tests of the model-tool case gates: each check, run on a world with one plausible wrong
+implementation swapped in, reports problems (real PostgreSQL, the same checks the gates
+run). Mutants: a pipeline that asks approval before the scope check, one that skips the
+check, one that never replays; a policy that approves nothing; tools that widen scopes,
+skip the future check, show a raw cadence, accept both at and cadence, leak the
+instruction, ignore the page limit, ignore the expected revision, cancel as a pause,
+rebuild the definition on update, invent unchanged fields, or skip the secret scan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import scheduling.tools.create as create_module
+from gates.checks import tool_checks as checks
+from gates.checks.tool_support import ToolWorld
+from scheduling.runtime.tool_pipeline import (
+    ApprovalPolicy,
+    ApprovalRequest,
+    PreparedCall,
+    ToolExecutionContext,
+    ToolHandler,
+    ToolPipeline,
+    ToolResult,
+    ToolSpec,
+)
+from scheduling.service.values import ScheduleDefinition
+from scheduling.tools.listing import summary
+from simulation.worlds.service import definition
+
+Mutant = Callable[[ToolWorld], None]
+Check = Callable[[ToolWorld], Awaitable[checks.Verdict]]
+
+
+class ApprovesFirst(ToolPipeline):
+    """Asks for approval before the exact-scope check."""
+
+    async def call(
+        self,
+        name: str,
+        arguments: object,
+        context: ToolExecutionContext,
+        *,
+        version: str | None = None,
+    ) -> ToolResult:
+        assert self.governance is not None
+        request = ApprovalRequest(
+            context.principal and self.governance.ids.new_uuid(),
+            self.governance.ids.new_uuid(),
+            name,
+            version or "",
+            context.principal.tenant_id,
+            context.principal.principal_id,
+            {"arguments": "pending"},
+        )
+        await self.governance.approvals.decide(request)
+        return await super().call(name, arguments, context, version=version)
+
+
+class SkipsScopeCheck(ToolPipeline):
+    """Runs governed calls as if the principal held every scope the tool needs."""
+
+    async def call(
+        self,
+        name: str,
+        arguments: object,
+        context: ToolExecutionContext,
+        *,
+        version: str | None = None,
+    ) -> ToolResult:
+        tool = self.registry.get(name, version)
+        if tool is not None:
+            wide = dataclasses.replace(
+                context.principal, scopes=context.principal.scopes | tool.spec.required_scopes
+            )
+            context = dataclasses.replace(context, principal=wide)
+        return await super().call(name, arguments, context, version=version)
+
+
+class NeverReplays(ToolPipeline):
+    """Ignores the caller's key: each invocation is recorded under a fresh one, so no
+    retry is ever recognised (the service's own ledger is all that is left)."""
+
+    async def call(
+        self,
+        name: str,
+        arguments: object,
+        context: ToolExecutionContext,
+        *,
+        version: str | None = None,
+    ) -> ToolResult:
+        self._keys = getattr(self, "_keys", 0) + 1
+        ledger = self.governance.ledger if self.governance else None
+        assert ledger is not None
+        original = ledger.find
+
+        async def find(*_: Any) -> None:
+            return None
+
+        real_key = context.idempotency_key
+        ledger.find = find  # type: ignore[method-assign]
+        try:
+            record = self._record
+
+            def fresh(*a: Any, **k: Any) -> Any:
+                made = record(*a, **k)
+                if made.idempotency_key is None:
+                    return made
+                return dataclasses.replace(made, idempotency_key=f"{real_key}#{self._keys}")
+
+            self._record = fresh  # type: ignore[method-assign]
+            return await super().call(name, arguments, context, version=version)
+        finally:
+            ledger.find = original  # type: ignore[method-assign]
+            del self._record
+
+
+class ApprovesNothing(ApprovalPolicy):
+    def requires_approval(self, spec: ToolSpec) -> bool:
+        return False
+
+
+def handler_of(world: ToolWorld, name: str) -> Any:
+    tool = world.role.registry.get(name)
+    assert tool is not None
+    return tool.handler
+
+
+def wrap(
+    world: ToolWorld,
+    name: str,
+    *,
+    view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    output: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> None:
+    """Swap ``name``'s handler for one that edits its arguments, view or output."""
+
+    class Wrapped:
+        def __init__(self, inner: ToolHandler) -> None:
+            self.inner = inner
+
+        async def prepare(self, args: Any, context: ToolExecutionContext) -> PreparedCall:
+            args = arguments(dict(args)) if arguments else args
+            prepared = await self.inner.prepare(args, context)
+            run = prepared.execute
+
+            async def execute() -> dict[str, Any]:
+                out = await run()
+                return output(out) if output else out
+
+            return PreparedCall(view(prepared.view) if view else prepared.view, execute)
+
+    world.replace_handler(name, Wrapped)
+
+
+def widen_scopes(world: ToolWorld) -> None:
+    deps = handler_of(world, "schedule.create")._deps
+    service = deps.service
+    original = service.create
+
+    async def create(principal: Any, key: str, d: ScheduleDefinition) -> Any:
+        return await original(
+            principal, key, dataclasses.replace(d, requested_scopes=frozenset({"memory.read"}))
+        )
+
+    service.create = create
+
+
+def no_future_check(world: ToolWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(create_module, "require_future", lambda payload, clock: None)
+
+
+def raw_cadence_view(world: ToolWorld) -> None:
+    def raw(view: dict[str, Any]) -> dict[str, Any]:
+        if "cadence" in view:
+            view = {
+                **view,
+                "cadence": {**view["cadence"], "local_time": view["cadence"]["local_time"][:5]},
+            }
+        return view
+
+    wrap(world, "schedule.create", view=raw)
+
+
+def both_when_accepted(world: ToolWorld) -> None:
+    for spec in world.role.registry.versions("schedule.create"):
+        schema = dict(spec.input_schema)
+        schema.pop("oneOf")
+        object.__setattr__(spec, "input_schema", schema)
+    wrap(
+        world,
+        "schedule.create",
+        arguments=lambda a: {k: v for k, v in a.items() if k != "cadence"} if "at" in a else a,
+    )
+
+
+def leak_instruction(world: ToolWorld) -> None:
+    service = world.service
+    original = service.list
+
+    def leaky(out: dict[str, Any]) -> dict[str, Any]:
+        for item in out.get("items", []):
+            item["instruction_preview"] = instructions.get(item["schedule_id"], "")
+        return out
+
+    instructions: dict[str, str] = {}
+
+    async def remember(principal: Any, **kw: Any) -> Any:
+        page = await original(principal, **kw)
+        for s in page.items:
+            instructions[str(s.schedule_id)] = s.instruction_preview
+            assert set(summary(s)) == checks.SUMMARY_ALLOW_LIST
+        return page
+
+    service.list = remember  # type: ignore[method-assign]
+    wrap(world, "schedule.list", output=leaky)
+
+
+def ignore_limit(world: ToolWorld) -> None:
+    wrap(
+        world, "schedule.list", arguments=lambda a: {**a, "limit": 50} if a.get("limit") == 1 else a
+    )
+    original = world.service.list
+
+    async def everything(principal: Any, **kw: Any) -> Any:
+        kw["limit"] = 200
+        return await original(principal, **kw)
+
+    world.service.list = everything  # type: ignore[method-assign]
+
+
+def ignore_revision(world: ToolWorld) -> None:
+    service = world.service
+    original = service.pause
+
+    async def pause(principal: Any, sid: Any, expected: int) -> Any:
+        current = (await service.get(principal, sid)).schedule.current_revision
+        return await original(principal, sid, current)
+
+    service.pause = pause  # type: ignore[method-assign]
+
+
+def cancel_as_pause(world: ToolWorld) -> None:
+    world.service.cancel = world.service.pause  # type: ignore[method-assign]
+
+
+def rebuild_on_update(world: ToolWorld) -> None:
+    service = world.service
+
+    async def patch(principal: Any, sid: Any, expected: int, p: Any, key: str) -> Any:
+        current = (await service.get(principal, sid)).revision
+        fresh = definition(
+            title=p.title or current.title,
+            instruction=p.instruction or current.instruction,
+            cadence=dict(p.cadence) if p.cadence else dict(current.cadence),
+        )
+        return await service.update(principal, sid, expected, fresh, key)
+
+    service.patch = patch  # type: ignore[method-assign]
+
+
+def invent_unchanged(world: ToolWorld) -> None:
+    wrap(
+        world,
+        "schedule.update",
+        view=lambda v: {**v, "patch": {"title": "News digest", **v["patch"]}, "unchanged": []},
+    )
+
+
+def no_secret_scan(world: ToolWorld) -> None:
+    class Blind:
+        def scan(self, text: str) -> list[Any]:
+            return []
+
+    deps = handler_of(world, "schedule.update")._deps
+    object.__setattr__(deps, "scanner", Blind())
+
+
+CASES: list[tuple[str, Check, type[ToolPipeline] | None, Mutant | None]] = [
+    ("approve-before-scope", checks.create_authorization_check, ApprovesFirst, None),
+    ("skip-scope-check", checks.create_authorization_check, SkipsScopeCheck, None),
+    ("skip-scope-lifecycle", checks.lifecycle_authorization_check, SkipsScopeCheck, None),
+    ("skip-scope-update", checks.update_validation_check, SkipsScopeCheck, None),
+    ("widen-scopes", checks.create_happy_path_check, None, widen_scopes),
+    ("widen-scopes-recurring", checks.create_recurring_check, None, widen_scopes),
+    ("no-approval", checks.create_happy_path_check, None, "policy"),
+    ("no-approval-pause", checks.pause_resume_check, None, "policy"),
+    ("no-future-check", checks.create_validation_check, None, no_future_check),
+    ("never-replays", checks.create_retry_check, NeverReplays, None),
+    ("never-replays-lifecycle", checks.lifecycle_retry_check, NeverReplays, None),
+    ("never-replays-update", checks.update_retry_check, NeverReplays, None),
+    ("never-replays-recurring", checks.create_recurring_validation_check, NeverReplays, None),
+    ("raw-cadence-view", checks.create_recurring_check, None, raw_cadence_view),
+    ("both-at-and-cadence", checks.create_recurring_validation_check, None, both_when_accepted),
+    ("leak-instruction", checks.lifecycle_discovery_check, None, leak_instruction),
+    ("ignore-limit", checks.lifecycle_discovery_check, None, ignore_limit),
+    ("ignore-revision", checks.lifecycle_validation_check, None, ignore_revision),
+    ("cancel-as-pause", checks.cancel_check, None, cancel_as_pause),
+    ("rebuild-on-update", checks.update_preserves_authority_check, None, rebuild_on_update),
+    ("invent-unchanged", checks.update_happy_path_check, None, invent_unchanged),
+    ("no-secret-scan", checks.update_validation_check, None, no_secret_scan),
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("label", "check", "pipeline", "mutant"), CASES, ids=[c[0] for c in CASES])
+async def test_each_model_gate_check_catches_its_mutant(
+    pg_url: str,
+    label: str,
+    check: Check,
+    pipeline: type[ToolPipeline] | None,
+    mutant: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = await ToolWorld.open(pg_url, pipeline_class=pipeline or ToolPipeline)
+    try:
+        if mutant == "policy":
+            assert world.pipeline.governance is not None
+            world.pipeline.governance.policy = ApprovesNothing()
+        elif mutant is no_future_check:
+            no_future_check(world, monkeypatch)
+        elif mutant is not None:
+            mutant(world)
+        verdict = await check(world)
+    finally:
+        await world.close()
+    assert verdict.problems, f"{label}: the gate check did not notice"
