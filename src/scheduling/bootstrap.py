@@ -26,6 +26,7 @@ No business logic lives here.
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 from typing import NoReturn
 from uuid import UUID
@@ -63,10 +64,12 @@ from scheduling.runtime.hooks import AccountingHook
 from scheduling.runtime.scripted import ScriptedAgent
 from scheduling.runtime.tools import ToolPipeline, scripted_tools
 from scheduling.runtime.worker import RunWorker
+from scheduling.runtime.worker import WorkerSettings as RunWorkerSettings
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import AllowAllAdmission, require_production_admission
 from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
 from scheduling.service.materializer import ScheduleMaterializer
+from scheduling.service.retry import JitterSource, RetrySettings
 from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, WorkerSettings
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.validation import DefinitionValidator
@@ -265,6 +268,9 @@ class SchedulerSettings:
     scan_batch: int
     fallback_poll_seconds: float
     admission_backoff_seconds: float
+    transient_retry: tuple[int, float, float] = (4, 0.1, 2.0)
+    """attempts, base and max delay seconds of the prompt retry of transient errors."""
+    failure_backoff_seconds: float = 60.0
 
     @classmethod
     def of(cls, settings: Settings) -> SchedulerSettings:
@@ -287,6 +293,8 @@ class SchedulerSettings:
             scan_batch=settings.scan_batch,
             fallback_poll_seconds=settings.fallback_poll_seconds,
             admission_backoff_seconds=settings.admission_backoff_seconds,
+            transient_retry=_retry_values(settings),
+            failure_backoff_seconds=settings.failure_backoff_seconds,
         )
 
 
@@ -341,9 +349,15 @@ def build_scheduler(
     ids: IdGenerator,
     probe: Probe | None = None,
     stop: asyncio.Event | None = None,
+    jitter: JitterSource | None = None,
 ) -> SchedulerRole:
-    """The schedule worker through the least-privilege scheduler login."""
+    """The schedule worker through the least-privilege scheduler login. ``jitter``
+    seeds the transient-retry delays (default: seeded from ``ids``, so a simulator's
+    seeded ids replay the same delays)."""
     problems = list(settings.release_problems)
+    retry = _retry(settings.transient_retry)
+    if isinstance(retry, str):
+        problems.append(retry)
     if not settings.enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_WORKER_ENABLED is off")
     tenants = ConfiguredTenantConfiguration(default=settings.ceilings)
@@ -401,11 +415,15 @@ def build_scheduler(
         materializer=materializer,
         clock=clock,
         settings=WorkerSettings(
-            batch_size=settings.scan_batch, fallback_poll_seconds=settings.fallback_poll_seconds
+            batch_size=settings.scan_batch,
+            fallback_poll_seconds=settings.fallback_poll_seconds,
+            failure_backoff_seconds=settings.failure_backoff_seconds,
+            transient_retry=retry if isinstance(retry, RetrySettings) else RetrySettings(),
         ),
         wake=StopAwareWake(listener, stop),
         accountant=accountant,
         pending=pending,
+        jitter=jitter or _jitter(ids),
     )
     return SchedulerRole(worker, materializer, admission, accountant, uow, listener)
 
@@ -431,10 +449,14 @@ def build_run_worker(
     clock: Clock,
     ids: IdGenerator,
     probe: Probe | None = None,
+    jitter: JitterSource | None = None,
 ) -> RunWorkerRole:
     """A run worker claiming only ``priority``'s class (interactive and async workers
     are separate processes on disjoint classes, sharing the fleet capacity rule)."""
     problems = _release_problems(settings)
+    retry = _retry(_retry_values(settings))
+    if isinstance(retry, str):
+        problems.append(retry)
     capacity = _capacity(settings)
     if isinstance(capacity, str):
         problems.append(capacity)
@@ -444,7 +466,7 @@ def build_run_worker(
         problems.append(f"{MEMORY_REPOSITORIES}: the run queue exists only in PostgreSQL")
     if not settings.database_url:
         problems.append(f"{DATABASE_URL_MISSING}: AGENT_SCHEDULE_DATABASE_URL is not set")
-    if problems or isinstance(capacity, str) or not settings.database_url:
+    if problems or isinstance(capacity, str) or isinstance(retry, str) or not settings.database_url:
         _refuse(problems)
     slots = (
         settings.topology.interactive_slots
@@ -462,8 +484,10 @@ def build_run_worker(
         tools=ToolPipeline(scripted_tools()),
         clock=clock,
         owner=f"{priority.name.lower()}-{ids.new_uuid()}",
+        settings=RunWorkerSettings(transient_retry=retry),
         probe=probe,
         on_finished=AccountingHook(accountant),
+        jitter=jitter or _jitter(ids),
     )
     return RunWorkerRole(worker, queue, slots, uow)
 
@@ -577,3 +601,33 @@ def build_development(settings: Settings, *, clock: Clock, ids: IdGenerator) -> 
     )
     maintenance = MaintenanceService(uow=uow, clock=clock, ids=ids)
     return DevelopmentStack(service, materializer, worker, maintenance, uow, principals, agents)
+
+
+# ----------------------------------------------------------------- reliability
+
+RETRY_SETTINGS = reason(
+    "schedule.bootstrap.retry_settings",
+    "The transient-error retry or failure backoff settings are invalid for this role",
+)
+
+
+def _retry_values(settings: Settings) -> tuple[int, float, float]:
+    return (
+        settings.transient_retry_attempts,
+        settings.transient_retry_base_seconds,
+        settings.transient_retry_max_seconds,
+    )
+
+
+def _retry(values: tuple[int, float, float]) -> RetrySettings | str:
+    """The retry settings, or the problem that refuses startup."""
+    try:
+        return RetrySettings(*values)
+    except ValidationError as exc:
+        return f"{RETRY_SETTINGS}: {exc.message}"
+
+
+def _jitter(ids: IdGenerator) -> JitterSource:
+    """A jitter source seeded from the id generator (random ids in production, seeded
+    ids in the simulator): never ambient randomness."""
+    return random.Random(ids.new_uuid().int)

@@ -169,7 +169,7 @@ def test_the_scheduler_builder_cannot_take_a_credential() -> None:
     params = inspect.signature(b.build_scheduler).parameters
     assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in params.values())
     assert all(p.kind is not inspect.Parameter.VAR_POSITIONAL for p in params.values())
-    assert set(params) == {"settings", "clock", "ids", "probe", "stop"}
+    assert set(params) == {"settings", "clock", "ids", "probe", "stop", "jitter"}
     names = {f.name for f in fields(b.SchedulerSettings)}
     words = ("token", "secret", "password", "credential", "bearer", "provider", "api")
     assert not [n for n in names if any(w in n for w in words)]

@@ -64,6 +64,9 @@ RETRY = reason(
     "schedule.persistence.retry", "A serialization failure or deadlock; retry the transaction"
 )
 UNAVAILABLE = reason("schedule.persistence.unavailable", "The database cannot be reached")
+COMMIT_OUTCOME_UNKNOWN = "commit_outcome_unknown"
+"""``details`` key of an UNAVAILABLE error raised by a COMMIT whose connection broke:
+the transaction may or may not have committed."""
 INVALID_COMMAND = reason(
     "schedule.persistence.invalid_command", "A schedule write whose before/after do not fit"
 )

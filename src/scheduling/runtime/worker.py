@@ -20,7 +20,9 @@ each commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -56,6 +58,7 @@ from scheduling.runtime.usage import (
     in_synthesis_reserve,
     parse_limits,
 )
+from scheduling.service.retry import JitterSource, RetrySettings, TransientRetry
 
 LEASE_LOST = reason(
     "schedule.runtime.lease_lost",
@@ -82,6 +85,9 @@ class WorkerSettings:
     lease_seconds: float = 60.0
     heartbeat_seconds: float = 20.0
     poll_seconds: float = 1.0
+    transient_retry: RetrySettings = field(default_factory=RetrySettings)
+    """Prompt retries of a fenced write that met a transient database error (never of
+    one whose COMMIT outcome is unknown: that run is left to lease recovery)."""
 
     def __post_init__(self) -> None:
         if (
@@ -171,6 +177,7 @@ class RunWorker:
         probe: Probe | None = None,
         on_finished: RunTerminalHook | None = None,
         on_claim: Callable[[ClaimedRun], None] | None = None,
+        jitter: JitterSource | None = None,
     ) -> None:
         self._uow = uow
         self._queue = queue
@@ -182,6 +189,10 @@ class RunWorker:
         self._probe = probe or NullProbe()
         self._on_finished = on_finished
         self._on_claim = on_claim
+        # A fixed seed when none is injected: the delays stay replayable.
+        self.retry = TransientRetry(
+            self.settings.transient_retry, clock, jitter or random.Random(0)
+        )
 
     # ------------------------------------------------------------------ loop
 
@@ -429,6 +440,26 @@ class RunWorker:
                 failure=failure,
             )
         updated = replace(run, **changes)
+        # Before COMMIT nothing of a failed attempt persists, so a transient error is
+        # retried with the same rows; an unknown COMMIT outcome is not (lease recovery).
+        await self.retry.run(
+            functools.partial(self._commit_write, attempt, updated, state, events, now),
+            what=f"run {run.id} {step}",
+        )
+        attempt.run = updated
+        if state is not None:
+            attempt.seq += 1
+        await self._probe.step(step)
+
+    async def _commit_write(
+        self,
+        attempt: _Attempt,
+        updated: RunRecord,
+        state: RunState | None,
+        events: Sequence[_Event],
+        now: datetime,
+    ) -> None:
+        run = attempt.run
         async with self._uow.begin() as uow:
             try:
                 await uow.runs.save(updated, expected_fencing_token=attempt.token)
@@ -458,7 +489,3 @@ class RunWorker:
                         )
                     )
             await uow.commit()
-        attempt.run = updated
-        if state is not None:
-            attempt.seq += 1
-        await self._probe.step(step)
