@@ -322,6 +322,13 @@ class ProcessEventRepository(Protocol):
         """Append ``event``. Raises ``ConflictError(DUPLICATE)`` if the id exists."""
         ...
 
+    async def append_once(self, event: ProcessEvent) -> bool:
+        """Append ``event`` unless an event with its id exists (then change nothing);
+        True when it was appended. A concurrent appender of the same id makes this wait
+        for its outcome, never fail: idempotent writers use it instead of catching a
+        unique violation (which PostgreSQL logs as an ERROR)."""
+        ...
+
     async def for_schedule(self, schedule_id: UUID) -> list[ProcessEvent]:
         """The schedule's events in ``(occurred_at, id)`` order (visible rows only)."""
         ...

@@ -425,6 +425,12 @@ class MemoryProcessEventRepository(_Base):
         self.t.events[event.id] = event
         return event
 
+    async def append_once(self, event: ProcessEvent) -> bool:
+        if event.id in self.t.events:
+            return False
+        self.t.events[event.id] = event
+        return True
+
     async def for_schedule(self, schedule_id: UUID) -> list[ProcessEvent]:
         rows = [
             e

@@ -250,6 +250,15 @@ class PostgresProcessEventRepository:
         await self._tx.execute(insert(process_events).values(asdict(event)))
         return event
 
+    async def append_once(self, event: ProcessEvent) -> bool:
+        statement = (
+            pg_insert(process_events)
+            .values(asdict(event))
+            .on_conflict_do_nothing(index_elements=[process_events.c.id])
+            .returning(process_events.c.id)
+        )
+        return (await self._tx.execute(statement)).first() is not None
+
     async def for_schedule(self, schedule_id: UUID) -> list[ProcessEvent]:
         query = (
             select(process_events)
