@@ -457,6 +457,9 @@ def build_run_worker(
     retry = _retry(_retry_values(settings))
     if isinstance(retry, str):
         problems.append(retry)
+    drain = settings.run_drain_seconds
+    if not 0 < drain < float("inf"):
+        problems.append(f"{RETRY_SETTINGS}: AGENT_SCHEDULE_RUN_DRAIN_SECONDS is not positive")
     capacity = _capacity(settings)
     if isinstance(capacity, str):
         problems.append(capacity)
@@ -484,7 +487,7 @@ def build_run_worker(
         tools=ToolPipeline(scripted_tools()),
         clock=clock,
         owner=f"{priority.name.lower()}-{ids.new_uuid()}",
-        settings=RunWorkerSettings(transient_retry=retry),
+        settings=RunWorkerSettings(transient_retry=retry, drain_seconds=drain),
         probe=probe,
         on_finished=AccountingHook(accountant),
         jitter=jitter or _jitter(ids),
@@ -607,7 +610,7 @@ def build_development(settings: Settings, *, clock: Clock, ids: IdGenerator) -> 
 
 RETRY_SETTINGS = reason(
     "schedule.bootstrap.retry_settings",
-    "The transient-error retry or failure backoff settings are invalid for this role",
+    "The transient-error retry, failure backoff or drain settings are invalid for this role",
 )
 
 
