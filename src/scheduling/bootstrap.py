@@ -476,10 +476,15 @@ def build_run_worker(
         if priority is RunPriority.INTERACTIVE
         else settings.topology.async_slots
     )
-    # Runs have no least-privilege role yet (docs/runtime.md): the trusted login.
-    uow = _factory(settings.database_url, None, pool_size=max(5, slots + 2))
+    # The run worker's own least-privilege login when configured (role
+    # <prefix>_run_worker, revision 0007): it cannot touch schedules, so post-run
+    # accounting is left to the scheduler's sweep. Otherwise the trusted login, which
+    # accounts at once.
+    own_login = settings.run_worker_database_url
+    url = own_login or settings.database_url
+    uow = _factory(url, None, pool_size=max(5, slots + 2))
     queue = PostgresRunQueue(uow, capacity, probe=probe, classes=frozenset({priority}))
-    accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
+    hook = None if own_login else AccountingHook(RunAccountant(uow=uow, clock=clock, ids=ids))
     worker = RunWorker(
         uow=uow,
         queue=queue,
@@ -489,7 +494,7 @@ def build_run_worker(
         owner=f"{priority.name.lower()}-{ids.new_uuid()}",
         settings=RunWorkerSettings(transient_retry=retry, drain_seconds=drain),
         probe=probe,
-        on_finished=AccountingHook(accountant),
+        on_finished=hook,
         jitter=jitter or _jitter(ids),
     )
     return RunWorkerRole(worker, queue, slots, uow)

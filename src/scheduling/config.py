@@ -233,6 +233,7 @@ class Settings(BaseModel):
     transient_retry_max_seconds: float = 2.0
     failure_backoff_seconds: float = 60.0
     run_drain_seconds: float = 30.0
+    run_worker_database_url: str | None = None
 
     # ---------------------------------------------------------------- flags
 
@@ -276,6 +277,7 @@ class Settings(BaseModel):
             "TRANSIENT_RETRY_MAX_SECONDS": "transient_retry_max_seconds",
             "FAILURE_BACKOFF_SECONDS": "failure_backoff_seconds",
             "RUN_DRAIN_SECONDS": "run_drain_seconds",
+            "RUN_WORKER_DATABASE_URL": "run_worker_database_url",
         }
         topology = {
             "TOTAL_SLOTS": "total_slots",
@@ -427,6 +429,10 @@ FAILURE_BACKOFF_INVALID = reason(
     "schedule.config.failure_backoff_invalid",
     "The isolation backoff of a failing definition is not finite and positive",
 )
+RUN_WORKER_LOGIN_SHARED = reason(
+    "schedule.config.run_worker_login_shared",
+    "The run-worker login URL is the migration or the scheduler login; it must be its own",
+)
 DRAIN_INVALID = reason(
     "schedule.config.drain_invalid", "The run worker's drain timeout is not finite and positive"
 )
@@ -434,7 +440,7 @@ MAX_TRANSIENT_RETRIES = 20
 
 
 def reliability_problems(settings: Settings) -> list[str]:
-    """Retry, backoff and drain settings."""
+    """Retry, backoff and drain settings, and the run worker's own login."""
     problems: list[str] = []
     base, ceiling = settings.transient_retry_base_seconds, settings.transient_retry_max_seconds
     if not (
@@ -453,4 +459,12 @@ def reliability_problems(settings: Settings) -> list[str]:
         )
     if not 0 < settings.run_drain_seconds < math.inf:
         problems.append(f"{DRAIN_INVALID}: {PREFIX}RUN_DRAIN_SECONDS must be finite and positive")
+    if settings.run_worker_database_url and settings.run_worker_database_url in (
+        settings.database_url,
+        settings.scheduler_database_url,
+    ):
+        problems.append(
+            f"{RUN_WORKER_LOGIN_SHARED}: {PREFIX}RUN_WORKER_DATABASE_URL must name the"
+            " run-worker login, distinct from the migration and scheduler logins"
+        )
     return problems

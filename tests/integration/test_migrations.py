@@ -14,10 +14,10 @@ from sqlalchemy import text
 from gates.checks.persistence_support import admin_connection
 from scheduling.adapters.postgres.inspection import schema_diff
 from scheduling.adapters.postgres.migrations import (
-    SCHEDULING_REVISION,
     SUBSTRATE_REVISION,
     current_revision,
     downgrade_to_base,
+    head_revision,
     project_root,
     upgrade_to_head,
 )
@@ -53,7 +53,7 @@ async def _objects(url: str) -> dict[str, list[str]]:
 
 async def test_empty_database_to_head_and_back_to_base(pg_empty_url: str) -> None:
     await upgrade_to_head(pg_empty_url)
-    assert await current_revision(pg_empty_url) == SCHEDULING_REVISION
+    assert await current_revision(pg_empty_url) == head_revision()
     at_head = await _objects(pg_empty_url)
     assert "schedule_occurrences" in at_head["tables"]
     assert len(at_head["functions"]) == 2
@@ -83,11 +83,11 @@ def _alembic(url: str, *args: str) -> str:
 
 async def test_command_line_upgrade_downgrade_upgrade(pg_empty_url: str, tmp_path: Path) -> None:
     _alembic(pg_empty_url, "upgrade", "head")
-    assert await current_revision(pg_empty_url) == SCHEDULING_REVISION
-    _alembic(pg_empty_url, "downgrade", "-1")
+    assert await current_revision(pg_empty_url) == head_revision()
+    _alembic(pg_empty_url, "downgrade", SUBSTRATE_REVISION)
     assert await current_revision(pg_empty_url) == SUBSTRATE_REVISION
     _alembic(pg_empty_url, "upgrade", "head")
-    assert SCHEDULING_REVISION in _alembic(pg_empty_url, "current")
+    assert head_revision() in _alembic(pg_empty_url, "current")
     assert "No new upgrade operations detected" in _alembic(pg_empty_url, "check")
 
 

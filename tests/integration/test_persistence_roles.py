@@ -25,8 +25,8 @@ from gates.checks.persistence_support import (
     seeded_world,
 )
 from scheduling.adapters.postgres.migrations import (
-    SCHEDULING_REVISION,
     current_revision,
+    head_revision,
     project_root,
 )
 from scheduling.adapters.postgres.release_check import scheduler_release_problems
@@ -207,7 +207,7 @@ async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server:
         outcomes = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], outcomes
         for url in urls:
-            assert await current_revision(url) == SCHEDULING_REVISION
+            assert await current_revision(url) == head_revision()
         async with admin_connection(urls[0]) as conn:
             names = sorted(
                 r[0]
@@ -215,16 +215,16 @@ async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server:
                     text("SELECT rolname FROM pg_roles WHERE rolname LIKE :p"), {"p": f"{prefix}_%"}
                 )
             )
-        assert names == sorted(role_names(prefix).all())
+        assert names == sorted(role_names(prefix).every())
     finally:
         for url in urls:
             async with admin_connection(url) as conn:
-                for role in role_names(prefix).all():
+                for role in role_names(prefix).every():
                     await conn.execute(text(f"DROP OWNED BY {role} CASCADE"))
                 await conn.commit()
             pg_server.drop_database(url)
         async with admin_connection(pg_server.info.dsn) as conn:
-            for role in role_names(prefix).all():
+            for role in role_names(prefix).every():
                 await conn.execute(text(f"DROP ROLE IF EXISTS {role}"))
             await conn.commit()
     await asyncio.sleep(0)

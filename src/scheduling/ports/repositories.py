@@ -302,8 +302,9 @@ class RunRepository(Protocol):
         ...
 
     async def save(self, run: RunRecord, *, expected_fencing_token: int) -> RunRecord:
-        """Replace the run's mutable fields if its stored fencing token equals
-        ``expected_fencing_token``; else ``ConflictError(STALE)``."""
+        """Replace the run's mutable fields (``records.RUN_MUTABLE_FIELDS``; others are
+        kept as stored) if its stored fencing token equals ``expected_fencing_token``;
+        else ``ConflictError(STALE)``."""
         ...
 
     async def add_checkpoint(self, checkpoint: RunCheckpoint) -> RunCheckpoint:
