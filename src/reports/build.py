@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from gates.catalog import Catalog
-from gates.ledger import Ledger
+from gates.catalog.ledger import Ledger
 from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
 from reports.model import CheckResult, GateReport, GateResult, GateStatus, RunMetadata
 

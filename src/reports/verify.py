@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError as PydanticValidationError
 
 from gates.catalog import Catalog
-from gates.ledger import Ledger
+from gates.catalog.ledger import Ledger
 from reports.build import summarize
 from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
 from reports.model import GateReport

@@ -20,14 +20,14 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import Harness
+from simulation.worlds.materialize import Harness
 from scheduling.adapters.postgres.migrations import upgrade_to_head
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError
 from scheduling.domain.identity import Principal
 from scheduling.ports.records import ProcessEvent
 from scheduling.service.accounting import RUN_ACCOUNTED, RunAccountant
-from simulation.database._private import PrivateCluster, private_cluster
+from simulation.provider._private import PrivateCluster, private_cluster
 
 pytestmark = pytest.mark.postgres
 

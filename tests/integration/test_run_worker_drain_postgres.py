@@ -17,14 +17,14 @@ from uuid import UUID
 import pytest
 from sqlalchemy import text
 
-from gates.checks.runtime_support import (
+from simulation.worlds.runtime import (
     run_row,
     run_worker,
     seed_tool_agent,
     submission,
     submitter,
 )
-from gates.checks.service_support import START, principal, seed_durable
+from simulation.worlds.service import START, principal, seed_durable
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.adapters.system_clock import SystemClock

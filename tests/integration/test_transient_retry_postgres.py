@@ -16,15 +16,15 @@ from uuid import UUID
 import asyncpg
 import pytest
 
-from gates.checks.materialize_support import Harness
-from gates.checks.runtime_support import (
+from simulation.worlds.materialize import Harness
+from simulation.worlds.runtime import (
     run_row,
     run_worker,
     seed_tool_agent,
     submission,
     submitter,
 )
-from gates.checks.service_support import START, principal, seed_durable
+from simulation.worlds.service import START, principal, seed_durable
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError, UnavailableError, ValidationError
 from scheduling.ports.records import RunStatus
@@ -33,7 +33,7 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings as RunWorkerSettings
 from scheduling.service.materializer import STEP_OCCURRENCE, MaterializeStatus
 from scheduling.service.retry import RetrySettings, TransientRetry, is_transient
-from simulation.clock import VirtualClock
+from simulation.engine.clock import VirtualClock
 
 pytestmark = pytest.mark.postgres
 

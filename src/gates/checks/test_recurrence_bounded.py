@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gates.checks.recurrence_support import oracle_instants
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling import parse_cadence
 from scheduling.domain.cadence import Cadence
 from scheduling.recurrence import (
