@@ -560,8 +560,7 @@ def build_run_worker(
         tools=ToolPipeline(scripted_tools()),
         clock=clock,
         owner=owner or f"{label}-{ids.new_uuid()}",
-        settings=worker_settings
-        or RunWorkerSettings(transient_retry=retry, drain_seconds=drain),
+        settings=worker_settings or RunWorkerSettings(transient_retry=retry, drain_seconds=drain),
         probe=probe,
         on_finished=on_finished or hook,
         jitter=jitter or _jitter(ids),

@@ -20,7 +20,6 @@ from uuid import UUID
 
 import pytest
 
-from simulation.worlds.materialize import Harness
 from scheduling.adapters.postgres.migrations import upgrade_to_head
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError
@@ -28,6 +27,7 @@ from scheduling.domain.identity import Principal
 from scheduling.ports.records import ProcessEvent
 from scheduling.service.accounting import RUN_ACCOUNTED, RunAccountant
 from simulation.provider._private import PrivateCluster, private_cluster
+from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 

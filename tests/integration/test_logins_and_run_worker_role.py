@@ -19,8 +19,6 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from simulation.worlds.runtime import run_row, run_worker, seed_tool_agent, submission, submitter
-from simulation.worlds.service import START, principal, seed_durable
 from scheduling.adapters.postgres.logins import scram_verifier, verifier_matches
 from scheduling.adapters.postgres.release_check import run_worker_release_problems
 from scheduling.adapters.postgres.roles import role_names
@@ -28,6 +26,8 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.ports.records import RunStatus
 from scheduling.ports.runtime import QueueCapacity
 from simulation.engine.clock import VirtualClock
+from simulation.worlds.runtime import run_row, run_worker, seed_tool_agent, submission, submitter
+from simulation.worlds.service import START, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 

@@ -17,6 +17,13 @@ from uuid import UUID
 import pytest
 from sqlalchemy import text
 
+from scheduling.adapters.postgres.run_queue import PostgresRunQueue
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.ports.records import RunStatus
+from scheduling.ports.runtime import QueueCapacity
+from scheduling.runtime import WorkerSettings
+from scheduling.runtime.worker import DRAINED
 from simulation.worlds.runtime import (
     run_row,
     run_worker,
@@ -25,13 +32,6 @@ from simulation.worlds.runtime import (
     submitter,
 )
 from simulation.worlds.service import START, principal, seed_durable
-from scheduling.adapters.postgres.run_queue import PostgresRunQueue
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.adapters.system_clock import SystemClock
-from scheduling.ports.records import RunStatus
-from scheduling.ports.runtime import QueueCapacity
-from scheduling.runtime import WorkerSettings
-from scheduling.runtime.worker import DRAINED
 
 pytestmark = pytest.mark.postgres
 

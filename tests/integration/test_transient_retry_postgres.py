@@ -16,15 +16,6 @@ from uuid import UUID
 import asyncpg
 import pytest
 
-from simulation.worlds.materialize import Harness
-from simulation.worlds.runtime import (
-    run_row,
-    run_worker,
-    seed_tool_agent,
-    submission,
-    submitter,
-)
-from simulation.worlds.service import START, principal, seed_durable
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError, UnavailableError, ValidationError
 from scheduling.ports.records import RunStatus
@@ -34,6 +25,15 @@ from scheduling.runtime import WorkerSettings as RunWorkerSettings
 from scheduling.service.materializer import STEP_OCCURRENCE, MaterializeStatus
 from scheduling.service.retry import RetrySettings, TransientRetry, is_transient
 from simulation.engine.clock import VirtualClock
+from simulation.worlds.materialize import Harness
+from simulation.worlds.runtime import (
+    run_row,
+    run_worker,
+    seed_tool_agent,
+    submission,
+    submitter,
+)
+from simulation.worlds.service import START, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 

@@ -71,6 +71,9 @@ class PrivateCluster:
         # before a new postmaster starts on the same data directory.
         _kill_processes_in(self.cluster.data)
         _release_shared_memory(self.cluster.data)
+        # Its "ready" line would make the restart's readiness wait succeed at once;
+        # every process of the cluster is gone, so the lock file is stale.
+        (self.cluster.data / "postmaster.pid").unlink(missing_ok=True)
         self.cluster.proc = None
         self.crashes += 1
 
