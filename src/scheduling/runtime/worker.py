@@ -211,8 +211,11 @@ class RunWorker:
 
     async def run_once(self) -> RunOutcome | None:
         """Claim one run and execute it to its end (or until the lease is lost)."""
-        claimed = await self._queue.claim(
-            self.owner, self._clock.now(), self.settings.lease_seconds
+        # A transient error before the claim's COMMIT is retried; an unknown COMMIT
+        # outcome is not (a claim that landed is recovered after its lease).
+        claimed = await self.retry.run(
+            lambda: self._queue.claim(self.owner, self._clock.now(), self.settings.lease_seconds),
+            what=f"run worker {self.owner} claim",
         )
         if claimed is None:
             return None
@@ -294,9 +297,11 @@ class RunWorker:
 
     async def _drive(self, attempt: _Attempt, state: RunState, claimed: ClaimedRun) -> str | None:
         run = attempt.run
-        async with self._uow.begin() as uow:
-            events = await uow.sessions.events(run.session_id, None)
-            agent = await uow.agents.get_version(run.agent_id, run.agent_version)
+        events, agent = await self.retry.run(
+            functools.partial(self._read_context, run),
+            what=f"run {run.id} context",
+            idempotent=True,
+        )
         agent_spec = agent.spec if agent is not None else {}
         instruction = instruction_of(events)
         started = "run.recovered" if claimed.recovered else "run.started"
@@ -371,6 +376,12 @@ class RunWorker:
                 results.append(_Event("model.called", "runtime", {"cost": str(action.cost)}))
             state.cursor, state.charged, state.wait_until = state.cursor + 1, False, None
             await self._write(attempt, state=state, events=results, step="run.checkpointed")
+
+    async def _read_context(self, run: RunRecord) -> tuple[Any, Any]:
+        async with self._uow.begin() as uow:
+            events = await uow.sessions.events(run.session_id, None)
+            agent = await uow.agents.get_version(run.agent_id, run.agent_version)
+        return events, agent
 
     def _past_deadline(self, run: RunRecord) -> bool:
         return run.deadline_at is not None and self._clock.now() >= run.deadline_at
