@@ -1,4 +1,5 @@
-"""``scheduling-gates``: run the gate suite, verify a report, list and explain gates."""
+"""``scheduling-gates``: run the gate suite, verify a report, list and explain gates,
+sweep seeds."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from gates.catalog import load_catalog
 from gates.catalog.ledger import LedgerError, load_ledger
 from gates.runner import RunOptions, SelectionError, command_line, run_gates
 from gates.runner.inventory import CollectionError, collect_inventory, default_checks_dir
+from gates.runner.sweep import add_parser as add_sweep_parser
+from gates.runner.sweep import cmd_sweep
 from reports.model import GateReport
 from reports.verify import load_report, verify_report
 
@@ -62,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("gate")
 
     sub.add_parser("schema", help="print the JSON Schema of gate-report.json")
+    add_sweep_parser(sub, _milestone)
     return parser
 
 
@@ -149,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_list(args)
         if args.command == "explain":
             return _cmd_explain(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         print(json.dumps(GateReport.model_json_schema(), indent=2))
         return 0
     except (SelectionError, LedgerError) as exc:
