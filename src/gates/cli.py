@@ -13,6 +13,7 @@ from gates.inventory import CollectionError, collect_inventory, default_checks_d
 from gates.ledger import LedgerError, load_ledger
 from gates.runner import RunOptions, SelectionError, command_line, run_gates
 from reports.model import GateReport
+from reports.provenance_check import VerifyContext
 from reports.verify import load_report, verify_report
 
 
@@ -54,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="recompute a report's ceiling and check its claims")
     verify.add_argument("report", type=Path)
     verify.add_argument("--ledger", type=Path, metavar="FILE")
+    verify.add_argument(
+        "--checkout",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of the report's commit: recompute catalog, ledger and check digests",
+    )
 
     listing = sub.add_parser("list", help="the gate catalog, one gate a line")
     listing.add_argument("--milestone", action="append", default=[], type=_milestone)
@@ -96,7 +103,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     report, problems = load_report(args.report)
     if report is not None:
         catalog = load_catalog()
-        problems = verify_report(report, catalog, load_ledger(args.ledger, catalog.milestones()))
+        ledger = load_ledger(args.ledger, catalog.milestones())
+        context = VerifyContext(
+            ledger_path=args.ledger,
+            shipped_ledger_origin=load_ledger(None, catalog.milestones()).origin,
+            checkout=args.checkout,
+        )
+        problems = verify_report(report, catalog, ledger, context)
     if problems:
         print(f"REFUSED {args.report}:", file=sys.stderr)
         for problem in problems:

@@ -21,8 +21,23 @@ from typing import Any, Literal
 from gates.catalog import Catalog, load_catalog
 from gates.inventory import BoundCheck, CollectionError, collect_inventory, project_root
 from gates.ledger import load_ledger
+from gates.provenance import (
+    check_file_digests,
+    ledger_digest,
+    sha256_text,
+    shipped_text,
+    untracked_files,
+)
 from reports.build import build_gate_results, build_report
-from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
+from reports.model import (
+    CheckOutcome,
+    CheckResult,
+    GateReport,
+    InventoryEntry,
+    PostgresInfo,
+    Provenance,
+    RunMetadata,
+)
 from reports.writer import write_reports
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.timezones import tzdata_version
@@ -80,6 +95,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
 
     pytest_exit: int | None = None
     postgres = PostgresInfo(error="not started: no selected gate has a bound check")
+    inventory: list[BoundCheck] = []
     try:
         inventory = collect_inventory(options.checks_dir)
     except CollectionError as exc:
@@ -94,13 +110,17 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         checks = _merge(bound, results, pytest_exit)
 
     gate_results = build_gate_results(catalog, selected, checks, seed, options.profile)
+    provenance = _provenance(options, root, inventory)
+    dirty = _dirty(root)
+    if provenance.untracked:
+        dirty = True  # collected files the commit does not hold
     run = RunMetadata(
         tool_version=_version("scheduling"),
         started_at=started,
         finished_at=clock.now(),
         duration_s=round(time.perf_counter() - t0, 3),
         commit=_git(root, "rev-parse", "HEAD"),
-        commit_dirty=_dirty(root),
+        commit_dirty=dirty,
         python=platform.python_version(),
         platform=platform.platform(),
         tzdata=_tzdata(),
@@ -114,6 +134,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         },
         command=options.command,
         pytest_exit_code=pytest_exit,
+        provenance=provenance,
     )
     report = build_report(catalog, ledger, gate_results, run)
     write_reports(report, options.output)
@@ -239,6 +260,19 @@ def _harness_error(
         for gate in catalog
         if gate.id in selected
     }
+
+
+def _provenance(options: RunOptions, root: Path, inventory: list[BoundCheck]) -> Provenance:
+    checks_dir = options.checks_dir.resolve()
+    return Provenance(
+        catalog_sha256=sha256_text(shipped_text("catalog.toml")),
+        ledger_sha256=ledger_digest(options.ledger),
+        ledger_shipped=options.ledger is None,
+        checks_dir=checks_dir.relative_to(root).as_posix(),
+        check_files=check_file_digests(checks_dir, root),
+        untracked=untracked_files(checks_dir, root),
+        inventory=[InventoryEntry(nodeid=c.nodeid, gate=c.gate, facet=c.facet) for c in inventory],
+    )
 
 
 def _tzdata() -> str | None:

@@ -95,6 +95,24 @@ class PostgresInfo(_Model):
     error: str | None = None
 
 
+class InventoryEntry(_Model):
+    nodeid: str
+    gate: str
+    facet: str
+
+
+class Provenance(_Model):
+    """What decided the verdicts (see src/gates/provenance.py)."""
+
+    catalog_sha256: str
+    ledger_sha256: str
+    ledger_shipped: bool
+    checks_dir: str  # relative to the project root, e.g. src/gates/checks
+    check_files: dict[str, str]  # path relative to the project root -> SHA-256
+    untracked: list[str] | None  # None: git was not available
+    inventory: list[InventoryEntry]  # every bound check pytest collected
+
+
 class RunMetadata(_Model):
     tool_version: str
     started_at: datetime
@@ -112,6 +130,7 @@ class RunMetadata(_Model):
     selection: dict[str, list[str]]
     command: str
     pytest_exit_code: int | None
+    provenance: Provenance | None = None
 
 
 class GateReport(_Model):

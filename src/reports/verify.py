@@ -12,6 +12,7 @@ from gates.ledger import Ledger
 from reports.build import summarize
 from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
 from reports.model import GateReport
+from reports.provenance_check import VerifyContext, provenance_problems
 
 
 def load_report(path: Path) -> tuple[GateReport | None, list[str]]:
@@ -25,9 +26,17 @@ def load_report(path: Path) -> tuple[GateReport | None, list[str]]:
         return None, [f"not a valid gate report (schema 1.0): {exc}"]
 
 
-def verify_report(report: GateReport, catalog: Catalog, ledger: Ledger) -> list[str]:
-    """Every way the report contradicts the catalog, the ledger or its own checks."""
+def verify_report(
+    report: GateReport,
+    catalog: Catalog,
+    ledger: Ledger,
+    context: VerifyContext | None = None,
+) -> list[str]:
+    """Every way the report contradicts the catalog, the ledger or its own checks; with
+    a ``context``, also its provenance (and a checkout, when the context names one)."""
     problems: list[str] = []
+    if context is not None:
+        problems += provenance_problems(report, catalog, context)
     seen = [g.id for g in report.gates]
     for gate_id in catalog.ids:
         if gate_id not in seen:
