@@ -108,7 +108,7 @@ def problems(
 
 
 def edited(raw: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    copy = json.loads(json.dumps(raw))
+    copy: dict[str, Any] = json.loads(json.dumps(raw))
     edit(copy)
     return copy
 
