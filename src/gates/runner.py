@@ -28,7 +28,8 @@ from gates.provenance import (
     shipped_text,
     untracked_files,
 )
-from reports.build import build_gate_results, build_report
+from gates.rules import load_rules
+from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckOutcome,
     CheckResult,
@@ -90,6 +91,10 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     catalog = load_catalog()
     ledger = load_ledger(options.ledger, catalog.milestones())
     selected = select_gates(catalog, options.gates, options.milestones)
+    rules = load_rules()
+    # Rules run with the whole suite (no --gate/--milestone filter).
+    rules_selected = not options.gates and not options.milestones
+    chosen = selected | (set(rules) if rules_selected else set())
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     root = project_root(options.checks_dir)
 
@@ -101,7 +106,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     except CollectionError as exc:
         checks = _harness_error(catalog, selected, str(exc))
     else:
-        bound = [c for c in inventory if c.gate in selected]
+        bound = [c for c in inventory if c.gate in chosen]
         with ExitStack() as stack:
             env = _environment(options.profile, seed)
             if bound:
@@ -136,7 +141,8 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         pytest_exit_code=pytest_exit,
         provenance=provenance,
     )
-    report = build_report(catalog, ledger, gate_results, run)
+    rule_results = build_rule_results(rules, rules_selected, checks)
+    report = build_report(catalog, ledger, gate_results, run, rule_results)
     write_reports(report, options.output)
     return report, exit_code(report, selected, options.require_ceiling, options.require_complete)
 

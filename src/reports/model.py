@@ -72,6 +72,19 @@ class GateResult(_Model):
     reproduce: str
 
 
+class RuleResult(_Model):
+    """A spec rule beyond the gates: same statuses, never part of the ceiling."""
+
+    id: str
+    section: str
+    title: str
+    statement: str
+    selected: bool
+    status: GateStatus
+    detail: str
+    checks: list[CheckResult]
+
+
 class MilestoneResult(_Model):
     number: int
     source: Literal["suite", "ledger", "none"]
@@ -140,3 +153,4 @@ class GateReport(_Model):
     milestones: list[MilestoneResult]
     gates: list[GateResult]
     summary: dict[str, int]
+    rules: list[RuleResult] = Field(default_factory=list)

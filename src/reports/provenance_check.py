@@ -21,7 +21,7 @@ from gates.provenance import (
     sha256_text,
     shipped_text,
 )
-from reports.model import CheckOutcome, GateReport, Provenance
+from reports.model import CheckOutcome, GateReport, GateResult, Provenance, RuleResult
 
 HARNESS_ERROR_PREFIX = "<collection of "
 
@@ -83,7 +83,8 @@ def _checks_match_inventory(report: GateReport, p: Provenance) -> list[str]:
         path, _ = nodeid_function(entry.nodeid)
         if path not in p.check_files:
             problems.append(f"{entry.nodeid}: its file has no recorded digest")
-    for gate in report.gates:
+    verdicts: list[GateResult | RuleResult] = [*report.gates, *report.rules]
+    for gate in verdicts:
         if not gate.selected:
             continue
         recorded = {(c.nodeid, c.facet) for c in gate.checks}

@@ -74,5 +74,24 @@ def render_markdown(report: GateReport) -> str:
     if passing:
         lines += ["", "## Passing gates", ""]
         lines += [f"- `{g.id}` (M{g.milestone}, {len(g.checks)} checks)" for g in passing]
+    lines += _rules(report)
     lines.append("")
     return "\n".join(lines)
+
+
+def _rules(report: GateReport) -> list[str]:
+    if not report.rules:
+        return []
+    lines = [
+        "",
+        "## Spec rules beyond the gates (not part of the ceiling)",
+        "",
+        "| Rule | Status | Checks | Why |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in report.rules:
+        lines.append(
+            f"| `{r.id}` | {_ICON[r.status]} {r.status.value} | {len(r.checks)} | "
+            f"{_cell(r.detail)} |"
+        )
+    return lines
