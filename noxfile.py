@@ -67,3 +67,15 @@ def bench(session: nox.Session) -> None:
     for script in sorted(Path("bench").glob("bench_*.py")):
         name = script.stem.removeprefix("bench_")
         session.run("python", str(script), "--output", str(results / f"{name}.json"))
+
+
+@nox.session(python=PYTHON)
+def mutate(session: nox.Session) -> None:
+    """The sensitivity lane (nightly, not main CI): every shipped mutant of
+    src/gates/mutants.toml on a copy of the tree; fails unless all are killed."""
+    _install(session)
+    out = Path("reports/out")
+    out.mkdir(parents=True, exist_ok=True)
+    session.run(
+        "scheduling-gates", "mutate", "--output", str(out / "mutants.json"), *session.posargs
+    )

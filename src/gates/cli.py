@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gates.catalog import load_catalog
-from gates.inventory import CollectionError, collect_inventory, default_checks_dir
+from gates.inventory import CollectionError, collect_inventory, default_checks_dir, project_root
 from gates.ledger import LedgerError, load_ledger
+from gates.mutate import coverage, load_mutants, run_all
+from gates.rules import load_rules
 from gates.runner import RunOptions, SelectionError, command_line, run_gates
 from reports.model import GateReport
 from reports.provenance_check import VerifyContext
@@ -69,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("gate")
 
     sub.add_parser("schema", help="print the JSON Schema of gate-report.json")
+
+    mutate = sub.add_parser(
+        "mutate", help="apply each shipped semantic mutant to a copy and report what turns red"
+    )
+    mutate.add_argument("--mutant", action="append", default=[], metavar="ID", help="repeatable")
+    mutate.add_argument("--mutants", type=Path, metavar="FILE", help="another mutants file")
+    mutate.add_argument("--output", type=Path, metavar="FILE", help="write the results as JSON")
     return parser
 
 
@@ -150,6 +159,36 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_mutate(args: argparse.Namespace) -> int:
+    mutants = load_mutants(args.mutants)
+    unknown = [m for m in args.mutant if m not in {x.id for x in mutants}]
+    if unknown:
+        print(f"unknown mutant(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    chosen = [m for m in mutants if not args.mutant or m.id in args.mutant]
+    source = project_root(default_checks_dir())
+    results = run_all(chosen, source)
+    for r in results:
+        red = ", ".join(r.red) or "nothing"
+        print(f"{r.verdict:8} {r.id}: red {red}" + (f" ({r.detail})" if r.detail else ""))
+    ids = [*load_catalog().ids, *load_rules()]
+    uncovered = coverage(mutants, ids)
+    killed = sum(r.verdict == "KILLED" for r in results)
+    print(f"\n{killed} of {len(results)} mutants killed")
+    print(f"gates and rules no shipped mutant targets ({len(uncovered)} of {len(ids)}):")
+    for gate_id in uncovered:
+        print(f"  {gate_id}")
+    if args.output:
+        payload = {
+            "mutants": [r.as_dict() for r in results],
+            "killed": killed,
+            "total": len(results),
+            "untargeted": uncovered,
+        }
+        args.output.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return 0 if killed == len(results) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
@@ -162,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_list(args)
         if args.command == "explain":
             return _cmd_explain(args)
+        if args.command == "mutate":
+            return _cmd_mutate(args)
         print(json.dumps(GateReport.model_json_schema(), indent=2))
         return 0
     except (SelectionError, LedgerError) as exc:

@@ -22,7 +22,7 @@ from scheduling.service.materializer import MaterializeStatus
 
 pytestmark = pytest.mark.postgres
 
-CLAIM_PATIENCE_S = 30.0
+CLAIM_PATIENCE_S = 10.0
 """A scan blocked on the held row never returns; this only turns a hang into a FAIL."""
 
 
