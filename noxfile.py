@@ -19,8 +19,8 @@ def _install(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff (incl. the banned ambient-clock APIs) and formatting."""
     session.install("ruff")
-    session.run("ruff", "check", "src", "tests", "bench", "migrations", "noxfile.py")
-    session.run("ruff", "format", "--check", "src", "tests", "bench", "migrations", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "bench", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "bench", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
@@ -72,7 +72,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def mutate(session: nox.Session) -> None:
     """The sensitivity lane (nightly, not main CI): every shipped mutant of
-    src/gates/mutants.toml on a copy of the tree; fails unless all are killed."""
+    src/gates/runner/mutants.toml on a copy of the tree; fails unless all are killed."""
     _install(session)
     out = Path("reports/out")
     out.mkdir(parents=True, exist_ok=True)

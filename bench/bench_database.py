@@ -24,11 +24,11 @@ from typing import Any
 
 import asyncpg
 
-from simulation.database import DatabaseServer, acquire_server
-from simulation.database._binaries import find_embedded, find_local
-from simulation.database._cluster import Cluster, make_root, remove_root
-from simulation.database._info import SHM_DIR
-from simulation.database.pytest_plugin import build_migrated, migrated_template_key
+from simulation.provider import DatabaseServer, acquire_server
+from simulation.provider._binaries import find_embedded, find_local
+from simulation.provider._cluster import Cluster, make_root, remove_root
+from simulation.provider._info import SHM_DIR
+from simulation.provider.pytest_plugin import build_migrated, migrated_template_key
 
 
 def summary(samples: list[float]) -> dict[str, Any]:

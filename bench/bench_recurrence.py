@@ -36,7 +36,7 @@ from scheduling.recurrence import (
     latest_at_or_before,
     next_after,
 )
-from scheduling.timezones import tzdata_version
+from scheduling.tzdata_info import tzdata_version
 
 CADENCES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # name: (our payload, rrule keyword arguments)

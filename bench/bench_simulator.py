@@ -31,11 +31,11 @@ from typing import Any
 import asyncpg
 
 from scheduling.ports import NullProbe
-from simulation.checkers.violation import Violation
-from simulation.database import acquire_server
-from simulation.databases import SharedDatabase
-from simulation.runner import Simulator
-from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.simulator import Simulator
+from simulation.engine.targets import SharedDatabase
+from simulation.provider import acquire_server
 from simulation.scenarios.demo import DUPLICATE
 
 

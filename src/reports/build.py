@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from gates.catalog import Catalog
-from gates.ledger import Ledger
-from gates.rules import Rule
+from gates.catalog.ledger import Ledger
+from gates.catalog.rules import Rule
 from reports.evaluate import (
     compute_ceiling,
     evaluate_facets,

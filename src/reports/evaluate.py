@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from gates.catalog import Catalog, Gate
-from gates.ledger import Ledger, LedgerStatus
+from gates.catalog.ledger import Ledger, LedgerStatus
 from reports.model import (
     Ceiling,
     CheckOutcome,

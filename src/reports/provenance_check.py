@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.catalog import Catalog
-from gates.provenance import (
+from gates.catalog.provenance import (
     GATES_RELATIVE,
     SHIPPED_CATALOG,
     SHIPPED_LEDGER,

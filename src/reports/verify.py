@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import ValidationError as PydanticValidationError
 
 from gates.catalog import Catalog
-from gates.ledger import Ledger
-from gates.rules import load_rules
+from gates.catalog.ledger import Ledger
+from gates.catalog.rules import load_rules
 from reports.build import rule_status, summarize
 from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
 from reports.model import GateReport

@@ -21,6 +21,12 @@ Production startup refuses (``StartupRefused``, stable codes): settings that fai
 allow-all admission controller and a worker topology without both reserves. Clocks
 and id generators come from the caller: only the CLI constructs the system ones.
 No business logic lives here.
+
+Every role, test, gate, scenario, the soak and the benchmarks build through these
+builders. Tests and the harness inject what production derives from settings - the
+unit-of-work factory (``uow``: then the role neither opens nor disposes its own pool),
+a probe, and a few doubles named in each builder's keyword arguments - and get the
+same classes wired the same way (``tests/integration/test_production_wiring.py``).
 """
 
 from __future__ import annotations
@@ -50,26 +56,33 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Environment, Settings, validate_release
 from scheduling.domain.errors import UnavailableError, ValidationError
 from scheduling.domain.reasons import reason
+from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.domain.secrets import SecretScanner
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
-from scheduling.ports.directories import AgentRegistry, SchedulePrincipalDirectory
+from scheduling.ports.directories import (
+    AgentRegistry,
+    SchedulePrincipalDirectory,
+    TenantConfiguration,
+)
 from scheduling.ports.ids import IdGenerator
+from scheduling.ports.notifier import ScheduleNotifier
 from scheduling.ports.probe import Probe
-from scheduling.ports.runtime import QueueCapacity, RunPriority
+from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.hooks import AccountingHook
 from scheduling.runtime.scripted import ScriptedAgent
 from scheduling.runtime.tools import ToolPipeline, scripted_tools
 from scheduling.runtime.worker import RunWorker
+from scheduling.runtime.worker import WorkerSettings as RunWorkerSettings
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import AllowAllAdmission, require_production_admission
 from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, WorkerSettings
 from scheduling.service.schedules import ScheduleService
-from scheduling.service.validation import DefinitionValidator
+from scheduling.service.validation import DefinitionValidator, Scanner
 
 REFUSED = reason("schedule.bootstrap.refused", "Startup was refused; details list every problem")
 MEMORY_REPOSITORIES = reason(
@@ -190,55 +203,74 @@ def _capacity(settings: Settings) -> QueueCapacity | str:
 class ApiRole:
     service: ScheduleService
     uow: UnitOfWorkFactory
+    principals: SchedulePrincipalDirectory
+    agents: AgentRegistry
+    profiles: ConfiguredBrowserProfiles
+    owns_uow: bool = True
 
     async def close(self) -> None:
-        if isinstance(self.uow, PostgresUnitOfWorkFactory):
+        if self.owns_uow:
             await self.uow.dispose()
 
 
-def build_api(settings: Settings, *, clock: Clock, ids: IdGenerator) -> ApiRole:
-    """The schedule API's application service over the API role."""
+def build_api(
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    probe: Probe | None = None,
+    uow: UnitOfWorkFactory | None = None,
+    notifier: ScheduleNotifier | None = None,
+    scanner: Scanner | None = None,
+    tenants: TenantConfiguration | None = None,
+    service_type: type[ScheduleService] = ScheduleService,
+) -> ApiRole:
+    """The schedule API's application service over the API role.
+
+    Tests inject ``uow`` (the API role's factory, or memory), a recording ``notifier``,
+    and for a test of a test a deliberately weak ``scanner``, other ``tenants`` or a
+    ``service_type`` (a subclass of ``ScheduleService``)."""
     problems = _release_problems(settings)
     if not settings.api_enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_API_ENABLED is off")
     url, assume = _login(
         settings.api_database_url, settings.database_url, _roles(settings.role_prefix).api
     )
-    uow: UnitOfWorkFactory
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
-    notifier = None
+    owns_uow = uow is None
     if settings.storage == "postgres":
-        if url is None:
-            _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
-        pg = _factory(url, assume)
-        uow, notifier = pg, PostgresNotifier(url)
-        principals, agents = _directories(settings, pg)
+        if uow is None:
+            if url is None:
+                _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
+            uow = _factory(url, assume)
+        if notifier is None and url is not None:
+            notifier = PostgresNotifier(url)
+        principals, agents = _directories(settings, uow)
     else:
-        uow, principals, agents = (
-            MemoryUnitOfWorkFactory(),
-            StaticPrincipalDirectory(),
-            StaticAgentRegistry(),
-        )
+        uow = uow or MemoryUnitOfWorkFactory()
+        principals, agents = StaticPrincipalDirectory(), StaticAgentRegistry()
     if settings.production:
         problems += production_problems(uow=uow, principals=principals)
     if problems:
-        if isinstance(uow, PostgresUnitOfWorkFactory):
-            uow.engine.sync_engine.dispose()
+        # A refused role never opened a connection: its pool holds nothing to release.
         raise StartupRefused(problems)
+    profiles = ConfiguredBrowserProfiles()
     validator = DefinitionValidator(
         principals=principals,
         agents=agents,
-        browser_profiles=ConfiguredBrowserProfiles(),
-        tenants=_ceilings(settings),
-        scanner=SecretScanner(),
+        browser_profiles=profiles,
+        tenants=tenants or _ceilings(settings),
+        scanner=scanner or SecretScanner(),
     )
-    service = ScheduleService(uow=uow, clock=clock, ids=ids, validator=validator, notifier=notifier)
-    return ApiRole(service=service, uow=uow)
+    service = service_type(
+        uow=uow, clock=clock, ids=ids, validator=validator, notifier=notifier, probe=probe
+    )
+    return ApiRole(service, uow, principals, agents, profiles, owns_uow)
 
 
 def _directories(
-    settings: Settings, uow: PostgresUnitOfWorkFactory
+    settings: Settings, uow: UnitOfWorkFactory
 ) -> tuple[SchedulePrincipalDirectory, AgentRegistry]:
     if settings.principal_directory == "durable":
         return DurablePrincipalDirectory(uow), DurableAgentRegistry(uow)
@@ -321,6 +353,7 @@ class SchedulerRole:
     accountant: RunAccountant
     uow: UnitOfWorkFactory
     listener: PostgresWakeListener | None = None
+    owns_uow: bool = True
 
     async def start(self) -> None:
         """Start listening for wake-ups (best effort: failure only costs latency)."""
@@ -330,7 +363,7 @@ class SchedulerRole:
     async def close(self) -> None:
         if self.listener is not None:
             await self.listener.close()
-        if isinstance(self.uow, PostgresUnitOfWorkFactory):
+        if self.owns_uow:
             await self.uow.dispose()
 
 
@@ -341,51 +374,66 @@ def build_scheduler(
     ids: IdGenerator,
     probe: Probe | None = None,
     stop: asyncio.Event | None = None,
+    uow: PostgresUnitOfWorkFactory | None = None,
+    admission: ScheduleAdmissionController | None = None,
+    calculator: RecurrenceCalculator | None = None,
+    worker_type: type[ScheduleWorker] = ScheduleWorker,
+    worker_settings: WorkerSettings | None = None,
+    materializer: ScheduleMaterializer | None = None,
+    tenants: TenantConfiguration | None = None,
 ) -> SchedulerRole:
-    """The schedule worker through the least-privilege scheduler login."""
+    """The schedule worker through the least-privilege scheduler login.
+
+    Tests and the harness inject ``uow`` (a factory acting as the scheduler role, e.g.
+    on the simulator's watched engine; LISTEN/NOTIFY then only if ``settings.url`` is
+    set), and for a test of a test a different ``admission``, ``calculator``,
+    ``worker_type`` (a subclass of ``ScheduleWorker``), ``worker_settings``, the
+    ``materializer`` the worker scans with (one built here, wrapped or mutated) or the
+    ``tenants`` configuration in place of the settings' ceilings."""
     problems = list(settings.release_problems)
     if not settings.enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_WORKER_ENABLED is off")
-    tenants = ConfiguredTenantConfiguration(default=settings.ceilings)
-    uow: UnitOfWorkFactory
+    tenants = tenants or ConfiguredTenantConfiguration(default=settings.ceilings)
+    factory: UnitOfWorkFactory
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
-    admission: ScheduleAdmissionController
     listener = notifier = pending = None
+    owns_uow = uow is None
     if settings.storage == "postgres":
-        if settings.url is None:
-            _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
-        pg = _factory(settings.url, settings.assume_role)
-        uow, pending = pg, PostgresPendingAccounts(pg)
-        listener, notifier = PostgresWakeListener(settings.url), PostgresNotifier(settings.url)
+        if uow is None:
+            if settings.url is None:
+                _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
+            uow = _factory(settings.url, settings.assume_role)
+        factory, pending = uow, PostgresPendingAccounts(uow)
+        if settings.url is not None:
+            listener, notifier = PostgresWakeListener(settings.url), PostgresNotifier(settings.url)
         principals = (
-            DurablePrincipalDirectory(pg)
+            DurablePrincipalDirectory(uow)
             if settings.principal_directory == "durable"
             else StaticPrincipalDirectory()
         )
-        agents = DurableAgentRegistry(pg)
-        admission = (
-            PostgresAdmissionController(
-                tenants, backoff_seconds=settings.admission_backoff_seconds, probe=probe
+        agents = DurableAgentRegistry(uow)
+        if admission is None:
+            admission = (
+                PostgresAdmissionController(
+                    tenants, backoff_seconds=settings.admission_backoff_seconds, probe=probe
+                )
+                if settings.admission == "postgres"
+                else AllowAllAdmission()
             )
-            if settings.admission == "postgres"
-            else AllowAllAdmission()
-        )
     else:
-        uow, principals, agents = (
+        factory, principals, agents = (
             MemoryUnitOfWorkFactory(),
             StaticPrincipalDirectory(),
             StaticAgentRegistry(),
         )
-        admission = AllowAllAdmission()
+        admission = admission or AllowAllAdmission()
     if settings.environment is Environment.PRODUCTION:
-        problems += production_problems(uow=uow, principals=principals, admission=admission)
+        problems += production_problems(uow=factory, principals=principals, admission=admission)
     if problems:
-        if isinstance(uow, PostgresUnitOfWorkFactory):
-            uow.engine.sync_engine.dispose()
-        raise StartupRefused(problems)
-    materializer = ScheduleMaterializer(
-        uow=uow,
+        raise StartupRefused(problems)  # nothing connected yet: nothing to release
+    materializer = materializer or ScheduleMaterializer(
+        uow=factory,
         clock=clock,
         ids=ids,
         principals=principals,
@@ -393,21 +441,23 @@ def build_scheduler(
         tenants=tenants,
         admission=admission,
         probe=probe,
+        calculator=calculator,
         notifier=notifier,
     )
-    accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
-    worker = ScheduleWorker(
-        uow=uow,
+    accountant = RunAccountant(uow=factory, clock=clock, ids=ids)
+    worker = worker_type(
+        uow=factory,
         materializer=materializer,
         clock=clock,
-        settings=WorkerSettings(
+        settings=worker_settings
+        or WorkerSettings(
             batch_size=settings.scan_batch, fallback_poll_seconds=settings.fallback_poll_seconds
         ),
         wake=StopAwareWake(listener, stop),
         accountant=accountant,
         pending=pending,
     )
-    return SchedulerRole(worker, materializer, admission, accountant, uow, listener)
+    return SchedulerRole(worker, materializer, admission, accountant, factory, listener, owns_uow)
 
 
 # ----------------------------------------------------------------- run workers
@@ -419,53 +469,73 @@ class RunWorkerRole:
     queue: PostgresRunQueue
     slots: int
     uow: PostgresUnitOfWorkFactory
+    owns_uow: bool = True
 
     async def close(self) -> None:
-        await self.uow.dispose()
+        if self.owns_uow:
+            await self.uow.dispose()
 
 
 def build_run_worker(
     settings: Settings,
-    priority: RunPriority,
+    priority: RunPriority | None,
     *,
     clock: Clock,
     ids: IdGenerator,
     probe: Probe | None = None,
+    uow: PostgresUnitOfWorkFactory | None = None,
+    capacity: QueueCapacity | None = None,
+    owner: str | None = None,
+    worker_settings: RunWorkerSettings | None = None,
+    on_finished: RunTerminalHook | None = None,
 ) -> RunWorkerRole:
     """A run worker claiming only ``priority``'s class (interactive and async workers
-    are separate processes on disjoint classes, sharing the fleet capacity rule)."""
+    are separate processes on disjoint classes, sharing the fleet capacity rule);
+    ``None`` claims both (a single-process world).
+
+    Tests and the harness inject ``uow`` (the trusted factory), the fleet ``capacity``,
+    the worker's ``owner`` name, its ``worker_settings`` and, for a test that watches
+    terminal runs, ``on_finished`` in place of the accounting hook."""
     problems = _release_problems(settings)
-    capacity = _capacity(settings)
-    if isinstance(capacity, str):
-        problems.append(capacity)
+    configured = _capacity(settings) if capacity is None else capacity
+    if isinstance(configured, str):
+        problems.append(configured)
     elif settings.production:
-        problems += production_problems(capacity=capacity)
+        problems += production_problems(capacity=configured)
     if settings.storage != "postgres":
         problems.append(f"{MEMORY_REPOSITORIES}: the run queue exists only in PostgreSQL")
-    if not settings.database_url:
+    if uow is None and not settings.database_url:
         problems.append(f"{DATABASE_URL_MISSING}: AGENT_SCHEDULE_DATABASE_URL is not set")
-    if problems or isinstance(capacity, str) or not settings.database_url:
+    if problems or isinstance(configured, str):
         _refuse(problems)
     slots = (
         settings.topology.interactive_slots
         if priority is RunPriority.INTERACTIVE
         else settings.topology.async_slots
+        if priority is RunPriority.ASYNC
+        else settings.topology.total_slots
     )
-    # Runs have no least-privilege role yet (docs/runtime.md): the trusted login.
-    uow = _factory(settings.database_url, None, pool_size=max(5, slots + 2))
-    queue = PostgresRunQueue(uow, capacity, probe=probe, classes=frozenset({priority}))
+    owns_uow = uow is None
+    if uow is None:
+        assert settings.database_url is not None  # refused above otherwise
+        # Runs have no least-privilege role yet (docs/runtime.md): the trusted login.
+        uow = _factory(settings.database_url, None, pool_size=max(5, slots + 2))
+    classes = frozenset(RunPriority) if priority is None else frozenset({priority})
+    queue = PostgresRunQueue(uow, configured, probe=probe, classes=classes)
     accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
+    label = "any" if priority is None else priority.name.lower()
     worker = RunWorker(
         uow=uow,
         queue=queue,
         executor=ScriptedAgent(),
         tools=ToolPipeline(scripted_tools()),
         clock=clock,
-        owner=f"{priority.name.lower()}-{ids.new_uuid()}",
+        owner=owner or f"{label}-{ids.new_uuid()}",
+        settings=worker_settings,
         probe=probe,
-        on_finished=AccountingHook(accountant),
+        on_finished=on_finished or AccountingHook(accountant),
     )
-    return RunWorkerRole(worker, queue, slots, uow)
+    return RunWorkerRole(worker, queue, slots, uow, owns_uow)
 
 
 # ----------------------------------------------------------------- maintenance
@@ -476,7 +546,7 @@ class MaintenanceRole:
     purge: MaintenanceService
     repair: MaintenanceService
     tenants: tuple[str, ...]
-    factories: list[PostgresUnitOfWorkFactory] = field(default_factory=list)
+    factories: list[UnitOfWorkFactory] = field(default_factory=list)
 
     async def purge_once(self) -> dict[str, int]:
         """One batch of the retention sweep for every configured tenant."""
@@ -490,10 +560,31 @@ class MaintenanceRole:
             await factory.dispose()
 
 
-def build_maintenance(settings: Settings, *, clock: Clock, ids: IdGenerator) -> MaintenanceRole:
+def build_maintenance(
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    uow: UnitOfWorkFactory | None = None,
+    retention: RetentionSettings | None = None,
+) -> MaintenanceRole:
     """Purge through the maintenance role (tenant-scoped deletes); repair through the
-    scheduler role, the one that may advance ``next_fire_at`` and append its event."""
+    scheduler role, the one that may advance ``next_fire_at`` and append its event.
+
+    Tests inject one ``uow`` for both (not disposed by ``close``) and may override the
+    ``retention`` the settings give."""
     problems = _release_problems(settings)
+    if uow is not None:
+        if settings.production:
+            problems += production_problems(uow=uow)
+        if problems:
+            _refuse(problems)
+        kept = retention or _retention(settings)
+        return MaintenanceRole(
+            purge=MaintenanceService(uow=uow, clock=clock, ids=ids, retention=kept),
+            repair=MaintenanceService(uow=uow, clock=clock, ids=ids, retention=kept),
+            tenants=settings.tenants,
+        )
     if settings.storage != "postgres":
         problems.append(f"{MEMORY_REPOSITORIES}: maintenance runs against PostgreSQL only")
     roles = _roles(settings.role_prefix)
@@ -508,11 +599,7 @@ def build_maintenance(settings: Settings, *, clock: Clock, ids: IdGenerator) -> 
         problems.append(f"{DATABASE_URL_MISSING}: maintenance or scheduler login URL missing")
     if problems or purge_url is None or repair_url is None:
         _refuse(problems)
-    retention = RetentionSettings(
-        terminal_retention_days=settings.terminal_retention_days,
-        purge_interval_seconds=settings.purge_interval_seconds,
-        terminal_purge_batch=settings.terminal_purge_batch,
-    )
+    retention = retention or _retention(settings)
     purge_uow = _factory(purge_url, purge_role, pool_size=2)
     repair_uow = _factory(repair_url, repair_role, pool_size=2)
     return MaintenanceRole(
@@ -520,6 +607,14 @@ def build_maintenance(settings: Settings, *, clock: Clock, ids: IdGenerator) -> 
         repair=MaintenanceService(uow=repair_uow, clock=clock, ids=ids, retention=retention),
         tenants=settings.tenants,
         factories=[purge_uow, repair_uow],
+    )
+
+
+def _retention(settings: Settings) -> RetentionSettings:
+    return RetentionSettings(
+        terminal_retention_days=settings.terminal_retention_days,
+        purge_interval_seconds=settings.purge_interval_seconds,
+        terminal_purge_batch=settings.terminal_purge_batch,
     )
 
 

@@ -1,6 +1,6 @@
 """``scheduling-sim``: list scenarios, run them, replay a trace, shrink a failure.
 
-The database comes from the project's provider (``simulation.database``), which honours
+The database comes from the project's provider (``simulation.provider``), which honours
 ``SCHEDULING_DATABASE_URL`` or starts a throwaway local server.
 """
 
@@ -14,22 +14,21 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from simulation.databases import DatabaseTarget, SharedDatabase, fresh_databases
-from simulation.errors import Divergence, FaultKind, SimulationError
-from simulation.evidence import failure_report
-from simulation.runner import MODES, Execution, Simulator, replay_command
-from simulation.scenario import Scenario
+from simulation.engine.errors import Divergence, FaultKind, SimulationError
+from simulation.engine.evidence import failure_report
+from simulation.engine.scenario import Scenario
+from simulation.engine.shrink import shrink
+from simulation.engine.simulator import MODES, Execution, Simulator, replay_command
+from simulation.engine.store import FailureStore
+from simulation.engine.targets import DatabaseTarget, SharedDatabase, fresh_databases
+from simulation.engine.trace import differences, read_trace, trace_text, write_trace
+from simulation.provider import acquire_server
 from simulation.scenarios import all_scenarios, get_scenario
-from simulation.shrink import shrink
-from simulation.store import FailureStore
-from simulation.trace import differences, read_trace, trace_text, write_trace
 
 
 @contextlib.asynccontextmanager
 async def database_for(scenario: Scenario) -> AsyncIterator[DatabaseTarget]:
     """A provider server; a fresh template clone per execution if the scenario asks."""
-    from simulation.database import acquire_server
-
     server = await asyncio.to_thread(acquire_server)
     try:
         if scenario.template is not None:

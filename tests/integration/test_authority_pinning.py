@@ -16,8 +16,6 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.service_support import definition
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
 from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
@@ -26,6 +24,8 @@ from scheduling.adapters.postgres.directories import (
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.ports.directories import AuthoritySnapshot
 from scheduling.service.materializer import AUTHORITY_CHANGED, ScheduleMaterializer
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.service import definition
 
 pytestmark = pytest.mark.postgres
 

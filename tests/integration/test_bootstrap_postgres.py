@@ -23,15 +23,15 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from gates.checks.service_support import START, definition, principal, seed_durable
 from scheduling import bootstrap as b
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.commands.release import SCHEDULER_PRIVILEGES, release_problems
+from scheduling.cli.release import SCHEDULER_PRIVILEGES, release_problems
 from scheduling.config import Settings
 from scheduling.ports.runtime import RunPriority
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import START, definition, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 

@@ -10,18 +10,10 @@ import inspect
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import timedelta
+from typing import get_args, get_type_hints
 
 import pytest
 
-from gates.checks.service_support import (
-    AGENT_ID,
-    AGENT_VERSION,
-    LIMITS,
-    POLICY,
-    START,
-    definition,
-    principal,
-)
 from scheduling import bootstrap as b
 from scheduling import config as c
 from scheduling.adapters.memory.directories import (
@@ -35,8 +27,17 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Settings
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.service.admission import AllowAllAdmission
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import (
+    AGENT_ID,
+    AGENT_VERSION,
+    LIMITS,
+    POLICY,
+    START,
+    definition,
+    principal,
+)
 from testsupport.production_env import GOOD
 
 URL = "postgresql://nobody:pw@127.0.0.1:1/never"
@@ -169,7 +170,12 @@ def test_the_scheduler_builder_cannot_take_a_credential() -> None:
     params = inspect.signature(b.build_scheduler).parameters
     assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in params.values())
     assert all(p.kind is not inspect.Parameter.VAR_POSITIONAL for p in params.values())
-    assert set(params) == {"settings", "clock", "ids", "probe", "stop"}
+    # What tests inject are objects (a factory, doubles, types), never a string: no
+    # URL, token or password can be passed beside the credential-free settings view.
+    assert {"settings", "clock", "ids", "probe", "stop"} <= set(params)
+    hints = get_type_hints(b.build_scheduler)
+    assert not [n for n, hint in hints.items() if hint is str or str in get_args(hint)]
+    assert not [n for n in params if any(w in n for w in ("url", "token", "secret", "password"))]
     names = {f.name for f in fields(b.SchedulerSettings)}
     words = ("token", "secret", "password", "credential", "bearer", "provider", "api")
     assert not [n for n in names if any(w in n for w in words)]

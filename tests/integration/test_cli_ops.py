@@ -21,13 +21,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from gates.checks.service_support import definition, principal, seed_durable
 from scheduling import bootstrap as b
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Settings
-from simulation.clock import VirtualClock
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import definition, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 

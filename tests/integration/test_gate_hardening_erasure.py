@@ -19,9 +19,9 @@ import pytest
 from sqlalchemy.exc import DBAPIError
 
 import gates.checks.test_persistence as persistence
-from gates.checks.materialize_support import WHO, Harness
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.ports.records import ErasureResult, ProcessEvent
+from simulation.worlds.materialize import WHO, Harness
 
 pytestmark = pytest.mark.postgres
 

@@ -1,7 +1,7 @@
 """Tests of the tests: boundedness is measured by the harness, not reported by the
 product. Each wrong implementation below answers correctly and never touches the
 product's ``OperationCounter`` (so the counter-based assertions pass it); the
-harness-measured line bounds (``gates.work_meter``) must turn the gates red.
+harness-measured line bounds (``gates.checks.work_meter``) must turn the gates red.
 
 * a 36,525-step loop over 100 years of dailies in ``count_inclusive``;
 * a 6,969-step loop in a calendar kind's ``next_after`` / ``latest_at_or_before``;

@@ -27,12 +27,12 @@ from scheduling.service.materializer import (
     MaterializeStatus,
     ScheduleMaterializer,
 )
-from simulation import databases
-from simulation.database import DatabaseServer
-from simulation.runner import Exploration, Simulator
-from simulation.scenario import Footprint
+from simulation.engine import targets
+from simulation.engine.scenario import Footprint
+from simulation.engine.simulator import Exploration, Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
 from simulation.scenarios import materialize as scenarios
-from simulation.store import FailureStore
 
 pytestmark = pytest.mark.postgres
 
@@ -40,7 +40,7 @@ REAL_BUILD = scenarios.build_materializer
 
 
 def simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
-    return Simulator(databases.fresh_databases(server, template), store=FailureStore(tmp / "f"))
+    return Simulator(targets.fresh_databases(server, template), store=FailureStore(tmp / "f"))
 
 
 def losing_with(behaviour: str) -> Any:

@@ -23,13 +23,13 @@ import gates.checks.test_authority_fresh as authority_fresh
 import gates.checks.test_not_early as not_early
 import gates.checks.test_offline_results as offline_results
 import gates.checks.test_revision_pinned as revision_pinned
-from gates.checks.materialize_support import Harness, SwallowedScanErrors
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.service.materializer import (
     MaterializeResult,
     MaterializeStatus,
     ScheduleMaterializer,
 )
+from simulation.worlds.materialize import Harness, SwallowedScanErrors
 
 pytestmark = pytest.mark.postgres
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gates.checks.materialize_support import Harness
 from gates.checks.test_rules_admission import BarrierProbe, ceilings, due_pair
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
+from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 

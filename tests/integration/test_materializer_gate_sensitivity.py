@@ -20,13 +20,13 @@ from sqlalchemy import text
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.service.materializer import ScheduleMaterializer
-from simulation import databases
-from simulation.database import DatabaseServer
-from simulation.errors import FaultKind
-from simulation.runner import Simulator
-from simulation.scenario import WorkerContext, World
+from simulation.engine import targets
+from simulation.engine.errors import FaultKind
+from simulation.engine.scenario import WorkerContext, World
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
 from simulation.scenarios import materialize as scenarios
-from simulation.store import FailureStore
 
 pytestmark = pytest.mark.postgres
 
@@ -97,7 +97,7 @@ async def half_committing_worker(ctx: WorkerContext) -> None:
 
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
-    return Simulator(databases.fresh_databases(server, template), store=FailureStore(tmp))
+    return Simulator(targets.fresh_databases(server, template), store=FailureStore(tmp))
 
 
 async def test_once_scenario_finds_the_duplicate_without_lock_and_key(

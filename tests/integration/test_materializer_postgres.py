@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from gates.checks.materialize_support import Harness
 from scheduling.service.materializer import MaterializeStatus
-from simulation.checkers import check_ledger
+from simulation.engine.checkers import check_ledger
+from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 

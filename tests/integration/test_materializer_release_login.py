@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from gates.checks.materialize_support import Harness
 from scheduling.adapters.postgres.release_check import scheduler_release_problems
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.schedule_worker import ScheduleWorker
+from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 

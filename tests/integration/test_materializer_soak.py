@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from simulation.soak import main
+from simulation.scenarios.soak import main
 
 pytestmark = pytest.mark.postgres
 

@@ -18,10 +18,11 @@ from scheduling.adapters.postgres.migrations import (
     SUBSTRATE_REVISION,
     current_revision,
     downgrade_to_base,
-    project_root,
     upgrade_to_head,
 )
 from scheduling.adapters.postgres.roles import role_names
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # holds the developers' alembic.ini
 
 
 async def _objects(url: str) -> dict[str, list[str]]:
@@ -70,7 +71,7 @@ def _alembic(url: str, *args: str) -> str:
     env = {**os.environ, "SCHEDULING_DATABASE_URL": url}
     done = subprocess.run(
         [sys.executable, "-m", "alembic", *args],
-        cwd=project_root(),
+        cwd=CHECKOUT,
         env=env,
         capture_output=True,
         text=True,
@@ -110,6 +111,7 @@ async def test_command_line_upgrade_downgrade_upgrade(pg_empty_url: str, tmp_pat
 async def test_autogenerate_comparison_detects_drift(
     pg_url: str, statement: str, phrase: str
 ) -> None:
+
     async with admin_connection(pg_url) as conn:
         assert await conn.run_sync(schema_diff) == []
         await conn.execute(text(statement))

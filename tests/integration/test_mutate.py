@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gates.catalog import load_catalog
-from gates.inventory import default_checks_dir, project_root
-from gates.mutate import load_mutants, run_all
-from gates.rules import load_rules
+from gates.catalog.rules import load_rules
+from gates.runner.inventory import default_checks_dir, project_root
+from gates.runner.mutate import load_mutants, run_all
 
 pytestmark = pytest.mark.postgres
 

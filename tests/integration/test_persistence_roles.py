@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -27,7 +28,6 @@ from gates.checks.persistence_support import (
 from scheduling.adapters.postgres.migrations import (
     SCHEDULING_REVISION,
     current_revision,
-    project_root,
 )
 from scheduling.adapters.postgres.release_check import scheduler_release_problems
 from scheduling.adapters.postgres.roles import role_names
@@ -37,6 +37,8 @@ from scheduling.domain.occurrence import OccurrenceDisposition
 from scheduling.domain.paging import PageRequest
 from scheduling.ports.records import IdempotencyEntry, ProcessEvent, RunCheckpoint, SessionEvent
 from scheduling.ports.repositories import FORBIDDEN, ScheduleCommand
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # holds the developers' alembic.ini
 
 ROLES = role_names()
 
@@ -111,6 +113,7 @@ async def test_release_validation_reports_each_deviation(
 async def test_a_due_run_materializes_through_the_exact_allowlist(
     pg_url: str, scheduler_login: tuple[str, str]
 ) -> None:
+
     world: World = await seeded_world(pg_url)
     mine = world.of(ALICE)
     factory = PostgresUnitOfWorkFactory.from_url(scheduler_login[1], pool_size=1)
@@ -188,7 +191,7 @@ def _upgrade(url: str, prefix: str) -> subprocess.Popen[str]:
     env = {**os.environ, "SCHEDULING_DATABASE_URL": url, "SCHEDULING_ROLE_PREFIX": prefix}
     return subprocess.Popen(
         [sys.executable, "-m", "alembic", "upgrade", "head"],
-        cwd=project_root(),
+        cwd=CHECKOUT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -197,7 +200,7 @@ def _upgrade(url: str, prefix: str) -> subprocess.Popen[str]:
 
 
 async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server: object) -> None:
-    from simulation.database._server import DatabaseServer
+    from simulation.provider._server import DatabaseServer
 
     assert isinstance(pg_server, DatabaseServer)
     prefix = f"t{secrets.token_hex(4)}"

@@ -12,16 +12,6 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.runtime_support import (
-    TOOL_AGENT_VERSION,
-    limits,
-    run_row,
-    run_worker,
-    seed_tool_agent,
-    submission,
-    submitter,
-)
-from gates.checks.service_support import START, principal, seed_durable
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import AuthorizationError, ConflictError, NotFoundError
@@ -43,7 +33,17 @@ from scheduling.runtime import (
     WorkerSettings,
 )
 from scheduling.runtime.usage import SYNTHESIS_RESERVE
-from simulation.clock import VirtualClock
+from simulation.engine.clock import VirtualClock
+from simulation.worlds.runtime import (
+    TOOL_AGENT_VERSION,
+    limits,
+    run_row,
+    run_worker,
+    seed_tool_agent,
+    submission,
+    submitter,
+)
+from simulation.worlds.service import START, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 

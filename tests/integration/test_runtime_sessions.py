@@ -9,9 +9,6 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.runtime_support import run_worker
-from gates.checks.service_support import principal
 from scheduling.domain.errors import AuthorizationError, NotFoundError
 from scheduling.domain.identity import Principal
 from scheduling.ports.runtime import QueueCapacity
@@ -19,6 +16,9 @@ from scheduling.runtime.hooks import AccountingHook
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.sessions import SessionErasureService
 from scheduling.service.transcripts import TRANSCRIPT_FORBIDDEN, TranscriptService
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.runtime import run_worker
+from simulation.worlds.service import principal
 
 pytestmark = pytest.mark.postgres
 

@@ -16,19 +16,19 @@ from typing import Any
 import asyncpg
 import pytest
 
-from gates.checks.runtime_support import limits, run_worker, submission, submitter
-from gates.checks.service_support import principal, seed_durable
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import SchedulingError
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings
-from simulation import databases, evidence
-from simulation.checkers.violation import Violation
-from simulation.database import DatabaseServer
-from simulation.errors import FaultKind, injected_fault_of
-from simulation.runner import Simulator
-from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
-from simulation.store import FailureStore
+from simulation.engine import evidence, targets
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.errors import FaultKind, injected_fault_of
+from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
+from simulation.worlds.runtime import limits, run_worker, submission, submitter
+from simulation.worlds.service import principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 
@@ -40,7 +40,7 @@ MODEL_CALLS = 3
 
 
 def _template(server: Any) -> str:
-    from simulation.database.pytest_plugin import build_migrated, migrated_template_key
+    from simulation.provider.pytest_plugin import build_migrated, migrated_template_key
 
     name: str = server.ensure_template(migrated_template_key(), build_migrated)
     return name
@@ -159,7 +159,7 @@ CRASH = Scenario(
 
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
-    return Simulator(databases.fresh_databases(server, template), store=FailureStore(tmp / "f"))
+    return Simulator(targets.fresh_databases(server, template), store=FailureStore(tmp / "f"))
 
 
 async def test_two_workers_race_for_one_run(

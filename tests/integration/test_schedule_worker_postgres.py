@@ -10,11 +10,11 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import Harness
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.service.materializer import MaterializeStatus
 from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 
@@ -171,8 +171,8 @@ async def test_without_notifications_the_poll_finds_due_work(pg_url: str) -> Non
 async def test_retry_result_keeps_schedule_due(pg_url: str) -> None:
     from decimal import Decimal
 
-    from gates.checks.service_support import CEILINGS
     from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+    from simulation.worlds.service import CEILINGS
 
     h = await Harness.open(pg_url)
     try:

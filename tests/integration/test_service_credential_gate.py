@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import text
 
 import scheduling.adapters.postgres.tables as tables_module
+from gates.checks.corpora import benign_corpus, credential_corpus
 from gates.checks.credential_support import run_corpus
-from gates.checks.service_support import build_world, principal, seed_durable
-from gates.corpora import benign_corpus, credential_corpus
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.secrets import SecretFinding
+from simulation.worlds.service import build_world, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 

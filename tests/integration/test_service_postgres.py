@@ -10,13 +10,13 @@ from uuid import UUID
 import pytest
 from sqlalchemy import text
 
-from gates.checks.service_support import World, build_world, definition, principal, seed_durable
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError, NotFoundError, SchedulingError
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import MaintenanceService, SchedulePatch
+from simulation.worlds.service import World, build_world, definition, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 
@@ -164,9 +164,9 @@ async def test_concurrent_pauses_make_one_transition(
 async def test_occurrences_page_with_run_views(pg: tuple[World, PostgresUnitOfWorkFactory]) -> None:
     from datetime import timedelta
 
-    from gates.checks.service_support import AGENT_ID, AGENT_VERSION, LIMITS, POLICY
     from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
     from scheduling.ports.records import RunRecord, RunStatus, SessionRecord
+    from simulation.worlds.service import AGENT_ID, AGENT_VERSION, LIMITS, POLICY
 
     world, admin = pg
     s = (await world.service.create(ALICE, "k", definition())).schedule
@@ -265,12 +265,12 @@ async def test_durable_directories_are_content_derived_and_pinned(
 ) -> None:
     from dataclasses import replace
 
-    from gates.checks.service_support import AGENT_ID, LIMITS
     from scheduling.adapters.postgres.directories import (
         DurableAgentRegistry,
         DurablePrincipalDirectory,
     )
     from scheduling.ports.records import AgentVersionRecord
+    from simulation.worlds.service import AGENT_ID, LIMITS
 
     _, admin = pg
     directory = DurablePrincipalDirectory(admin)
@@ -345,7 +345,6 @@ async def test_concurrent_identical_patches_apply_once_and_replay(
 async def test_purge_keeps_materialized_sessions_and_runs(
     pg: tuple[World, PostgresUnitOfWorkFactory],
 ) -> None:
-    from gates.checks.service_support import CEILINGS
     from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
     from scheduling.adapters.postgres.directories import (
         DurableAgentRegistry,
@@ -354,6 +353,7 @@ async def test_purge_keeps_materialized_sessions_and_runs(
     from scheduling.domain.occurrence import OccurrenceDisposition
     from scheduling.service.admission import AllowAllAdmission
     from scheduling.service.materializer import ScheduleMaterializer
+    from simulation.worlds.service import CEILINGS
 
     world, admin = pg
     roles = role_names()

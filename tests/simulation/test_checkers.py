@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from simulation.checkers import check_ledger, check_linearizable, check_linearizable_per_key
-from simulation.checkers.models import RegisterModel, ScheduleLifecycleModel
-from simulation.clock import VirtualClock
-from simulation.history import History, StepRecord
+from simulation.engine.checkers import check_ledger, check_linearizable, check_linearizable_per_key
+from simulation.engine.checkers.models import RegisterModel, ScheduleLifecycleModel
+from simulation.engine.clock import VirtualClock
+from simulation.engine.history import History, StepRecord
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 S1 = UUID(int=1)

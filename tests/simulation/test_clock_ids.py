@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from simulation.clock import VirtualClock
-from simulation.errors import SimulationError
-from simulation.ids import SeededIds
+from simulation.engine.clock import VirtualClock
+from simulation.engine.errors import SimulationError
+from simulation.engine.ids import SeededIds
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

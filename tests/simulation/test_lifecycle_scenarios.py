@@ -15,23 +15,23 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.lifecycle_support import LifecycleModel, fire_after
 from scheduling.domain.identity import Principal
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.repositories import ScheduleCommand
-from scheduling.service.commands import ScheduleResult
 from scheduling.service.schedules import ScheduleService
-from simulation import databases
-from simulation.checkers import check_linearizable
+from scheduling.service.values import ScheduleResult
 from simulation.cli import main
-from simulation.clock import VirtualClock
-from simulation.database import DatabaseServer
-from simulation.history import History
-from simulation.runner import Simulator
+from simulation.engine import targets
+from simulation.engine.checkers import check_linearizable
+from simulation.engine.clock import VirtualClock
+from simulation.engine.history import History
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
 from simulation.scenarios import all_scenarios
 from simulation.scenarios.lifecycle import RACE, with_service
-from simulation.store import FailureStore
+from simulation.worlds.lifecycle import LifecycleModel, fire_after
 
 NOW = "2026-01-01T08:00:30+00:00"
 
@@ -93,7 +93,7 @@ async def test_race_scenario_catches_a_service_that_reopens_a_cancelled_schedule
     pg_server: DatabaseServer, pg_template: str, tmp_path: Path
 ) -> None:
     mutant = with_service(RACE, "lifecycle.race_reopening", ReopeningService)
-    sim = Simulator(databases.fresh_databases(pg_server, pg_template), store=FailureStore(tmp_path))
+    sim = Simulator(targets.fresh_databases(pg_server, pg_template), store=FailureStore(tmp_path))
     result = await sim.explore(mutant, mode="random", seed=1, executions=12)
     assert result.failures, "the reopening service was not caught"
     invariants = {v.invariant for f in result.failures for v in f.violations}

@@ -18,14 +18,14 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
 from scheduling.ports.unit_of_work import UnitOfWork
 from scheduling.service.materializer import ScheduleMaterializer
-from simulation import databases
 from simulation.cli import main
-from simulation.database import DatabaseServer
-from simulation.runner import Simulator
+from simulation.engine import targets
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
 from simulation.scenarios import all_scenarios
 from simulation.scenarios.materialize import build_materializer
 from simulation.scenarios.overlap import ALONE, HELD, RELEASE, with_factory
-from simulation.store import FailureStore
 
 
 def test_overlap_scenarios_are_listed() -> None:
@@ -47,7 +47,7 @@ def blind_materializer(
 
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
-    return Simulator(databases.fresh_databases(server, template), store=FailureStore(tmp))
+    return Simulator(targets.fresh_databases(server, template), store=FailureStore(tmp))
 
 
 @pytest.mark.postgres

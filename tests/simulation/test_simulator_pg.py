@@ -9,20 +9,20 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from gates.pytest_plugin import GateEvidence, GateNotCovered
-from simulation.checkers.violation import Violation
-from simulation.databases import SharedDatabase
-from simulation.errors import FaultKind, InjectedAckLoss, injected_fault_of
-from simulation.evidence import attach_evidence, failure_report
-from simulation.faults import FaultSpec
-from simulation.runner import Simulator
-from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
+from gates.runner.pytest_plugin import GateEvidence, GateNotCovered
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.errors import FaultKind, InjectedAckLoss, injected_fault_of
+from simulation.engine.evidence import attach_evidence, failure_report
+from simulation.engine.faults import FaultSpec
+from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.shrink import shrink
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.engine.targets import SharedDatabase
+from simulation.engine.trace import read_trace, trace_text, write_trace
 from simulation.scenarios.demo import DUPLICATE, UNIQUE
 from simulation.scenarios.ledger_demo import ATOMIC as LEDGER_ATOMIC
 from simulation.scenarios.ledger_demo import SPLIT as LEDGER_SPLIT
-from simulation.shrink import shrink
-from simulation.store import FailureStore
-from simulation.trace import read_trace, trace_text, write_trace
 
 pytestmark = pytest.mark.postgres
 

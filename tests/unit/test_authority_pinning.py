@@ -15,14 +15,6 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.service_support import (
-    ALL_SCOPES,
-    LIMITS,
-    World,
-    build_world,
-    definition,
-    principal,
-)
 from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.canonical import canonical_json
 from scheduling.domain.revision import ScheduleRevision
@@ -36,6 +28,14 @@ from scheduling.service.materializer import (
     ScheduleMaterializer,
 )
 from scheduling.service.validation import normalized_request
+from simulation.worlds.service import (
+    ALL_SCOPES,
+    LIMITS,
+    World,
+    build_world,
+    definition,
+    principal,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ALICE = principal("alice")

@@ -67,13 +67,15 @@ def test_a_bad_binding_fails_collection(
             """
         )
     )
-    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--collect-only", "-p", "no:cacheprovider", "-p", "gates.runner.pytest_plugin"
+    )
     assert result.ret != 0
     assert message in "\n".join(result.outlines + result.errlines)
 
 
 def test_evidence_is_stored_as_plain_json() -> None:
-    from gates.pytest_plugin import GateEvidence
+    from gates.runner.pytest_plugin import GateEvidence
 
     class Name(str):
         pass

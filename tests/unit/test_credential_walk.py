@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, Field
 from sqlalchemy import Column, Integer, MetaData, String, Table
 
-from gates.credential_walk import (
+from gates.checks.credential_walk import (
     DEFAULT_ALLOWED,
     CredentialField,
     credential_fields,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gates.pytest_plugin import SEED_ENV, gate_seed
+from gates.runner.pytest_plugin import SEED_ENV, gate_seed
 
 
 def test_unset_or_blank_falls_back_to_the_default(monkeypatch: pytest.MonkeyPatch) -> None:

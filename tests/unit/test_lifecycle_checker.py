@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gates.checks.lifecycle_support import LifecycleModel, fire_after
-from gates.checks.service_support import START
-from simulation.checkers import check_linearizable_per_key
-from simulation.clock import VirtualClock
-from simulation.history import History, OpRef
+from simulation.engine.checkers import check_linearizable_per_key
+from simulation.engine.clock import VirtualClock
+from simulation.engine.history import History, OpRef
+from simulation.worlds.lifecycle import LifecycleModel, fire_after
+from simulation.worlds.service import START
 
 T0 = START.isoformat()
 T1 = START.replace(day=5).isoformat()

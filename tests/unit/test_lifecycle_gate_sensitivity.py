@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 import scheduling.service.schedules as schedules_module
-from gates.checks.lifecycle_support import HistoryDriver, Op
-from gates.checks.service_support import build_world, principal
 from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.cadence import Cadence
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.lifecycle import Action, Decision, decide
 from scheduling.domain.schedule import ScheduleState
-from simulation.checkers import check_linearizable_per_key
+from simulation.engine.checkers import check_linearizable_per_key
+from simulation.worlds.lifecycle import HistoryDriver, Op
+from simulation.worlds.service import build_world, principal
 
 WHO = principal("alice")
 PLAN = [

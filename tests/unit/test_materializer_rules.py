@@ -9,7 +9,6 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.service_support import CEILINGS, LIMITS
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.ports.admission import AdmissionOutcome
@@ -32,6 +31,7 @@ from scheduling.service.admission import (
     require_production_admission,
 )
 from scheduling.service.schedule_worker import WorkerSettings
+from simulation.worlds.service import CEILINGS, LIMITS
 
 T = datetime(2026, 3, 2, tzinfo=UTC)
 SID = UUID(int=1)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from simulation.soak import lost_instants
+from simulation.scenarios.soak import lost_instants
 
 SID = UUID(int=7)
 CADENCE = {"kind": "DAILY", "local_time": "09:00", "timezone": "UTC"}

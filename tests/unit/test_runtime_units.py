@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gates.checks.runtime_support import Autojump
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.records import RunRecord, RunStatus
@@ -47,7 +46,8 @@ from scheduling.runtime.usage import (
     exceeded,
     parse_limits,
 )
-from simulation.clock import VirtualClock
+from simulation.engine.clock import VirtualClock
+from simulation.worlds.runtime import Autojump
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 INTER, ASYNC = RunPriority.INTERACTIVE, RunPriority.ASYNC

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from gates.corpora import ENCODINGS, benign_corpus, credential_corpus
+from gates.checks.corpora import ENCODINGS, benign_corpus, credential_corpus
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import all_reasons
 from scheduling.domain.secrets import (

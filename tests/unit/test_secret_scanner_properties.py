@@ -8,7 +8,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gates.corpora.fakes import FakeCredentials
+from gates.checks.corpora.fakes import FakeCredentials
 from scheduling.domain.secrets import SecretScanner
 
 SCANNER = SecretScanner()

@@ -7,7 +7,15 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.service_support import (
+from scheduling.adapters.memory import MemoryUnitOfWorkFactory
+from scheduling.domain.errors import AuthorizationError, ConflictError, NotFoundError
+from scheduling.domain.lifecycle import ILLEGAL_TRANSITION, STALE_REVISION
+from scheduling.domain.schedule import PauseReason, ScheduleState
+from scheduling.ports.repositories import KEY_REUSED
+from scheduling.service import SCHEDULE_NOT_FOUND, SchedulePatch
+from scheduling.service.validation import SCOPE_REQUIRED
+from scheduling.service.values import PREVIEW_CHARS
+from simulation.worlds.service import (
     ALL_SCOPES,
     START,
     World,
@@ -15,14 +23,6 @@ from gates.checks.service_support import (
     definition,
     principal,
 )
-from scheduling.adapters.memory import MemoryUnitOfWorkFactory
-from scheduling.domain.errors import AuthorizationError, ConflictError, NotFoundError
-from scheduling.domain.lifecycle import ILLEGAL_TRANSITION, STALE_REVISION
-from scheduling.domain.schedule import PauseReason, ScheduleState
-from scheduling.ports.repositories import KEY_REUSED
-from scheduling.service import SCHEDULE_NOT_FOUND, SchedulePatch
-from scheduling.service.commands import PREVIEW_CHARS
-from scheduling.service.validation import SCOPE_REQUIRED
 
 ALICE = principal("alice")
 BOB = principal("bob")

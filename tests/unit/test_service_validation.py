@@ -8,7 +8,12 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.service_support import (
+from scheduling.adapters.memory import MemoryUnitOfWorkFactory
+from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+from scheduling.domain.errors import SchedulingError
+from scheduling.ports.directories import BrowserProfile, BrowserProfileState
+from scheduling.service import SchedulePatch
+from simulation.worlds.service import (
     AGENT_ID,
     CEILINGS,
     LIMITS,
@@ -17,11 +22,6 @@ from gates.checks.service_support import (
     definition,
     principal,
 )
-from scheduling.adapters.memory import MemoryUnitOfWorkFactory
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.domain.errors import SchedulingError
-from scheduling.ports.directories import BrowserProfile, BrowserProfileState
-from scheduling.service import SchedulePatch
 
 ALICE = principal("alice")
 PROFILE = UUID("0d7c6f1e-0000-4000-8000-000000000001")

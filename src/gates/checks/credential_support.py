@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from gates.checks.service_support import World, definition
-from gates.corpora import CredentialCase
+from gates.checks.corpora import CredentialCase
 from scheduling.domain.errors import SchedulingError
 from scheduling.domain.identity import Principal
 from scheduling.domain.revision import MAX_TITLE
 from scheduling.domain.secrets import SECRET_DETECTED
 from scheduling.service import SchedulePatch
+from simulation.worlds.service import World, definition
 
 PATHS = ("create.instruction", "create.title", "patch.instruction", "update.instruction")
 

@@ -25,10 +25,10 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.ports.directories import authority_version
 from scheduling.service.materializer import AUTHORITY_CHANGED, PRINCIPAL_DISABLED, SCOPE_REVOKED
+from simulation.worlds.materialize import WHO, Harness
 
 pytestmark = pytest.mark.postgres
 

@@ -39,7 +39,7 @@ from gates.checks.recurrence_support import (
     reproduction,
     transition_aims,
 )
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling import parse_cadence
 from scheduling.domain import cadence as cad
 from scheduling.domain.cadence import CivilCadence
@@ -47,7 +47,7 @@ from scheduling.domain.canonical import canonical_json
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import all_reasons
 from scheduling.recurrence import count_inclusive, next_firing, upcoming
-from scheduling.timezones import tzdata_version
+from scheduling.tzdata_info import tzdata_version
 
 VALUES = "gate.schedule.calendar_values"
 RECURRENCE = "gate.schedule.calendar_recurrence"

@@ -21,15 +21,15 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.runtime_support import run_worker
-from gates.checks.service_support import principal
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.errors import AuthorizationError, NotFoundError
 from scheduling.domain.identity import Principal
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import CANCEL_FORBIDDEN, LEASE_LOST, RunCancellation, WorkerSettings
 from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.runtime import run_worker
+from simulation.worlds.service import principal
 
 GATE = "gate.schedule.cancel_separate"
 SETTINGS = WorkerSettings(lease_seconds=60, heartbeat_seconds=20, poll_seconds=1)

@@ -27,11 +27,11 @@ from gates.checks.recurrence_support import (
     reproduction,
     transitions_of,
 )
-from gates.pytest_plugin import GateEvidence, gate_profile
+from gates.runner.pytest_plugin import GateEvidence, gate_profile
 from scheduling.domain.cadence import DailyCadence, WeeklyCadence
 from scheduling.domain.recurrence.tzif import Transition
 from scheduling.recurrence import next_after, next_firing, upcoming
-from scheduling.timezones import tzdata_version
+from scheduling.tzdata_info import tzdata_version
 
 GATE = "gate.schedule.civil_time"
 

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from gates.checks.recurrence_support import reproduction
 from gates.checks.test_calendar import valid_payloads
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain import occurrence as occ
 from scheduling.domain import revision as rev
 from scheduling.domain import schedule as sch

@@ -23,7 +23,7 @@ the API role; the scan - the repository's ``due(now, limit)`` read followed by
 through the scheduler role). Between batches the virtual clock jumps, sometimes to just
 after the earliest next firing so that scans materialize, skip for overlap or miss.
 Each schedule's sub-history must be linearizable (the simulator's Wing & Gong checker,
-``simulation.checkers.check_linearizable_per_key``) against ``LifecycleModel``: the
+``simulation.engine.checkers.check_linearizable_per_key``) against ``LifecycleModel``: the
 spec's closed transitions plus the cached next firing, the scan and its decisions. So
 every history is equivalent to one allowed serial order; CANCELLED never reopens; and
 paused time never backfills. Admission is the development allow-all controller (tenant
@@ -47,28 +47,30 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from gates.checks.lifecycle_support import (
+from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import build_scheduler
+from scheduling.domain.cadence import format_instant, parse_cadence
+from scheduling.domain.recurrence.engine import next_after
+from simulation.engine import evidence, targets
+from simulation.engine.checkers import check_linearizable_per_key
+from simulation.engine.errors import FaultKind
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
+from simulation.scenarios.lifecycle import CRASH, CRASH_POINTS, RACE
+from simulation.worlds.lifecycle import (
     LIFECYCLE_OPS,
     HistoryDriver,
     Op,
 )
-from gates.checks.service_support import CEILINGS, build_world, principal, seed_durable
-from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.directories import DurableAgentRegistry, DurablePrincipalDirectory
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.domain.cadence import format_instant, parse_cadence
-from scheduling.domain.recurrence.engine import next_after
-from scheduling.service.admission import AllowAllAdmission
-from scheduling.service.materializer import ScheduleMaterializer
-from simulation import databases, evidence
-from simulation.checkers import check_linearizable_per_key
-from simulation.database import DatabaseServer
-from simulation.errors import FaultKind
-from simulation.runner import Simulator
-from simulation.scenarios.lifecycle import CRASH, CRASH_POINTS, RACE
-from simulation.store import FailureStore
+from simulation.worlds.service import (
+    build_world,
+    principal,
+    scheduler_settings,
+    seed_durable,
+)
 
 GATE = "gate.schedule.lifecycle_linear"
 SEED = gate_seed(20261130)
@@ -89,7 +91,7 @@ CRASH_KINDS = {
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
     return Simulator(
-        databases.fresh_databases(server, template), store=FailureStore(tmp / "failures")
+        targets.fresh_databases(server, template), store=FailureStore(tmp / "failures")
     )
 
 
@@ -176,15 +178,14 @@ async def run_example(url: str, plan: Plan, number: int, tally: Tally) -> None:
         if number == 0:
             await seed_durable(admin, [WHO])
         world = build_world(api, seed=SEED * 1000 + number, durable_directory=api)
-        materializer = ScheduleMaterializer(
-            uow=scheduler,
+        # The development allow-all controller: this gate is the state machine's, and
+        # admission would only add refusals the lifecycle model does not describe.
+        materializer = build_scheduler(
+            scheduler_settings(AGENT_SCHEDULE_ADMISSION="allow_all"),
             clock=world.clock,
             ids=world.ids.fork("materializer"),
-            principals=DurablePrincipalDirectory(scheduler),
-            agents=DurableAgentRegistry(scheduler),
-            tenants=ConfiguredTenantConfiguration(default=CEILINGS),
-            admission=AllowAllAdmission(),
-        )
+            uow=scheduler,
+        ).materializer
         driver = HistoryDriver(world, scheduler, WHO, materializer)
         await driver.create(SCHEDULES, prefix=f"x{number}")
         for batch, advance in plan:
@@ -296,7 +297,9 @@ def test_lifecycle_histories_are_linearizable(pg_url: str, gate_evidence: GateEv
     gate_evidence.record("operations", tally.operations)
     gate_evidence.record("outcomes", dict(sorted(tally.outcomes.items())))
     gate_evidence.record("dispositions", dict(sorted(tally.dispositions.items())))
-    gate_evidence.record("checker", "simulation.checkers.check_linearizable_per_key (Wing & Gong)")
+    gate_evidence.record(
+        "checker", "simulation.engine.checkers.check_linearizable_per_key (Wing & Gong)"
+    )
     gate_evidence.record(
         "due_scan",
         "ScheduleRepository.due(now, limit) then ScheduleMaterializer.materialize per due id "

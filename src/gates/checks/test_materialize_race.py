@@ -34,15 +34,15 @@ from pathlib import Path
 
 import pytest
 
-from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
-from simulation import databases, evidence
-from simulation.checkers.violation import Violation
-from simulation.database import DatabaseServer
-from simulation.errors import FaultKind
-from simulation.runner import Exploration, Simulator
-from simulation.scenario import ExecutionView, Scenario, World
+from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
+from simulation.engine import evidence, targets
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.errors import FaultKind
+from simulation.engine.scenario import ExecutionView, Scenario, World
+from simulation.engine.simulator import Exploration, Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
 from simulation.scenarios.materialize import ATOMIC, ONCE, ONCE3, ONCE_UNPRUNED, STEPS
-from simulation.store import FailureStore
 
 pytestmark = pytest.mark.postgres
 
@@ -54,7 +54,7 @@ SEED = gate_seed(7)
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
     return Simulator(
-        databases.fresh_databases(server, template), store=FailureStore(tmp / "failures")
+        targets.fresh_databases(server, template), store=FailureStore(tmp / "failures")
     )
 
 

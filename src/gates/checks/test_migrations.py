@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from gates.checks.persistence_support import admin_connection
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.inspection import schema_diff, schema_problems, substrate_metadata
 from scheduling.adapters.postgres.migrations import (
     SCHEDULING_REVISION,

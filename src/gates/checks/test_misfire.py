@@ -27,13 +27,13 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import Harness
-from gates.pytest_plugin import GateEvidence
-from gates.work_meter import PRODUCT_ROOT, metered_async
+from gates.checks.work_meter import PRODUCT_ROOT, metered_async
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.recurrence import OperationCounter, RecurrenceCalculator
 from scheduling.service.materializer import GRACE_EXPIRED, MaterializeStatus
+from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 

@@ -1,6 +1,6 @@
 """gate.schedule.no_credentials: no credential becomes schedule state.
 
-1. Structural: ``gates.credential_walk`` walks every pydantic model and dataclass of
+1. Structural: ``gates.checks.credential_walk`` walks every pydantic model and dataclass of
    the product (domain, ports, service, adapters) and every table of the persistence
    metadata; no field, column or table may read like a token, secret, cookie or
    credential (the walk's allow-list names each exception with its reason). The walk
@@ -23,13 +23,13 @@ import pytest
 from sqlalchemy import text
 
 import scheduling.adapters.postgres.tables as tables_module
+from gates.checks.corpora import benign_corpus, credential_corpus
 from gates.checks.credential_support import run_corpus
-from gates.checks.service_support import build_world, principal, seed_durable
-from gates.corpora import benign_corpus, credential_corpus
-from gates.credential_walk import credential_fields, discover_models
-from gates.pytest_plugin import GateEvidence
+from gates.checks.credential_walk import credential_fields, discover_models
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from simulation.worlds.service import build_world, principal, seed_durable
 
 GATE = "gate.schedule.no_credentials"
 # The whole product: domain values, port records, service results, adapter models.

@@ -38,14 +38,14 @@ from pathlib import Path
 
 import pytest
 
-from gates.checks.materialize_support import Harness
-from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
+from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from scheduling.service.materializer import OVERLAP
-from simulation import databases, evidence
-from simulation.checkers import check_ledger
-from simulation.database import DatabaseServer
-from simulation.errors import FaultKind
-from simulation.runner import Simulator
+from simulation.engine import evidence, targets
+from simulation.engine.checkers import check_ledger
+from simulation.engine.errors import FaultKind
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
 from simulation.scenarios.overlap import (
     ALONE,
     CRASH,
@@ -55,7 +55,7 @@ from simulation.scenarios.overlap import (
     SKIP_STEPS,
     labelled,
 )
-from simulation.store import FailureStore
+from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 
@@ -69,7 +69,7 @@ RELEASE_SEEDS = {"quick": 10, "deep": 200}[gate_profile()]
 
 def _simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
     return Simulator(
-        databases.fresh_databases(server, template), store=FailureStore(tmp / "failures")
+        targets.fresh_databases(server, template), store=FailureStore(tmp / "failures")
     )
 
 

@@ -32,15 +32,20 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from gates.checks.materialize_support import Harness
 from gates.checks.recurrence_support import oracle_resolve, transitions_of
-from gates.checks.service_support import principal
-from gates.pytest_plugin import GateEvidence, gate_profile, gate_seed
+from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from scheduling.domain.recurrence.tzif import Transition
 from scheduling.domain.recurrence.zones import load_zone
 from scheduling.service.materializer import MaterializeStatus
-from simulation.checkers import check_ledger
-from simulation.database import DatabaseServer
+from simulation.engine import evidence
+from simulation.engine.checkers import check_ledger
+from simulation.engine.simulator import Simulator
+from simulation.engine.store import FailureStore
+from simulation.engine.targets import fresh_databases
+from simulation.provider import DatabaseServer
+from simulation.scenarios.materialize import NOT_EARLY
+from simulation.worlds.materialize import Harness
+from simulation.worlds.service import principal
 
 pytestmark = pytest.mark.postgres
 
@@ -406,14 +411,7 @@ async def test_early_and_on_time_workers_under_the_simulator(
 ) -> None:
     """Two workers under the deterministic simulator, one scanning 1 us before the
     instant and one at it, in every interleaving: the early scan writes nothing."""
-    from simulation import databases, evidence
-    from simulation.runner import Simulator
-    from simulation.scenarios.materialize import NOT_EARLY
-    from simulation.store import FailureStore
-
-    sim = Simulator(
-        databases.fresh_databases(pg_server, pg_template), store=FailureStore(tmp_path / "f")
-    )
+    sim = Simulator(fresh_databases(pg_server, pg_template), store=FailureStore(tmp_path / "f"))
     # Exhaustive: every interleaving whatever the seed.
     result = await sim.explore(
         NOT_EARLY, mode="exhaustive", seed=SEED % 1000, executions=NOT_EARLY_LIMIT

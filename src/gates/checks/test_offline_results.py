@@ -21,14 +21,12 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.runtime_support import run_worker
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.identity import Principal
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime.cancellation import RunCancellation
-from scheduling.runtime.hooks import AccountingHook
-from scheduling.service.accounting import RunAccountant
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.runtime import run_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -103,14 +101,8 @@ async def test_every_disposition_recovered_from_paginated_reads(
         assert (await h.scan(scheduler)).errors == {}
         cancel_run = (await h.ledger()).of(cancel).runs[0]["id"]
         await RunCancellation(h.api, h.clock).cancel(CANCELLER, cancel_run)
-        accountant = RunAccountant(uow=h.scheduler, clock=h.clock, ids=h.world.ids.fork("a"))
-        runner = run_worker(
-            h.admin,
-            h.clock,
-            "runner-1",
-            capacity=QueueCapacity(4, 1, 1),
-            on_finished=AccountingHook(accountant),
-        )
+        # The run worker production builds: post-run accounting as each run ends.
+        runner = run_worker(h.admin, h.clock, "runner-1", capacity=QueueCapacity(4, 1, 1))
         executed = 0
         while await runner.run_once() is not None:
             executed += 1

@@ -21,8 +21,6 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from gates.checks.materialize_support import WHO as HARNESS_OWNER
-from gates.checks.materialize_support import Harness
 from gates.checks.persistence_support import (
     ALICE,
     BOB,
@@ -37,8 +35,7 @@ from gates.checks.persistence_support import (
     table_snapshot,
     tables_containing,
 )
-from gates.checks.runtime_support import run_worker
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.errors import sqlstate_of
 from scheduling.adapters.postgres.inspection import (
     REQUIRED_INDEXES,
@@ -64,6 +61,9 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.ports.unit_of_work import UnitOfWork
 from scheduling.runtime.scripted import ANSWER
 from scheduling.service.sessions import SessionErasureService
+from simulation.worlds.materialize import WHO as HARNESS_OWNER
+from simulation.worlds.materialize import Harness
+from simulation.worlds.runtime import run_worker
 
 ROLES = role_names()
 OCC = "schedule_occurrences"

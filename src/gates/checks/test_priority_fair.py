@@ -31,16 +31,16 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.runtime_support import Autojump, run_worker, submission, submitter
-from gates.checks.service_support import CEILINGS
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Topology
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.runtime import WorkerSettings
-from simulation.clock import VirtualClock
+from simulation.engine.clock import VirtualClock
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.runtime import Autojump, run_worker, submission, submitter
+from simulation.worlds.service import CEILINGS
 
 GATE = "gate.schedule.priority_fair"
 SETTINGS = WorkerSettings(lease_seconds=120, heartbeat_seconds=40, poll_seconds=5)

@@ -9,7 +9,7 @@ long span must cost what a one-week span costs, give or take a constant.
 
 The product's own ``OperationCounter`` is only half of that proof (a calculator that
 loops without touching it would pass). The other half is measured by the harness
-(``gates.work_meter``): the product Python lines executed by each of next after,
+(``gates.checks.work_meter``): the product Python lines executed by each of next after,
 latest at or before, inclusive count and ``due``, on every kind, must stay under
 ``LINE_CEILING`` whatever the span, and the long span's lines within ``LINE_RATIO``
 times the one-week span's (floored at ``LINE_FLOOR``). Each kind's long span crosses
@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from gates.checks.recurrence_support import oracle_instants
-from gates.pytest_plugin import GateEvidence
-from gates.work_meter import PRODUCT_ROOT, metered
+from gates.checks.work_meter import PRODUCT_ROOT, metered
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling import parse_cadence
 from scheduling.domain.cadence import Cadence
 from scheduling.recurrence import (
@@ -51,7 +51,7 @@ MAX_RESOLUTIONS = 40
 MAX_CALENDAR_STEPS = 200
 
 
-# Harness-measured bounds (product lines executed, gates.work_meter). The real
+# Harness-measured bounds (product lines executed, gates.checks.work_meter). The real
 # look-ups execute at most ~1,200 warm lines whatever the span.
 LINE_CEILING = 3_000
 LINE_RATIO = 3

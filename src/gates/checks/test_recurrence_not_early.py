@@ -23,7 +23,7 @@ from gates.checks.recurrence_support import (
     civil_cadences,
     reproduction,
 )
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.cadence import OnceCadence
 from scheduling.recurrence import calculate_due, latest_at_or_before, next_after
 

@@ -27,10 +27,9 @@ from typing import Any
 
 import pytest
 
-from gates.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.migrations import project_root
+from gates.runner.pytest_plugin import GateEvidence
 
-ROOT = project_root()
+ROOT = Path(__file__).resolve().parents[3]  # the checkout
 CONTRACT_DIR = ROOT / "tests" / "contract"
 REGISTRY = CONTRACT_DIR / "registry.toml"
 ADAPTERS_DIR = ROOT / "src" / "scheduling" / "adapters"

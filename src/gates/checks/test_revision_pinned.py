@@ -16,12 +16,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.service_support import AGENT_ID, LIMITS, START, definition
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.records import AgentVersionRecord
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.service import AGENT_ID, LIMITS, START, definition
 
 pytestmark = pytest.mark.postgres
 

@@ -15,14 +15,14 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import Harness
-from gates.checks.service_support import CEILINGS
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.domain.events import RUN_ACCOUNTED
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
 from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.materialize import Harness
+from simulation.worlds.service import CEILINGS
 
 pytestmark = pytest.mark.postgres
 

@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.service_support import definition
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.cadence import parse_cadence
 from scheduling.recurrence import next_after
 from scheduling.service import MaintenanceService
 from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.service import definition
 
 pytestmark = pytest.mark.postgres
 

@@ -25,10 +25,7 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import Harness
-from gates.checks.runtime_support import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
-from gates.checks.service_support import LIMITS, START
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.errors import SchedulingError, ValidationError
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.ports.runtime import QueueCapacity
@@ -41,6 +38,9 @@ from scheduling.runtime import (
     WorkerSettings,
 )
 from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.materialize import Harness
+from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
+from simulation.worlds.service import LIMITS, START
 
 GATE = "gate.schedule.run_bounded"
 CAPACITY = QueueCapacity(4, 1, 1)

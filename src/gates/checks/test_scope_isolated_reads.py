@@ -18,13 +18,13 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.service_support import World, build_world, definition, principal, seed_durable
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import SchedulingError
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
+from simulation.worlds.service import World, build_world, definition, principal, seed_durable
 
 GATE = "gate.schedule.scope_isolated"
 

@@ -22,13 +22,13 @@ from uuid import UUID
 
 import pytest
 
-from gates.checks.materialize_support import WHO, Harness
-from gates.checks.runtime_support import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
-from gates.checks.service_support import AGENT_VERSION, START, definition
-from gates.pytest_plugin import GateEvidence
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.ports.records import PrincipalRecord
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import TOOL_SCOPE_DENIED, TOOL_UNDECLARED
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
+from simulation.worlds.service import AGENT_VERSION, START, definition
 
 GATE = "gate.schedule.scope_isolated"
 REQUESTED = frozenset({"memory.read"})

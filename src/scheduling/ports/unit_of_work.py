@@ -89,3 +89,8 @@ class UnitOfWorkFactory(Protocol):
         """A new unit of work: principal-scoped when ``principal`` is given, tenant-scoped
         when only ``tenant_id`` is, otherwise the trusted scope."""
         ...
+
+    async def dispose(self) -> None:
+        """Release what the factory holds (a connection pool); idempotent. Units of
+        work begun afterwards are not supported."""
+        ...

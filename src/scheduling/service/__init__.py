@@ -1,6 +1,9 @@
 """Application services: schedule lifecycle, maintenance (purge, next_fire repair)."""
 
-from scheduling.service.commands import (
+from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
+from scheduling.service.schedules import SCHEDULE_NOT_FOUND, ScheduleService
+from scheduling.service.validation import PLATFORM_SCOPES, DefinitionValidator
+from scheduling.service.values import (
     OccurrenceView,
     RunView,
     ScheduleDefinition,
@@ -9,9 +12,6 @@ from scheduling.service.commands import (
     ScheduleResult,
     ScheduleSummary,
 )
-from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
-from scheduling.service.schedules import SCHEDULE_NOT_FOUND, ScheduleService
-from scheduling.service.validation import PLATFORM_SCOPES, DefinitionValidator
 
 __all__ = [
     "PLATFORM_SCOPES",

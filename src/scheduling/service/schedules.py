@@ -35,15 +35,6 @@ from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.records import IdempotencyEntry, ProcessEvent
 from scheduling.ports.repositories import KEY_REUSED, STALE, ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
-from scheduling.service.commands import (
-    OccurrenceView,
-    RunView,
-    ScheduleDefinition,
-    ScheduleDetail,
-    SchedulePatch,
-    ScheduleResult,
-    ScheduleSummary,
-)
 from scheduling.service.validation import (
     NO_FUTURE_OCCURRENCE,
     DefinitionValidator,
@@ -51,6 +42,15 @@ from scheduling.service.validation import (
     normalized_request,
     request_hash,
     require_scope,
+)
+from scheduling.service.values import (
+    OccurrenceView,
+    RunView,
+    ScheduleDefinition,
+    ScheduleDetail,
+    SchedulePatch,
+    ScheduleResult,
+    ScheduleSummary,
 )
 
 SCHEDULE_NOT_FOUND = reason(

@@ -31,7 +31,7 @@ from scheduling.ports.directories import (
     SchedulePrincipalDirectory,
     TenantConfiguration,
 )
-from scheduling.service.commands import ScheduleDefinition
+from scheduling.service.values import ScheduleDefinition
 
 SCOPE_REQUIRED = reason(
     "schedule.auth.scope_required", "The caller lacks the exact scope this operation requires"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from simulation.errors import SimulationError
-from simulation.scenario import Scenario
+from simulation.engine.errors import SimulationError
+from simulation.engine.scenario import Scenario
 
 SCENARIO_MODULES: tuple[str, ...] = (
     "simulation.scenarios.demo",

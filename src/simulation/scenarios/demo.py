@@ -17,9 +17,9 @@ from typing import Any
 
 import asyncpg
 
-from simulation.checkers.linearizable import check_linearizable_per_key
-from simulation.checkers.violation import Violation
-from simulation.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.engine.checkers.linearizable import check_linearizable_per_key
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
 from simulation.scenarios import register
 
 KEY = "job-1"

@@ -15,9 +15,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from simulation.checkers.ledger import check_ledger
-from simulation.checkers.violation import Violation
-from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
+from scheduling.ports import NullProbe
+from simulation.engine.checkers.ledger import check_ledger
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
 from simulation.scenarios import register
 
 NOMINAL = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -128,8 +129,6 @@ def _worker(split: bool) -> Any:
 
 def _quiet(split: bool) -> Any:
     async def quiet(world: World, view: ExecutionView) -> None:
-        from scheduling.ports import NullProbe
-
         conn = await world.connect()
         await _scan(
             conn, world.ids.fork("recovery"), NullProbe(), world.clock.now(),

@@ -15,7 +15,7 @@ through the real ``ScheduleService`` (API role) and due scans through the real
   indeterminate (recorded ``info``): the checker accepts it taking effect or not.
 
 The quiet phase reads the schedule back (a ``read`` operation). The check: the history
-(per schedule) is linearizable against ``gates.checks.lifecycle_support.LifecycleModel``
+(per schedule) is linearizable against ``simulation.worlds.lifecycle.LifecycleModel``
 (the spec's closed transitions, the cached next firing, the scan), so every history
 is equivalent to one allowed serial order; independently, a schedule once observed
 CANCELLED is CANCELLED at the end, and each resume event fires at the cadence's first
@@ -30,32 +30,32 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduling.adapters.memory.directories import (
-    ConfiguredBrowserProfiles,
-    ConfiguredTenantConfiguration,
-)
-from scheduling.adapters.postgres.directories import (
-    DurableAgentRegistry,
-    DurablePrincipalDirectory,
-)
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import build_api
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.errors import ConflictError, SchedulingError
 from scheduling.domain.recurrence.engine import next_after
-from scheduling.domain.secrets import SecretScanner
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.service import materializer as m
 from scheduling.service.schedules import ScheduleService
-from scheduling.service.validation import DefinitionValidator
-from simulation.checkers import check_linearizable_per_key
-from simulation.checkers.violation import Violation
-from simulation.errors import injected_fault_of
-from simulation.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.checkers import check_linearizable_per_key
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.errors import injected_fault_of
+from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
 from simulation.scenarios.materialize import build_materializer, scheduler_factory
+from simulation.worlds.lifecycle import (
+    CADENCES,
+    LifecycleModel,
+    call_lifecycle,
+    read_back,
+    record_scan,
+)
+from simulation.worlds.service import definition, principal, seed_durable, world_settings
 
 ServiceFactory = Callable[[PostgresUnitOfWorkFactory, Clock, IdGenerator, Probe], ScheduleService]
 Script = Sequence[tuple[str, int | None]]
@@ -81,10 +81,7 @@ def service_steps(*ops: str) -> tuple[str, ...]:
 
 
 def _template(server: Any) -> str:
-    from simulation.database.pytest_plugin import build_migrated, migrated_template_key
-
-    name: str = server.ensure_template(migrated_template_key(), build_migrated)
-    return name
+    return migrated_template(server)
 
 
 def build_service(
@@ -94,23 +91,13 @@ def build_service(
     probe: Probe,
     cls: type[ScheduleService] = ScheduleService,
 ) -> ScheduleService:
-    """The service as production wires it, over the durable directories."""
-    from gates.checks.service_support import CEILINGS
-
-    validator = DefinitionValidator(
-        principals=DurablePrincipalDirectory(uow),
-        agents=DurableAgentRegistry(uow),
-        browser_profiles=ConfiguredBrowserProfiles(),
-        tenants=ConfiguredTenantConfiguration(default=CEILINGS),
-        scanner=SecretScanner(),
-    )
-    return cls(uow=uow, clock=clock, ids=ids, validator=validator, probe=probe)
+    """The service as production wires it (``bootstrap.build_api``), over the durable
+    directories; ``cls`` is a deliberately broken subclass in a test of the test."""
+    role = build_api(world_settings(), clock=clock, ids=ids, probe=probe, uow=uow, service_type=cls)
+    return role.service
 
 
 async def setup(world: World) -> None:
-    from gates.checks.lifecycle_support import CADENCES
-    from gates.checks.service_support import definition, principal, seed_durable
-
     who = principal("sim-lifecycle")
     admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
     try:
@@ -145,8 +132,6 @@ def lifecycle_worker(
     """Runs ``script`` in order; each operation is recorded in the history."""
 
     async def worker(ctx: WorkerContext) -> None:
-        from gates.checks.lifecycle_support import call_lifecycle, read_back, record_scan
-
         engine = ctx.sqlalchemy_engine()
         api = PostgresUnitOfWorkFactory(engine, assume_role=role_names().api)
         scheduler = scheduler_factory(engine)
@@ -207,8 +192,6 @@ async def _faultable(scan: Awaitable[None]) -> None:
 
 async def quiet_read(world: World, view: ExecutionView) -> None:
     """Read the schedule back without faults: the final state joins the history."""
-    from gates.checks.lifecycle_support import read_back
-
     admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
     try:
         api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
@@ -221,8 +204,6 @@ async def quiet_read(world: World, view: ExecutionView) -> None:
 
 
 async def check(world: World, view: ExecutionView) -> list[Violation]:
-    from gates.checks.lifecycle_support import LifecycleModel
-
     model = LifecycleModel(world.vars["created_at"], start=world.vars["start"])
     found = check_linearizable_per_key(
         world.history, lambda _key: model, key=lambda op: op.args["schedule"]
@@ -232,8 +213,6 @@ async def check(world: World, view: ExecutionView) -> list[Violation]:
 
 async def direct_checks(world: World) -> list[Violation]:
     """Model-independent: CANCELLED never reopens; a resume never backfills."""
-    from gates.checks.lifecycle_support import CADENCES
-
     sid = world.vars["schedule_id"]
     conn = await world.connect()
     try:
@@ -252,10 +231,10 @@ async def direct_checks(world: World) -> list[Violation]:
         cancelled = isinstance(op.value, tuple) and op.value[:2] == ("ok", "CANCELLED")
         if op.status == "ok" and cancelled and state != "CANCELLED":
             found.append(Violation("lifecycle.cancel_final", f"{op.op_id} cancelled; now {state}"))
-    for payload, definition in resumed:
-        payload, definition = _json(payload), _json(definition)
+    for payload, revision_definition in resumed:
+        payload, revision_definition = _json(payload), _json(revision_definition)
         at = datetime.fromisoformat(payload["occurred_at"])
-        cadence = definition.get("cadence", CADENCES[0])
+        cadence = revision_definition.get("cadence", CADENCES[0])
         expected = next_after(parse_cadence(cadence), at)
         if (
             expected is None

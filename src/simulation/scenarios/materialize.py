@@ -18,18 +18,14 @@ checkpoint, creation-event sequence and ``schedule.occurrence.materialized`` eve
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.admission import PostgresAdmissionController
-from scheduling.adapters.postgres.directories import (
-    DurableAgentRegistry,
-    DurablePrincipalDirectory,
-)
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import build_scheduler
 from scheduling.domain.cadence import parse_cadence
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.ports.clock import Clock
@@ -37,11 +33,19 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeResult, ScheduleMaterializer
-from simulation.checkers import check_ledger
-from simulation.checkers.violation import Violation
-from simulation.errors import injected_fault_of
-from simulation.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.engine.checkers import check_ledger
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.errors import injected_fault_of
+from simulation.engine.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
+from simulation.worlds.service import (
+    build_world,
+    definition,
+    principal,
+    scheduler_settings,
+    seed_durable,
+)
 
 # The steps of a MATERIALIZED transaction, in the order the materializer reaches them.
 STEPS = (
@@ -101,10 +105,7 @@ FOOTPRINTS = {
 
 
 def _template(server: Any) -> str:
-    from simulation.database.pytest_plugin import build_migrated, migrated_template_key
-
-    name: str = server.ensure_template(migrated_template_key(), build_migrated)
-    return name
+    return migrated_template(server)
 
 
 def scheduler_factory(engine: Any) -> PostgresUnitOfWorkFactory:
@@ -114,19 +115,9 @@ def scheduler_factory(engine: Any) -> PostgresUnitOfWorkFactory:
 def build_materializer(
     uow: PostgresUnitOfWorkFactory, clock: Clock, ids: IdGenerator, probe: Probe
 ) -> ScheduleMaterializer:
-    from gates.checks.service_support import CEILINGS
-
-    tenants = ConfiguredTenantConfiguration(default=CEILINGS)
-    return ScheduleMaterializer(
-        uow=uow,
-        clock=clock,
-        ids=ids,
-        principals=DurablePrincipalDirectory(uow),
-        agents=DurableAgentRegistry(uow),
-        tenants=tenants,
-        admission=PostgresAdmissionController(tenants, probe=probe),
-        probe=probe,
-    )
+    """The scheduler role's materializer as production startup builds it."""
+    role = build_scheduler(scheduler_settings(), clock=clock, ids=ids, probe=probe, uow=uow)
+    return role.materializer
 
 
 def setup_at(offset: timedelta, *, skip_instants: int = 0) -> Any:
@@ -156,8 +147,6 @@ async def setup(world: World) -> None:
 async def _create(world: World) -> None:
     """One principal, the agent, one daily schedule created through the service (API
     role) before its first instant."""
-    from gates.checks.service_support import build_world, definition, principal, seed_durable
-
     who = principal("sim-owner")
     admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
     try:
@@ -225,8 +214,6 @@ async def _rows(world: World) -> dict[str, list[dict[str, Any]]]:
 
 
 def _json(value: Any) -> Any:
-    import json
-
     return json.loads(value) if isinstance(value, str) else value
 
 

@@ -30,18 +30,29 @@ from uuid import UUID
 
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import build_scheduler
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import NullProbe, Probe
+from scheduling.ports.runtime import QueueCapacity
 from scheduling.service import materializer as m
 from scheduling.service.materializer import OVERLAP, MaterializeResult, ScheduleMaterializer
 from scheduling.service.schedule_worker import PassReport, ScheduleWorker
-from simulation.checkers import check_ledger
-from simulation.checkers.violation import Violation
-from simulation.errors import injected_fault_of
-from simulation.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.engine.checkers import check_ledger, check_linearizable
+from simulation.engine.checkers.violation import Violation
+from simulation.engine.errors import injected_fault_of
+from simulation.engine.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
 from simulation.scenarios.materialize import STEPS, build_materializer, scheduler_factory
+from simulation.worlds.runtime import UNACCOUNTED, run_worker
+from simulation.worlds.service import (
+    build_world,
+    definition,
+    principal,
+    scheduler_settings,
+    seed_durable,
+)
 
 MaterializerFactory = Callable[
     [PostgresUnitOfWorkFactory, Clock, IdGenerator, Probe], ScheduleMaterializer
@@ -120,10 +131,7 @@ FOOTPRINTS = _footprints()
 
 
 def _template(server: Any) -> str:
-    from simulation.database.pytest_plugin import build_migrated, migrated_template_key
-
-    name: str = server.ensure_template(migrated_template_key(), build_migrated)
-    return name
+    return migrated_template(server)
 
 
 def setup_held(*, with_b: bool = True, lease: bool = True) -> Callable[[World], Any]:
@@ -131,8 +139,6 @@ def setup_held(*, with_b: bool = True, lease: bool = True) -> Callable[[World], 
     ``lease=False`` the run stays QUEUED, for a run worker to claim and finish."""
 
     async def setup(world: World) -> None:
-        from gates.checks.service_support import build_world, definition, principal, seed_durable
-
         who = principal("sim-overlap")
         admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
         try:
@@ -230,7 +236,7 @@ def scan_worker(
             return await materialize(schedule_id)
 
         materializer.materialize = materialize_labelled  # type: ignore[method-assign]
-        scanner = ScheduleWorker(uow=uow, materializer=materializer, clock=ctx.clock)
+        scanner = _scanner(uow, ctx.clock, ctx.ids, materializer)
         op = ctx.history.invoke("scan")
         try:
             report = await scanner.run_once()
@@ -252,15 +258,28 @@ def scan_worker(
     return worker
 
 
+def _scanner(
+    uow: PostgresUnitOfWorkFactory,
+    clock: Clock,
+    ids: IdGenerator,
+    materializer: ScheduleMaterializer,
+) -> ScheduleWorker:
+    """The scheduler role's schedule worker (``bootstrap.build_scheduler``) scanning with
+    ``materializer`` (the probe-labelled or deliberately broken one of the scenario)."""
+    role = build_scheduler(
+        scheduler_settings(), clock=clock, ids=ids, uow=uow, materializer=materializer
+    )
+    return role.worker
+
+
 async def quiet_rescan(world: World, view: ExecutionView) -> None:
     """Recovery without faults: one more pass must leave every due instant decided."""
     factory = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
     try:
         uow = scheduler_factory(factory.engine)
-        materializer = build_materializer(uow, world.clock, world.ids.fork("quiet"), NullProbe())
-        report = await ScheduleWorker(
-            uow=uow, materializer=materializer, clock=world.clock
-        ).run_once()
+        ids = world.ids.fork("quiet")
+        materializer = build_materializer(uow, world.clock, ids, NullProbe())
+        report = await _scanner(uow, world.clock, ids, materializer).run_once()
     finally:
         await factory.dispose()
     world.vars["quiet"] = summarize(report, _labels(world.vars))
@@ -433,16 +452,21 @@ def with_factory(scenario: Scenario, name: str, factory: MaterializerFactory) ->
 
 
 async def runner_worker(ctx: WorkerContext) -> None:
-    """The real run worker (scripted agent) claims A's queued run and finishes it."""
-    from gates.checks.runtime_support import run_worker
-    from scheduling.ports.runtime import QueueCapacity
+    """The real run worker (scripted agent) claims A's queued run and finishes it.
 
+    Post-run accounting is left to the schedule worker's sweep: the footprints model
+    the run worker's own transactions (claim, steps, finish) only."""
     engine = ctx.sqlalchemy_engine()
     op = ctx.history.invoke("finish")
     try:
         trusted = PostgresUnitOfWorkFactory(engine)
         runner = run_worker(
-            trusted, ctx.clock, "runner", capacity=QueueCapacity(4, 1, 1), probe=ctx.probe
+            trusted,
+            ctx.clock,
+            "runner",
+            capacity=QueueCapacity(4, 1, 1),
+            probe=ctx.probe,
+            on_finished=UNACCOUNTED,
         )
         outcome = await runner.run_once()
     finally:
@@ -471,8 +495,6 @@ class ReleaseModel:
 
 async def check_release(world: World, view: ExecutionView) -> list[Violation]:
     """Exactly one decision for A's instant, consistent with when the run finished."""
-    from simulation.checkers import check_linearizable
-
     rows = await read_rows(world)
     v = world.vars
     a, first, second = v["a"], v["first"], v["second"]

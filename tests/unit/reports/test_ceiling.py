@@ -3,7 +3,7 @@
 import pytest
 
 from gates.catalog import load_catalog
-from gates.ledger import LedgerError, parse_ledger
+from gates.catalog.ledger import LedgerError, parse_ledger
 from reports.evaluate import compute_ceiling, milestone_results
 from reports.model import GateStatus, MilestoneState
 

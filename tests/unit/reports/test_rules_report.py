@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gates.catalog import load_catalog
-from gates.ledger import load_ledger
-from gates.rules import load_rules
+from gates.catalog.ledger import load_ledger
+from gates.catalog.rules import load_rules
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckOutcome,

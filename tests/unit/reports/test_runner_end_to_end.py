@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gates.catalog import load_catalog
-from gates.ledger import load_ledger
+from gates.catalog.ledger import load_ledger
 from gates.runner import RunOptions, run_gates
 from reports.model import GateReport, GateStatus
 from reports.verify import verify_report
@@ -133,7 +133,7 @@ def test_a_broken_check_module_makes_selected_gates_error(tmp_path: Path) -> Non
 def test_cli_verify_accepts_the_report_and_refuses_a_tampered_copy(
     run: tuple[GateReport, int, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gates.cli import main
+    from gates.runner.cli import main
 
     _, _, out = run
     assert main(["verify", str(out / "gate-report.json")]) == 0

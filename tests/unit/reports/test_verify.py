@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gates.catalog import load_catalog
-from gates.ledger import load_ledger, parse_ledger
+from gates.catalog.ledger import load_ledger, parse_ledger
 from reports.build import build_gate_results, build_report
 from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
 from reports.verify import verify_report

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from gates.catalog import load_catalog
-from gates.cli import main
-from gates.inventory import default_checks_dir
-from gates.ledger import load_ledger
+from gates.catalog.ledger import load_ledger
 from gates.runner import RunOptions, run_gates
+from gates.runner.cli import main
+from gates.runner.inventory import default_checks_dir
 from reports.model import GateReport
 from reports.provenance_check import VerifyContext
 from reports.verify import verify_report
@@ -62,9 +62,10 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("checkout")
     gates_dir = root / "src" / "gates"
     (gates_dir / "checks").mkdir(parents=True)
-    shipped = default_checks_dir().parent
-    shutil.copy(shipped / "catalog.toml", gates_dir / "catalog.toml")
-    shutil.copy(shipped / "ledger.toml", gates_dir / "ledger.toml")
+    shipped = default_checks_dir().parent / "catalog"
+    (gates_dir / "catalog").mkdir()
+    shutil.copy(shipped / "catalog.toml", gates_dir / "catalog" / "catalog.toml")
+    shutil.copy(shipped / "ledger.toml", gates_dir / "catalog" / "ledger.toml")
     (gates_dir / "checks" / "test_scratch.py").write_text(CHECKS)
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\naddopts = ["--import-mode=importlib"]\n'

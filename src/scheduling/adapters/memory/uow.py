@@ -25,6 +25,7 @@ from scheduling.adapters.memory.store import Scope, Tables
 from scheduling.domain.errors import ConflictError, UnavailableError
 from scheduling.domain.identity import Principal
 from scheduling.ports.repositories import CLOSED, MISSING_REFERENCE, RETRY
+from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 
 class MemoryStore:
@@ -111,11 +112,13 @@ class MemoryUnitOfWorkFactory:
             return MemoryUnitOfWork(self.store, Scope(principal.tenant_id, principal.principal_id))
         return MemoryUnitOfWork(self.store, Scope(tenant_id, None))
 
+    async def dispose(self) -> None:
+        """Nothing to release: the store lives as long as the factory."""
+        return None
+
 
 def _conforms(factory: MemoryUnitOfWorkFactory, uow: MemoryUnitOfWork) -> tuple[object, object]:
     """Static proof (mypy) that the adapter implements the ports."""
-    from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
-
     checked_factory: UnitOfWorkFactory = factory
     checked_uow: UnitOfWork = uow
     return checked_factory, checked_uow

@@ -12,10 +12,18 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import ForeignKeyConstraint, Index, MetaData, Table, UniqueConstraint, text
 from sqlalchemy.engine import Connection
 
-from scheduling.adapters.postgres.tables import DISPOSITIONS, metadata
+from scheduling.adapters.postgres.migrations import include_object
+from scheduling.adapters.postgres.tables import (
+    DISPOSITIONS,
+    NAMING_CONVENTION,
+    SUBSTRATE_TABLES,
+    metadata,
+)
 
 # Tables whose rows belong to a tenant: row-level security must be enabled AND forced.
 TENANT_TABLES = (
@@ -389,8 +397,6 @@ def schema_problems(conn: Connection, api_role: str) -> list[str]:
 
 def substrate_metadata() -> MetaData:
     """The metadata of the predecessor revision: the substrate tables only."""
-    from scheduling.adapters.postgres.tables import NAMING_CONVENTION, SUBSTRATE_TABLES
-
     target = MetaData(naming_convention=NAMING_CONVENTION)
     for table in SUBSTRATE_TABLES:
         table.to_metadata(target)
@@ -400,11 +406,6 @@ def substrate_metadata() -> MetaData:
 def schema_diff(conn: Connection, target: MetaData | None = None) -> list[str]:
     """What Alembic autogenerate would change to make the database equal ``target``
     (default: the product metadata). Empty means the migrated schema equals it."""
-    from alembic.autogenerate import compare_metadata
-    from alembic.runtime.migration import MigrationContext
-
-    from scheduling.adapters.postgres.migrations import include_object
-
     context = MigrationContext.configure(
         conn,
         opts={

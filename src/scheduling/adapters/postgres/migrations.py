@@ -1,14 +1,18 @@
 """Run the Alembic chain from code (tests, the provider's template) or explain the CLI.
 
 ``upgrade_to_head(url)`` is what the PostgreSQL provider calls to migrate its
-template database. The repository's ``alembic.ini`` and ``migrations/`` are found
-by walking up from this file (editable install) unless ``SCHEDULING_MIGRATIONS_DIR``
-names the directory that holds ``alembic.ini``.
+template database and what ``scheduling migrate`` runs. The chain (``env.py``,
+``versions/``) ships inside the package, ``scheduling/migrations/``, and is found with
+``importlib.resources`` - from a checkout, an editable install or a wheel alike -
+unless ``SCHEDULING_MIGRATIONS_DIR`` names another directory holding ``env.py`` (or,
+as before, one holding ``migrations/env.py``). The repository's ``alembic.ini`` is
+for developers running the ``alembic`` command; the code needs no ini file.
 """
 
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +35,18 @@ SCHEDULING_REVISION = "0002_scheduling"
 _UNMANAGED_TABLES = frozenset({"alembic_version"})
 
 
-def project_root() -> Path:
-    """The directory holding ``alembic.ini`` and ``migrations/``."""
+def migrations_dir() -> Path:
+    """The directory holding the chain's ``env.py`` and ``versions/``."""
     override = os.environ.get(MIGRATIONS_DIR_ENV)
     if override:
-        return Path(override).resolve()
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "alembic.ini").is_file() and (parent / "migrations" / "env.py").is_file():
-            return parent
-    raise RuntimeError(
-        f"cannot find alembic.ini and migrations/ above {__file__}; set {MIGRATIONS_DIR_ENV}"
-    )
+        root = Path(override).resolve()
+        return root / "migrations" if (root / "migrations" / "env.py").is_file() else root
+    packaged = resources.files("scheduling") / "migrations"
+    # A wheel or a checkout keeps the package on the file system (Alembic needs paths).
+    path = Path(str(packaged))
+    if not (path / "env.py").is_file():
+        raise RuntimeError(f"the migration chain is missing from {path}; set {MIGRATIONS_DIR_ENV}")
+    return path
 
 
 def to_asyncpg_url(url: str) -> str:
@@ -57,10 +62,10 @@ def to_asyncpg_url(url: str) -> str:
 
 
 def alembic_config(url: str | None = None) -> Config:
-    """An Alembic config for this repository; ``script_location`` set programmatically."""
-    root = project_root()
-    cfg = Config(str(root / "alembic.ini"))
-    cfg.set_main_option("script_location", str(root / "migrations"))
+    """An Alembic config for the packaged chain (no ini file needed)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("path_separator", "os")
     if url is not None:
         cfg.attributes["url"] = url
     return cfg

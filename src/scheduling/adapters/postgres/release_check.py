@@ -11,6 +11,9 @@ deployment role is a problem. An empty list means the login may be released.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from typing import Any
 
 from sqlalchemy import text
@@ -173,10 +176,6 @@ async def _head_problems(conn: AsyncConnection, expected_head: str) -> list[str]
 def main(argv: list[str] | None = None) -> int:
     """``python -m scheduling.adapters.postgres.release_check [URL]`` (default: the
     ``SCHEDULING_SCHEDULER_DATABASE_URL`` environment variable). Exit 0 when clean."""
-    import asyncio
-    import os
-    import sys
-
     args = sys.argv[1:] if argv is None else argv
     url = args[0] if args else os.environ.get("SCHEDULING_SCHEDULER_DATABASE_URL", "")
     if not url:

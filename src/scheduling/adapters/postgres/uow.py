@@ -21,10 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from scheduling.adapters.postgres.errors import translate
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.domain.errors import UnavailableError, ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.ports.repositories import CLOSED, INVALID_COMMAND
+from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -61,8 +63,6 @@ class PostgresUnitOfWork:
         principal_id: str | None,
         assume_role: str | None,
     ) -> None:
-        from scheduling.adapters.postgres.repositories import bind_repositories
-
         self._engine = engine
         self._tenant_id = tenant_id
         self._principal_id = principal_id
@@ -181,8 +181,6 @@ class PostgresUnitOfWorkFactory:
 
 def _conforms(factory: PostgresUnitOfWorkFactory, uow: PostgresUnitOfWork) -> tuple[object, object]:
     """Static proof (mypy) that the adapter implements the ports."""
-    from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
-
     checked_factory: UnitOfWorkFactory = factory
     checked_uow: UnitOfWork = uow
     return checked_factory, checked_uow

@@ -9,6 +9,7 @@ resource is the same file access ``zoneinfo`` itself performs; no clock, no netw
 
 from __future__ import annotations
 
+import io
 from functools import cache
 from importlib import resources
 from zoneinfo import ZoneInfo
@@ -41,6 +42,4 @@ def zone_bytes(key: str) -> bytes:
 @cache
 def load_zone(key: str) -> ZoneInfo:
     """The ``ZoneInfo`` for ``key`` built from ``tzdata``, never from host files."""
-    import io
-
     return ZoneInfo.from_file(io.BytesIO(zone_bytes(key)), key=key)

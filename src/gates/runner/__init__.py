@@ -1,0 +1,319 @@
+"""The gate runner: collect bound checks, run them through pytest, write the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from gates.catalog import Catalog, load_catalog
+from gates.catalog.ledger import load_ledger
+from gates.catalog.provenance import (
+    check_file_digests,
+    ledger_digest,
+    sha256_text,
+    shipped_text,
+    untracked_files,
+)
+from gates.catalog.rules import load_rules
+from gates.runner.inventory import (
+    BoundCheck,
+    CollectionError,
+    collect_inventory,
+    plugin_args,
+    project_root,
+)
+from reports.build import build_gate_results, build_report, build_rule_results
+from reports.model import (
+    CheckOutcome,
+    CheckResult,
+    GateReport,
+    InventoryEntry,
+    PostgresInfo,
+    Provenance,
+    RunMetadata,
+)
+from reports.writer import write_reports
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.tzdata_info import tzdata_version
+from simulation.provider import acquire_server
+
+Profile = Literal["quick", "deep"]
+
+
+@dataclass
+class RunOptions:
+    checks_dir: Path
+    output: Path
+    gates: list[str] = field(default_factory=list)
+    milestones: list[int] = field(default_factory=list)
+    workers: str | None = None
+    profile: Profile = "quick"
+    seed: int | None = None
+    ledger: Path | None = None
+    require_ceiling: int | None = None
+    require_complete: list[int] = field(default_factory=list)
+    pytest_args: list[str] = field(default_factory=list)
+    command: str = ""
+
+
+class SelectionError(ValueError):
+    """An unknown gate id or milestone was asked for."""
+
+
+def select_gates(catalog: Catalog, gate_ids: Sequence[str], milestones: Sequence[int]) -> set[str]:
+    """Gates named by id or by milestone; everything when neither is given."""
+    unknown = [g for g in gate_ids if g not in catalog]
+    if unknown:
+        raise SelectionError(f"unknown gate id(s): {', '.join(unknown)}")
+    missing = [m for m in milestones if m not in catalog.milestones()]
+    if missing:
+        raise SelectionError(
+            f"milestone(s) {missing} have no gates in this suite "
+            f"(suite milestones: {catalog.milestones()})"
+        )
+    if not gate_ids and not milestones:
+        return set(catalog.ids)
+    chosen = set(gate_ids)
+    chosen |= {g.id for m in milestones for g in catalog.in_milestone(m)}
+    return chosen
+
+
+def run_gates(options: RunOptions) -> tuple[GateReport, int]:
+    """Run the selected gates; return the report and the process exit code."""
+    clock = SystemClock()
+    started, t0 = clock.now(), time.perf_counter()
+    catalog = load_catalog()
+    ledger = load_ledger(options.ledger, catalog.milestones())
+    selected = select_gates(catalog, options.gates, options.milestones)
+    rules = load_rules()
+    # Rules run with the whole suite (no --gate/--milestone filter).
+    rules_selected = not options.gates and not options.milestones
+    chosen = selected | (set(rules) if rules_selected else set())
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
+    root = project_root(options.checks_dir)
+
+    pytest_exit: int | None = None
+    postgres = PostgresInfo(error="not started: no selected gate has a bound check")
+    inventory: list[BoundCheck] = []
+    try:
+        inventory = collect_inventory(options.checks_dir)
+    except CollectionError as exc:
+        checks = _harness_error(catalog, selected, str(exc))
+    else:
+        bound = [c for c in inventory if c.gate in chosen]
+        with ExitStack() as stack:
+            env = _environment(options.profile, seed)
+            if bound:
+                postgres = _start_database(stack, env)
+            results, pytest_exit = _run_pytest(bound, options, seed, env, root)
+        checks = _merge(bound, results, pytest_exit)
+
+    gate_results = build_gate_results(catalog, selected, checks, seed, options.profile)
+    provenance = _provenance(options, root, inventory)
+    dirty = _dirty(root)
+    if provenance.untracked:
+        dirty = True  # collected files the commit does not hold
+    run = RunMetadata(
+        tool_version=_version("scheduling"),
+        started_at=started,
+        finished_at=clock.now(),
+        duration_s=round(time.perf_counter() - t0, 3),
+        commit=_git(root, "rev-parse", "HEAD"),
+        commit_dirty=dirty,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        tzdata=_tzdata(),
+        postgres=postgres,
+        profile=options.profile,
+        seed=seed,
+        ledger=ledger.origin,
+        selection={
+            "gates": sorted(options.gates),
+            "milestones": [f"M{m}" for m in sorted(options.milestones)],
+        },
+        command=options.command,
+        pytest_exit_code=pytest_exit,
+        provenance=provenance,
+    )
+    rule_results = build_rule_results(rules, rules_selected, checks)
+    report = build_report(catalog, ledger, gate_results, run, rule_results)
+    write_reports(report, options.output)
+    return report, exit_code(report, selected, options.require_ceiling, options.require_complete)
+
+
+def exit_code(
+    report: GateReport,
+    selected: set[str],
+    require_ceiling: int | None,
+    require_complete: Sequence[int] = (),
+) -> int:
+    """0 when the run meets its bar: the required ceiling and the required complete
+    milestones when either is given, else every selected gate PASS."""
+    if require_ceiling is not None or require_complete:
+        complete = {m.number for m in report.milestones if m.state.value == "complete"}
+        ceiling_ok = require_ceiling is None or report.ceiling.milestone >= require_ceiling
+        return 0 if ceiling_ok and set(require_complete) <= complete else 1
+    failing = [g for g in report.gates if g.id in selected and g.status.value != "PASS"]
+    return 1 if failing else 0
+
+
+def _environment(profile: Profile, seed: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SCHEDULING_GATE_PROFILE"] = profile
+    env["SCHEDULING_GATE_SEED"] = str(seed)
+    return env
+
+
+def _start_database(stack: ExitStack, env: dict[str, str]) -> PostgresInfo:
+    """One server for the whole run, shared with pytest (and its workers) through env."""
+    try:
+        server = acquire_server()
+    except Exception as exc:  # ProviderUnavailable or a failed start: checks will ERROR
+        return PostgresInfo(error=str(exc))
+    stack.callback(server.close)
+    env["SCHEDULING_DATABASE_URL"] = server.info.dsn
+    env["SCHEDULING_DATABASE_INFO"] = json.dumps(server.info.to_dict())
+    info: dict[str, Any] = server.info.redacted().to_dict()  # no password in a report
+    return PostgresInfo(
+        source=str(info.get("source")),
+        version=str(info.get("version")),
+        durability={str(k): str(v) for k, v in dict(info.get("durability", {})).items()},
+    )
+
+
+def _run_pytest(
+    bound: list[BoundCheck],
+    options: RunOptions,
+    seed: int,
+    env: dict[str, str],
+    root: Path,
+) -> tuple[dict[str, dict[str, Any]], int | None]:
+    if not bound:
+        return {}, None
+    with tempfile.TemporaryDirectory(prefix="gate-results-") as tmp:
+        results_path = Path(tmp) / "results.json"
+        args = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            *plugin_args(),
+            "--gate-results",
+            str(results_path),
+            f"--hypothesis-seed={seed}",
+            *(["-n", options.workers] if options.workers else []),
+            *options.pytest_args,
+            *sorted({c.nodeid for c in bound}),
+        ]
+        proc = subprocess.run(args, cwd=root, env=env, check=False)
+        if not results_path.exists():
+            return {}, proc.returncode
+        data = json.loads(results_path.read_text(encoding="utf-8"))
+    return {r["nodeid"]: r for r in data["results"]}, proc.returncode
+
+
+def _merge(
+    bound: list[BoundCheck], results: dict[str, dict[str, Any]], pytest_exit: int | None
+) -> dict[str, list[CheckResult]]:
+    """Each bound check's result; a check with no recorded result is an ERROR, never a pass."""
+    by_gate: dict[str, list[CheckResult]] = {}
+    for check in bound:
+        raw = results.get(check.nodeid)
+        if raw is None:
+            result = CheckResult(
+                nodeid=check.nodeid,
+                facet=check.facet,
+                outcome=CheckOutcome.ERROR,
+                detail=f"no result recorded (pytest exit code {pytest_exit})",
+            )
+        else:
+            result = CheckResult(
+                nodeid=check.nodeid,
+                facet=check.facet,
+                outcome=CheckOutcome(raw["outcome"]),
+                duration_s=float(raw["duration_s"]),
+                detail=raw.get("detail"),
+                evidence=raw.get("evidence") or {},
+            )
+        by_gate.setdefault(check.gate, []).append(result)
+    return by_gate
+
+
+def _harness_error(
+    catalog: Catalog, selected: set[str], message: str
+) -> dict[str, list[CheckResult]]:
+    """Collection broke: every facet of every selected gate gets an ERROR result."""
+    return {
+        gate.id: [
+            CheckResult(
+                nodeid=f"<collection of {gate.id}>",
+                facet=facet,
+                outcome=CheckOutcome.ERROR,
+                detail=message,
+            )
+            for facet in gate.facets
+        ]
+        for gate in catalog
+        if gate.id in selected
+    }
+
+
+def _provenance(options: RunOptions, root: Path, inventory: list[BoundCheck]) -> Provenance:
+    checks_dir = options.checks_dir.resolve()
+    return Provenance(
+        catalog_sha256=sha256_text(shipped_text("catalog.toml")),
+        ledger_sha256=ledger_digest(options.ledger),
+        ledger_shipped=options.ledger is None,
+        checks_dir=checks_dir.relative_to(root).as_posix(),
+        check_files=check_file_digests(checks_dir, root),
+        untracked=untracked_files(checks_dir, root),
+        inventory=[InventoryEntry(nodeid=c.nodeid, gate=c.gate, facet=c.facet) for c in inventory],
+    )
+
+
+def _tzdata() -> str | None:
+    """The IANA release the product's zone authority uses (e.g. ``2026f``)."""
+    try:
+        return tzdata_version()
+    except (ImportError, AttributeError):
+        return None
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=False, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _dirty(root: Path) -> bool | None:
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status)
+
+
+def command_line(argv: Sequence[str]) -> str:
+    return shlex.join(["scheduling-gates", *argv])

@@ -1,0 +1,219 @@
+"""``scheduling-gates``: run the gate suite, verify a report, list and explain gates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gates.catalog import load_catalog
+from gates.catalog.ledger import LedgerError, load_ledger
+from gates.catalog.rules import load_rules
+from gates.runner import RunOptions, SelectionError, command_line, run_gates
+from gates.runner.inventory import (
+    CollectionError,
+    collect_inventory,
+    default_checks_dir,
+    project_root,
+)
+from gates.runner.mutate import coverage, load_mutants, run_all
+from reports.model import GateReport
+from reports.provenance_check import VerifyContext
+from reports.verify import load_report, verify_report
+
+
+def _milestone(text: str) -> int:
+    value = text.upper().removeprefix("M")
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"not a milestone: {text!r} (use M11 or 11)")
+    return int(value)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scheduling-gates", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run gate checks and write the report")
+    run.add_argument("--gate", action="append", default=[], metavar="ID", help="repeatable")
+    run.add_argument(
+        "--milestone", action="append", default=[], type=_milestone, metavar="M", help="repeatable"
+    )
+    run.add_argument("-n", dest="workers", metavar="N", help="pytest-xdist workers (or auto)")
+    run.add_argument("--profile", choices=["quick", "deep"], default="quick")
+    run.add_argument("--seed", type=int, help="replay a run's seed (printed in every report)")
+    run.add_argument("--output", type=Path, default=Path("reports/out"), metavar="DIR")
+    run.add_argument("--ledger", type=Path, metavar="FILE", help="a deployment's milestone ledger")
+    run.add_argument(
+        "--require-ceiling", type=_milestone, metavar="M", help="exit 0 iff the ceiling >= M"
+    )
+    run.add_argument(
+        "--require-complete",
+        action="append",
+        default=[],
+        type=_milestone,
+        metavar="M",
+        help="exit 0 only if milestone M is complete (repeatable; with --require-ceiling too)",
+    )
+    run.add_argument("--checks-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+
+    verify = sub.add_parser("verify", help="recompute a report's ceiling and check its claims")
+    verify.add_argument("report", type=Path)
+    verify.add_argument("--ledger", type=Path, metavar="FILE")
+    verify.add_argument(
+        "--checkout",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of the report's commit: recompute catalog, ledger and check digests",
+    )
+
+    listing = sub.add_parser("list", help="the gate catalog, one gate a line")
+    listing.add_argument("--milestone", action="append", default=[], type=_milestone)
+
+    explain = sub.add_parser("explain", help="a gate's statement and the checks bound to it")
+    explain.add_argument("gate")
+
+    sub.add_parser("schema", help="print the JSON Schema of gate-report.json")
+
+    mutate = sub.add_parser(
+        "mutate", help="apply each shipped semantic mutant to a copy and report what turns red"
+    )
+    mutate.add_argument("--mutant", action="append", default=[], metavar="ID", help="repeatable")
+    mutate.add_argument("--mutants", type=Path, metavar="FILE", help="another mutants file")
+    mutate.add_argument("--output", type=Path, metavar="FILE", help="write the results as JSON")
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    options = RunOptions(
+        checks_dir=(args.checks_dir or default_checks_dir()).resolve(),
+        output=args.output,
+        gates=args.gate,
+        milestones=args.milestone,
+        workers=args.workers,
+        profile=args.profile,
+        seed=args.seed,
+        ledger=args.ledger,
+        require_ceiling=args.require_ceiling,
+        require_complete=args.require_complete,
+        pytest_args=args.pytest_args,
+        command=command_line(argv),
+    )
+    report, code = run_gates(options)
+    print()
+    print(f"Verified gate ceiling: {report.ceiling.label}", end="")
+    if report.ceiling.held_by:
+        print(f" (held by M{report.ceiling.held_by}: {report.ceiling.reason})")
+    else:
+        print()
+    print("  ".join(f"{k} {v}" for k, v in report.summary.items()))
+    print(f"seed {report.run.seed}; reports in {options.output}/")
+    return code
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    report, problems = load_report(args.report)
+    if report is not None:
+        catalog = load_catalog()
+        ledger = load_ledger(args.ledger, catalog.milestones())
+        context = VerifyContext(
+            ledger_path=args.ledger,
+            shipped_ledger_origin=load_ledger(None, catalog.milestones()).origin,
+            checkout=args.checkout,
+        )
+        problems = verify_report(report, catalog, ledger, context)
+    if problems:
+        print(f"REFUSED {args.report}:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    assert report is not None
+    print(f"OK: {args.report} is consistent; verified gate ceiling {report.ceiling.label}")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    for gate in load_catalog():
+        if args.milestone and gate.milestone not in args.milestone:
+            continue
+        facets = "" if gate.facets == ("check",) else f" [{', '.join(gate.facets)}]"
+        print(f"{gate.id}\tM{gate.milestone}\t{gate.kind.value}\t{gate.title}{facets}")
+    return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    catalog = load_catalog()
+    if args.gate not in catalog:
+        print(f"unknown gate id {args.gate!r}; see `scheduling-gates list`", file=sys.stderr)
+        return 2
+    gate = catalog.get(args.gate)
+    print(f"{gate.id}  (M{gate.milestone}, {gate.kind.value})\n\n{gate.statement}\n")
+    try:
+        inventory = collect_inventory(default_checks_dir())
+    except CollectionError as exc:
+        print(f"cannot list bound checks: {exc}", file=sys.stderr)
+        return 1
+    for facet in gate.facets:
+        bound = [c.nodeid for c in inventory if c.gate == gate.id and c.facet == facet]
+        print(f"facet {facet}: {len(bound)} check(s)" + ("" if bound else " — MISSING"))
+        for nodeid in bound:
+            print(f"  {nodeid}")
+    print(f"\nrun it: scheduling-gates run --gate {gate.id}")
+    return 0
+
+
+def _cmd_mutate(args: argparse.Namespace) -> int:
+    mutants = load_mutants(args.mutants)
+    unknown = [m for m in args.mutant if m not in {x.id for x in mutants}]
+    if unknown:
+        print(f"unknown mutant(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    chosen = [m for m in mutants if not args.mutant or m.id in args.mutant]
+    source = project_root(default_checks_dir())
+    results = run_all(chosen, source)
+    for r in results:
+        red = ", ".join(r.red) or "nothing"
+        print(f"{r.verdict:8} {r.id}: red {red}" + (f" ({r.detail})" if r.detail else ""))
+    ids = [*load_catalog().ids, *load_rules()]
+    uncovered = coverage(mutants, ids)
+    killed = sum(r.verdict == "KILLED" for r in results)
+    print(f"\n{killed} of {len(results)} mutants killed")
+    print(f"gates and rules no shipped mutant targets ({len(uncovered)} of {len(ids)}):")
+    for gate_id in uncovered:
+        print(f"  {gate_id}")
+    if args.output:
+        payload = {
+            "mutants": [r.as_dict() for r in results],
+            "killed": killed,
+            "total": len(results),
+            "untargeted": uncovered,
+        }
+        args.output.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return 0 if killed == len(results) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _cmd_run(args, argv)
+        if args.command == "verify":
+            return _cmd_verify(args)
+        if args.command == "list":
+            return _cmd_list(args)
+        if args.command == "explain":
+            return _cmd_explain(args)
+        if args.command == "mutate":
+            return _cmd_mutate(args)
+        print(json.dumps(GateReport.model_json_schema(), indent=2))
+        return 0
+    except (SelectionError, LedgerError) as exc:
+        print(f"scheduling-gates: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

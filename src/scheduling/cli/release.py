@@ -1,0 +1,61 @@
+"""``scheduling release-check``: configuration validation plus the scheduler login's
+privilege check (connecting as that login). Exit 0 only when both are clean; every
+problem is printed on its own ``PROBLEM:`` line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import TextIO
+
+from scheduling.adapters.postgres.release_check import scheduler_release_problems
+from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, role_names
+from scheduling.cli.edge import load_settings, report
+from scheduling.cli.registry import command
+from scheduling.config import Settings, validate_release
+from scheduling.domain.reasons import reason
+
+SCHEDULER_PRIVILEGES = reason(
+    "schedule.config.scheduler_privileges",
+    "The scheduler login deviates from the release allowlist (or the schema head differs)",
+)
+SCHEDULER_UNREACHABLE = reason(
+    "schedule.config.scheduler_unreachable", "Release validation could not connect as the scheduler"
+)
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scheduler-url",
+        default=None,
+        help="scheduler login URL (default: AGENT_SCHEDULE_SCHEDULER_DATABASE_URL)",
+    )
+
+
+async def release_problems(settings: Settings, scheduler_url: str | None = None) -> list[str]:
+    """Every configuration problem, then every privilege problem of the scheduler login."""
+    problems = validate_release(settings)
+    url = scheduler_url or settings.scheduler_database_url
+    if not (settings.api_enabled or settings.worker_enabled) or not url:
+        return problems  # disabled, or the missing login was already reported
+    roles = role_names(settings.role_prefix or DEFAULT_ROLE_PREFIX)
+    try:
+        found = await scheduler_release_problems(url, roles)
+    except Exception as exc:  # any connection failure is one reported problem
+        return [*problems, f"{SCHEDULER_UNREACHABLE}: {type(exc).__name__}"]
+    return problems + [f"{SCHEDULER_PRIVILEGES}: {problem}" for problem in found]
+
+
+@command("release-check", "validate release configuration and the scheduler login", _configure)
+def release_check(args: argparse.Namespace, out: TextIO) -> int:
+    settings = load_settings()
+    if settings is None:
+        return 1
+    problems = asyncio.run(release_problems(settings, args.scheduler_url))
+    if problems:
+        report(problems)
+        print(f"release check failed: {len(problems)} problem(s)", file=out)
+        return 1
+    state = "enabled" if settings.api_enabled else "disabled"
+    print(f"release check passed (scheduling {state})", file=out)
+    return 0

@@ -1,0 +1,398 @@
+"""The seeded scheduler: simulated tasks park at named steps; an oracle picks who moves.
+
+Invariant that makes runs deterministic: the scheduler releases one parked task and
+then waits for *quiescence* -- every live task parked, asleep on the virtual clock,
+or blocked on a PostgreSQL lock (``pg_blocking_pids`` on its backends) -- before the
+next decision. A task inside a SQL statement is not parked, so "running but blocked"
+is asked of PostgreSQL; a task that is running and not blocked is waited for. When no
+task is enabled but some sleep, the clock jumps to the earliest deadline (autojump).
+Tasks only overlap when a release unblocks a lock waiter; a step right after each
+COMMIT keeps that overlap free of races.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from simulation.engine.clock import VirtualClock
+from simulation.engine.errors import (
+    FaultKind,
+    InjectedAbort,
+    InjectedAckLoss,
+    InjectedConnectionLoss,
+    InjectedFault,
+    SimulationStuck,
+    injected_fault_of,
+)
+from simulation.engine.faults import FaultPolicy, Transition
+from simulation.engine.history import History, StepRecord
+from simulation.engine.pg_observer import PgObserver
+
+START_STEP = "sim.start"
+WAKE_STEP = "sim.wake"
+
+_CURRENT: ContextVar[SimTask | None] = ContextVar("simulation_task", default=None)
+
+
+@dataclass
+class Backend:
+    """A worker's server connection: its pid, and how to close or drop it."""
+
+    pid: int
+    close: Callable[[], Awaitable[None]]
+    drop: Callable[[], None]
+
+
+@dataclass
+class _Parked:
+    transition: Transition
+    not_before: datetime | None
+    future: asyncio.Future[type[InjectedFault] | None]
+
+
+@dataclass
+class SimTask:
+    name: str
+    scheduler: Scheduler
+    visits: dict[str, int] = field(default_factory=dict)
+    parked: _Parked | None = None
+    backends: list[Backend] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    outcome: str | None = None
+    reaped: bool = False
+    faulted: FaultKind | None = None
+
+    @property
+    def live(self) -> bool:
+        return not self.reaped
+
+
+@dataclass(frozen=True)
+class DecisionPoint:
+    index: int
+    options: tuple[Transition, ...]
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Choice:
+    task: str
+    fault: FaultKind | None = None
+    forced_fault: bool = False
+    """True when the oracle dictates the fault (replay); else the fault policy decides."""
+
+
+class Oracle(Protocol):
+    """Chooses the next task at each decision point; ``None`` stops the execution."""
+
+    def choose(self, point: DecisionPoint) -> Choice | None: ...
+
+
+@dataclass(frozen=True)
+class Decision:
+    index: int
+    options: tuple[Transition, ...]
+    chosen: Transition
+    fault: FaultKind | None
+    blocked: tuple[str, ...] = ()
+    """Tasks waiting on a PostgreSQL lock at this decision (seen via pg_blocking_pids)."""
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "i": self.index,
+            "blocked": list(self.blocked),
+            "options": [o.as_json() for o in self.options],
+            "chosen": self.chosen.task,
+            "step": self.chosen.step,
+            "fault": None if self.fault is None else self.fault.value,
+        }
+
+
+@dataclass(frozen=True)
+class ClockMove:
+    index: int
+    to: datetime
+
+
+@dataclass
+class PhaseResult:
+    status: str  # "complete" | "pruned" | "bounded"
+    events: list[Decision | ClockMove]
+    outcomes: dict[str, str]
+    reached: dict[str, int]
+    faults_fired: list[tuple[Transition, FaultKind]]
+
+
+WorkerMain = Callable[[], Awaitable[None]]
+
+_FAULT_EXCEPTIONS: dict[FaultKind, type[InjectedFault] | None] = {
+    FaultKind.RAISE: InjectedAbort,
+    FaultKind.DROP_CONNECTION: InjectedConnectionLoss,
+    FaultKind.TERMINATE_BACKEND: None,
+    FaultKind.LOSE_COMMIT_ACK: InjectedAckLoss,
+}
+
+
+class Scheduler:
+    """Drives one concurrent phase of an execution."""
+
+    def __init__(
+        self,
+        *,
+        clock: VirtualClock,
+        observer: PgObserver,
+        oracle: Oracle,
+        faults: FaultPolicy,
+        history: History,
+        max_steps: int,
+        poll_interval: float = 0.002,
+        stuck_timeout: float = 30.0,
+    ) -> None:
+        self.clock = clock
+        self._observer = observer
+        self._oracle = oracle
+        self._faults = faults
+        self._history = history
+        self._max_steps = max_steps
+        self._poll = poll_interval
+        self._stuck_timeout = stuck_timeout
+        self._tasks: list[SimTask] = []
+        self._changed = asyncio.Event()
+        self._decisions = 0
+        self._events: list[Decision | ClockMove] = []
+        self._fired: list[tuple[Transition, FaultKind]] = []
+        self._aborting = False
+
+    # -- the worker side -------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self._decisions
+
+    def new_task(self, name: str) -> SimTask:
+        task = SimTask(name, self)
+        self._tasks.append(task)
+        return task
+
+    def register_backend(self, task: SimTask, backend: Backend) -> None:
+        task.backends.append(backend)
+
+    def drives_current_task(self) -> bool:
+        current = _CURRENT.get()
+        return current is not None and current.scheduler is self
+
+    async def sleep_until(self, deadline: datetime) -> None:
+        current = _CURRENT.get()
+        assert current is not None
+        assert current.scheduler is self
+        await self.park(current, WAKE_STEP, deadline)
+
+    async def park(self, task: SimTask, step: str, not_before: datetime | None = None) -> None:
+        visit = task.visits.get(step, 0) + 1
+        task.visits[step] = visit
+        future: asyncio.Future[type[InjectedFault] | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        task.parked = _Parked(Transition(task.name, step, visit), not_before, future)
+        self._changed.set()
+        try:
+            raised = await future
+        finally:
+            task.parked = None
+        if raised is not None:
+            raise raised(step)
+
+    async def _main(self, task: SimTask, main: WorkerMain) -> None:
+        _CURRENT.set(task)
+        try:
+            await self.park(task, START_STEP)
+            await main()
+            task.outcome = "ok"
+        except asyncio.CancelledError:
+            task.outcome = "aborted"
+        except Exception as exc:
+            injected = injected_fault_of(exc)
+            if self._aborting:
+                task.outcome = "aborted"  # the unwinding met the dropped connection
+            elif injected is not None:
+                task.outcome = f"fault:{injected.kind.value}"
+            elif task.faulted is not None:
+                # The driver's error after a killed backend: its type is not part of
+                # the simulation's result.
+                task.outcome = f"fault:{task.faulted.value}"
+            else:
+                task.outcome = f"raised:{type(exc).__name__}"
+        finally:
+            await self._close_backends(task)
+            self._changed.set()
+
+    @staticmethod
+    async def _close_backends(task: SimTask) -> None:
+        for backend in task.backends:
+            try:
+                await asyncio.wait_for(backend.close(), 5)
+            except Exception:
+                backend.drop()
+
+    # -- the scheduler side ----------------------------------------------------------
+
+    async def run(self, workers: Sequence[tuple[SimTask, WorkerMain]]) -> PhaseResult:
+        for task, main in workers:
+            task.task = asyncio.create_task(self._main(task, main), name=f"sim:{task.name}")
+        status = "error"  # an exception (stuck, divergence) also aborts every task
+        try:
+            status = await self._drive()
+        finally:
+            if status != "complete":
+                await self._abort_all()
+            await self._reap()
+        reached: dict[str, int] = {}
+        for task in self._tasks:
+            for step, count in task.visits.items():
+                reached[step] = reached.get(step, 0) + count
+        return PhaseResult(
+            status,
+            list(self._events),
+            {t.name: t.outcome or "unknown" for t in self._tasks},
+            reached,
+            list(self._fired),
+        )
+
+    async def _drive(self) -> str:
+        all_blocked_since: float | None = None
+        while True:
+            await self._quiesce()
+            live = [t for t in self._tasks if t.live]
+            if not live:
+                return "complete"
+            now = self.clock.now()
+            parked = [t for t in live if t.parked is not None]
+            enabled = sorted(
+                (t for t in parked if t.parked and (t.parked.not_before or now) <= now),
+                key=lambda t: t.name,
+            )
+            if not enabled:
+                sleepers = [t.parked.not_before for t in parked if t.parked and t.parked.not_before]
+                if sleepers:
+                    self.clock.advance_to(min(sleepers))
+                    self._events.append(ClockMove(self._decisions, self.clock.now()))
+                    continue
+                # Every live task is blocked: PostgreSQL's deadlock detector will act,
+                # unless the lock holder is outside the simulation (a hang: report it).
+                all_blocked_since = all_blocked_since or time.monotonic()
+                if time.monotonic() - all_blocked_since > self._stuck_timeout:
+                    names = ", ".join(t.name for t in live)
+                    raise SimulationStuck(f"every task blocked on a lock: {names}")
+                await self._wait_change(self._poll)
+                continue
+            all_blocked_since = None
+            if self._decisions >= self._max_steps:
+                return "bounded"
+            options = tuple(t.parked.transition for t in enabled if t.parked)
+            choice = self._oracle.choose(DecisionPoint(self._decisions, options, now))
+            if choice is None:
+                return "pruned"
+            chosen = next(t for t in enabled if t.name == choice.task)
+            assert chosen.parked is not None
+            transition = chosen.parked.transition
+            fault = choice.fault if choice.forced_fault else self._faults.decide(transition)
+            blocked = tuple(sorted(t.name for t in live if t.parked is None))
+            self._events.append(Decision(self._decisions, options, transition, fault, blocked))
+            self._history.steps.append(
+                StepRecord(
+                    self._decisions,
+                    chosen.name,
+                    transition.step,
+                    transition.visit,
+                    None if fault is None else fault.value,
+                )
+            )
+            self._decisions += 1
+            raised: type[InjectedFault] | None = None
+            if fault is not None:
+                raised = await self._inject(chosen, fault)
+                self._fired.append((transition, fault))
+            chosen.parked.future.set_result(raised)
+            chosen.parked = None
+
+    async def _inject(self, task: SimTask, fault: FaultKind) -> type[InjectedFault] | None:
+        task.faulted = fault
+        pids = [b.pid for b in task.backends]
+        if fault in (FaultKind.DROP_CONNECTION, FaultKind.LOSE_COMMIT_ACK):
+            for backend in task.backends:
+                backend.drop()
+            await self._observer.wait_gone(pids)
+        elif fault is FaultKind.TERMINATE_BACKEND:
+            await self._observer.terminate(pids)
+            # The driver notices the server's goodbye at a time of its own choosing, and
+            # its error type depends on when; close the client side now so the worker's
+            # next statement always meets a closed connection.
+            for backend in task.backends:
+                backend.drop()
+        await asyncio.sleep(0)
+        return _FAULT_EXCEPTIONS[fault]
+
+    async def _wait_change(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), seconds)
+
+    async def _reap(self) -> None:
+        for task in self._tasks:
+            if not task.reaped and task.task is not None and task.task.done():
+                await self._observer.wait_gone([b.pid for b in task.backends])
+                task.reaped = True
+
+    async def _quiesce(self) -> None:
+        """Return once no live task is running unblocked."""
+        deadline = time.monotonic() + self._stuck_timeout
+        while True:
+            self._changed.clear()
+            await self._reap()
+            running = [t for t in self._tasks if t.live and t.parked is None]
+            if not running:
+                return
+            await self._wait_change(self._poll)
+            running = [t for t in self._tasks if t.live and t.parked is None]
+            if not running or any(t.task is not None and t.task.done() for t in running):
+                continue
+            pids = [b.pid for t in running for b in t.backends]
+            blocked = await self._observer.blocked(pids)
+            if all(any(b.pid in blocked for b in t.backends) for t in running):
+                return
+            if time.monotonic() > deadline:
+                names = ", ".join(t.name for t in running)
+                raise SimulationStuck(f"tasks still running after {self._stuck_timeout}s: {names}")
+
+    async def _abort_all(self) -> None:
+        self._aborting = True
+        for task in self._tasks:
+            if task.task is not None and not task.task.done():
+                for backend in task.backends:
+                    backend.drop()
+                task.task.cancel()
+        await asyncio.gather(
+            *(t.task for t in self._tasks if t.task is not None), return_exceptions=True
+        )
+
+
+class SimulationProbe:
+    """The ``scheduling.ports.Probe`` of the simulator: parks the calling simulated task.
+
+    Outside a simulated task (setup, check, production code paths) it returns at once.
+    """
+
+    async def step(self, name: str) -> None:
+        task = _CURRENT.get()
+        if task is not None:
+            await task.scheduler.park(task, name)
+
+
+def current_task() -> SimTask | None:
+    return _CURRENT.get()

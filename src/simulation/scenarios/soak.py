@@ -1,0 +1,423 @@
+"""Soak: several schedule-worker processes against one database, then a ledger check.
+
+``python -m simulation.scenarios.soak [--processes 3] [--schedules 120] [--seconds 120]
+[--speed 3600] [--seed 1] [--url URL]`` (docs/operations/soak.md):
+
+1. a database cloned from the migrated template (or ``--url``, an existing migrated
+   database) gets one principal, the agent, and ``--schedules`` definitions created
+   through the service: daily, weekly, monthly and one-time, over many zones;
+2. ``--processes`` OS processes each run a ``ScheduleWorker`` loop (the materializer
+   through the least-privilege scheduler role, the PostgreSQL admission controller,
+   the accounting sweep) and a ``RunWorker`` slot (scripted agent) for ``--seconds``
+   of wall time on a shared scaled clock: simulated time runs ``--speed`` times faster
+   than wall time from one common origin, so every process agrees on "now";
+3. a quiet pass decides everything due at the end instant, then the ledger check:
+   no duplicate, no early, no partial (``simulation.engine.checkers.check_ledger``) and
+   nothing lost - every nominal instant before a schedule's stored ``next_fire_at``
+   (or up to its last decision, when paused or completed) is decided exactly once,
+   by an occurrence or inside one ``schedule.misfires_coalesced`` range whose count
+   matches the instants it spans.
+
+Exit status 0 when the check passes, 1 otherwise; the summary is JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from sqlalchemy import text
+
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.bootstrap import SchedulerSettings, build_run_worker, build_scheduler
+from scheduling.config import Settings
+from scheduling.domain.cadence import parse_cadence
+from scheduling.domain.recurrence.engine import next_after
+from scheduling.domain.tenancy import TenantCeilings
+from scheduling.ports.clock import Clock
+from scheduling.ports.runtime import QueueCapacity
+from scheduling.runtime import WorkerSettings as RunSettings
+from scheduling.service.schedule_worker import ScheduleWorker
+from simulation.engine.checkers import check_ledger
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.provider import acquire_server
+from simulation.provider.templates import migrated_template
+from simulation.worlds.service import (
+    build_world,
+    ceiling_env,
+    definition,
+    principal,
+    seed_durable,
+    world_settings,
+)
+
+SIM_START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+ZONES = (
+    "UTC",
+    "Europe/Paris",
+    "America/New_York",
+    "America/Santiago",
+    "Asia/Kathmandu",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "Africa/Casablanca",
+)
+CEILINGS = TenantCeilings(
+    max_run_timeout_seconds=7200,
+    max_misfire_grace_seconds=7200,
+    max_steps=100,
+    max_model_calls=100,
+    max_tool_calls=100,
+    max_cost_per_run=Decimal(10),
+    max_active_runs=1000,
+    max_materializations_per_minute=10_000,
+    max_daily_cost=Decimal(1_000_000),
+    max_monthly_cost=Decimal(10_000_000),
+)
+
+
+class ScaledClock:
+    """Simulated time = ``sim_base + (wall - wall_base) * speed``; shared by processes
+    that agree on the two bases. ``sleep`` sleeps ``seconds / speed`` of wall time."""
+
+    def __init__(self, wall: Clock, wall_base: datetime, sim_base: datetime, speed: float) -> None:
+        self._wall = wall
+        self._wall_base = wall_base
+        self._sim_base = sim_base
+        self._speed = speed
+
+    def now(self) -> datetime:
+        return self._sim_base + (self._wall.now() - self._wall_base) * self._speed
+
+    async def sleep(self, seconds: float) -> None:
+        await self._wall.sleep(max(seconds, 0.0) / self._speed)
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    url: str
+    name: str
+    seed: int
+    wall_base: str
+    speed: float
+    sim_end: str
+
+
+def soak_settings(poll: float = 600.0) -> Settings:
+    """The soak's configuration: the world's, with wide ceilings, a one-minute admission
+    backoff and batches of 50."""
+    return world_settings(
+        **ceiling_env(CEILINGS),
+        AGENT_SCHEDULE_ADMISSION_BACKOFF_SECONDS="60",
+        AGENT_SCHEDULE_SCAN_BATCH="50",
+        AGENT_SCHEDULE_FALLBACK_POLL_SECONDS=str(poll),
+    )
+
+
+def schedule_worker(
+    scheduler: PostgresUnitOfWorkFactory, clock: Clock, ids: SeededIds, poll: float
+) -> ScheduleWorker:
+    """The scheduler role's worker as production startup builds it."""
+    settings = SchedulerSettings.of(soak_settings(poll))
+    return build_scheduler(settings, clock=clock, ids=ids, uow=scheduler).worker
+
+
+async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
+    """One soak process: a schedule worker loop and a run worker slot until sim_end."""
+    admin = PostgresUnitOfWorkFactory.from_url(plan.url, pool_size=4)
+    scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().scheduler)
+    clock = ScaledClock(
+        SystemClock(), datetime.fromisoformat(plan.wall_base), SIM_START, plan.speed
+    )
+    ids = SeededIds(plan.seed).fork(plan.name)
+    end = datetime.fromisoformat(plan.sim_end)
+    schedules = schedule_worker(scheduler, clock, ids, poll=600.0)
+    runs = build_run_worker(
+        soak_settings(),
+        None,
+        clock=clock,
+        ids=ids.fork("runs"),
+        uow=admin,
+        capacity=QueueCapacity(8, 1, 1),
+        owner=plan.name,
+        worker_settings=RunSettings(lease_seconds=7200, heartbeat_seconds=600, poll_seconds=300),
+    ).worker
+    stop = asyncio.Event()
+
+    async def until_end() -> None:
+        while clock.now() < end:
+            await clock.sleep(600)
+        stop.set()
+
+    try:
+        await asyncio.gather(until_end(), schedules.run(stop), runs.slot(stop))
+    finally:
+        await admin.dispose()
+    return {
+        "process": plan.name,
+        "stopped_at": clock.now().isoformat(),
+        "scheduler_metrics": schedules.metrics.summary(),
+    }
+
+
+def cadence_for(rng: random.Random, start: datetime, hours: float) -> dict[str, Any]:
+    zone = rng.choice(ZONES)
+    local = f"{rng.randrange(24):02d}:{rng.choice((0, 15, 30, 45)):02d}"
+    kind = rng.choice(("DAILY", "DAILY", "DAILY", "WEEKLY", "MONTHLY", "ONCE"))
+    if kind == "ONCE":
+        at = start + timedelta(seconds=rng.randrange(60, int(hours * 3600)))
+        return {"kind": "ONCE", "at": at.isoformat()}
+    payload: dict[str, Any] = {"kind": kind, "local_time": local, "timezone": zone}
+    if kind == "WEEKLY":
+        payload["weekdays"] = sorted(rng.sample(range(1, 8), rng.randint(1, 4)))
+    if kind == "MONTHLY":
+        payload["days_of_month"] = sorted(rng.sample(range(1, 32), 3))
+        payload["last_day"] = rng.random() < 0.5
+    return payload
+
+
+async def setup(url: str, count: int, seed: int, hours: float) -> dict[UUID, datetime]:
+    who = principal("soak-owner")
+    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
+    try:
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        await seed_durable(admin, [who], at=SIM_START)
+        service = build_world(api, seed=seed, start=SIM_START, durable_directory=api).service
+        rng = random.Random(seed)
+        first: dict[UUID, datetime] = {}
+        for i in range(count):
+            result = await service.create(
+                who,
+                f"soak-{i}",
+                definition(
+                    title=f"soak {i}",
+                    instruction="Soak. [script:succeed]",
+                    cadence=cadence_for(rng, SIM_START, hours),
+                    misfire_grace_seconds=3600,
+                    run_timeout_seconds=3600,
+                    max_consecutive_failures=1000,
+                ),
+            )
+            assert result.schedule.next_fire_at is not None
+            first[result.schedule.id] = result.schedule.next_fire_at
+        return first
+    finally:
+        await admin.dispose()
+
+
+async def quiet_pass(url: str, at: datetime, seed: int) -> int:
+    """Decide everything due at ``at`` (no faults, one worker) until nothing is due."""
+    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
+    scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().scheduler)
+    clock = VirtualClock(at)
+    worker = schedule_worker(scheduler, clock, SeededIds(seed).fork("quiet"), poll=600.0)
+    decided = 0
+    try:
+        for _ in range(1000):
+            # Queued runs left by the stop never finish here: complete them so the final
+            # pass decides instants instead of skipping them as overlaps.
+            async with admin.engine.begin() as conn:
+                await conn.execute(
+                    text(
+                        "UPDATE runs SET status = 'COMPLETED', finished_at = :t,"
+                        " lease_owner = NULL, lease_expires_at = NULL"
+                        " WHERE status IN ('QUEUED', 'RUNNING')"
+                    ),
+                    {"t": at},
+                )
+            report = await worker.run_once()
+            decided += len(report.results)
+            if not report.scanned:
+                return decided
+        raise RuntimeError("the quiet pass did not converge")
+    finally:
+        await admin.dispose()
+
+
+async def ledger_check(url: str, first: dict[UUID, datetime], end: datetime) -> dict[str, Any]:
+    conn = await asyncpg.connect(url)
+    try:
+        occ = [dict(r) for r in await conn.fetch("SELECT * FROM schedule_occurrences")]
+        runs = [dict(r) for r in await conn.fetch("SELECT * FROM runs")]
+        sessions = [
+            dict(r, metadata=json.loads(r["metadata"]))
+            for r in await conn.fetch("SELECT * FROM sessions")
+        ]
+        schedules = {r["id"]: dict(r) for r in await conn.fetch("SELECT * FROM schedules")}
+        revisions = {
+            (r["schedule_id"], r["revision"]): json.loads(r["definition"])
+            for r in await conn.fetch("SELECT * FROM schedule_revisions")
+        }
+        coalesced = [
+            (r["schedule_id"], json.loads(r["payload"]))
+            for r in await conn.fetch(
+                "SELECT schedule_id, payload FROM process_events"
+                " WHERE event_type = 'schedule.misfires_coalesced'"
+            )
+        ]
+    finally:
+        await conn.close()
+    problems = [f"{v.invariant}: {v.message}" for v in check_ledger(occ, runs, sessions)]
+    problems += lost_instants(first, occ, schedules, revisions, coalesced, end)
+    dispositions: dict[str, int] = {}
+    for row in occ:
+        dispositions[row["disposition"]] = dispositions.get(row["disposition"], 0) + 1
+    return {
+        "occurrences": len(occ),
+        "dispositions": dict(sorted(dispositions.items())),
+        "runs": len(runs),
+        "runs_completed": sum(r["status"] == "COMPLETED" for r in runs),
+        "coalescing_events": len(coalesced),
+        "coalesced_instants": sum(int(p["count"]) for _, p in coalesced),
+        "problems": problems[:50],
+        "problem_count": len(problems),
+    }
+
+
+def lost_instants(
+    first: dict[UUID, datetime],
+    occ: list[dict[str, Any]],
+    schedules: dict[UUID, dict[str, Any]],
+    revisions: dict[tuple[UUID, int], dict[str, Any]],
+    coalesced: list[tuple[UUID, dict[str, Any]]],
+    end: datetime,
+) -> list[str]:
+    """Every instant before the schedule's horizon decided exactly once."""
+    problems: list[str] = []
+    decided: dict[UUID, list[datetime]] = {sid: [] for sid in first}
+    for row in occ:
+        decided[row["schedule_id"]].append(row["nominal_fire_at"])
+    for sid, payload in coalesced:
+        # Every revision of a soak schedule has the same cadence (no updates).
+        cadence = parse_cadence(revisions[(sid, 1)]["cadence"])
+        lo = datetime.fromisoformat(payload["first_nominal_at"])
+        hi = datetime.fromisoformat(payload["last_nominal_at"])
+        walk = _walk(cadence, lo, hi)
+        if len(walk) != int(payload["count"]):
+            problems.append(f"{sid}: coalesced count {payload['count']} spans {len(walk)}")
+        decided[sid] += walk
+    for sid, start in first.items():
+        row = schedules[sid]
+        cadence = parse_cadence(revisions[(sid, 1)]["cadence"])
+        mine = sorted(decided[sid])
+        if len(mine) != len(set(mine)):
+            problems.append(f"{sid}: an instant decided twice")
+        if row["state"] == "ACTIVE":
+            horizon = row["next_fire_at"]
+            if horizon is None or horizon <= end:
+                problems.append(f"{sid}: still due after the quiet pass ({horizon})")
+                continue
+            expected = _walk(cadence, start, horizon - timedelta(microseconds=1))
+        else:
+            expected = _walk(cadence, start, mine[-1]) if mine else []
+        missing = sorted(set(expected) - set(mine))
+        if missing:
+            problems.append(f"{sid}: {len(missing)} instants lost, first {missing[0]}")
+        extra = sorted(set(mine) - set(expected))
+        if extra:
+            problems.append(f"{sid}: decided instants not of its cadence: {extra[0]}")
+    return problems
+
+
+def _walk(cadence: Any, lo: datetime, hi: datetime) -> list[datetime]:
+    out: list[datetime] = []
+    current = next_after(cadence, lo - timedelta(microseconds=1))
+    while current is not None and current <= hi:
+        out.append(current)
+        current = next_after(cadence, current)
+    return out
+
+
+async def soak(args: argparse.Namespace) -> dict[str, Any]:
+    server = None
+    url = args.url
+    if url is None:
+        server = acquire_server()
+        template = migrated_template(server)
+        url = server.create_database(template=template)
+    try:
+        hours = args.seconds * args.speed / 3600
+        first = await setup(url, args.schedules, args.seed, hours)
+        wall = SystemClock()
+        wall_base = wall.now()
+        sim_end = SIM_START + timedelta(seconds=args.seconds * args.speed)
+        procs = []
+        for i in range(args.processes):
+            plan = WorkerPlan(
+                url, f"soak-{i}", args.seed, wall_base.isoformat(), args.speed, sim_end.isoformat()
+            )
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "simulation.scenarios.soak",
+                    "--worker",
+                    json.dumps(plan.__dict__),
+                    stdout=asyncio.subprocess.PIPE,
+                )
+            )
+        outputs = [await p.communicate() for p in procs]
+        codes = [p.returncode for p in procs]
+        decided = await quiet_pass(url, sim_end, args.seed)
+        report = await ledger_check(url, first, sim_end)
+        report.update(
+            processes=args.processes,
+            process_exit_codes=codes,
+            process_reports=[json.loads(o[0] or b"{}") for o in outputs],
+            schedules=args.schedules,
+            simulated_span=str(sim_end - SIM_START),
+            wall_seconds=args.seconds,
+            speed=args.speed,
+            seed=args.seed,
+            decided_by_quiet_pass=decided,
+            command=(
+                f"python -m simulation.scenarios.soak --processes {args.processes} --schedules "
+                f"{args.schedules} --seconds {args.seconds} --speed {args.speed} --seed {args.seed}"
+            ),
+        )
+        if any(codes):
+            report["problem_count"] += 1
+            report["problems"].append(f"a worker process failed: exit codes {codes}")
+        return report
+    finally:
+        if server is not None:
+            server.drop_database(url)
+            server.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulation.scenarios.soak", description=__doc__
+    )
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--schedules", type=int, default=120)
+    parser.add_argument("--seconds", type=float, default=120.0, help="wall-clock seconds")
+    parser.add_argument("--speed", type=float, default=3600.0, help="simulated s per wall s")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--url", default=None, help="an existing migrated database")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        result = asyncio.run(worker_process(WorkerPlan(**json.loads(args.worker))))
+        print(json.dumps(result))
+        return 0
+    report = asyncio.run(soak(args))
+    print(json.dumps(report, indent=2, default=str))
+    return 0 if report["problem_count"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
