@@ -106,7 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "gate(id, facet=None): bind this test as a check of a hard gate"
     )
     config.addinivalue_line(
-        "markers", "rule(id): bind this test as a check of a spec rule (src/gates/catalog/rules.toml)"
+        "markers", "rule(id): bind this test as a check of a spec rule (gates/catalog/rules.toml)"
     )
     _register_hypothesis_profiles()
     if config.getoption("--gate-results", None) and not _is_xdist_worker(config):
