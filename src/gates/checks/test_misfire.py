@@ -289,3 +289,24 @@ async def test_yearly_feb29_4000_year_outage_missed(
     assert len(long["walk"]) >= 969
     assert_bounded(short, long)
     record(gate_evidence, "yearly_feb29_4000_years", short, long)
+
+
+@pytest.mark.gate(MISFIRE, facet="materializer")
+async def test_exactly_one_older_instant_is_coalesced(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """The smallest catch-up: two instants due, the older one folded into ONE
+    coalescing event of count 1 (an implementation that coalesces only "many" misses
+    omits it)."""
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(cadence=DAILY, misfire_grace_seconds=GRACE_SECONDS)
+        out = await outage(h, sid, DAILY, timedelta(days=1), late=timedelta(seconds=20))
+    finally:
+        await h.close()
+    assert len(out["walk"]) == 2, out["walk"]
+    assert_one_scan(out, materialized=True)
+    gate_evidence.record(
+        "one_older_instant",
+        {"missed_instants": 2, "coalesced_count": 1, "coalescing_events": 1},
+    )
