@@ -75,7 +75,8 @@ def untracked_files(checks_dir: Path, root: Path) -> list[str] | None:
 
 @dataclass(frozen=True)
 class Marker:
-    """A test function marked ``@pytest.mark.gate(id)`` in a check file."""
+    """A test function marked ``@pytest.mark.gate(id)`` (or ``rule(id)``) in a check
+    file; ``gate`` holds the gate or rule id."""
 
     path: str
     function: str
@@ -115,14 +116,14 @@ def gate_markers(path: Path, relative: str) -> set[Marker]:
 
 
 def _gates_in(node: ast.AST, names: dict[str, str]) -> list[str]:
-    """Gate ids in ``pytest.mark.gate(...)`` calls within ``node`` (a string literal,
-    or a module-level name bound to one)."""
+    """Gate and rule ids in ``pytest.mark.gate(...)``/``rule(...)`` calls within
+    ``node`` (a string literal, or a module-level name bound to one)."""
     out = []
     for sub in ast.walk(node):
         if not (
             isinstance(sub, ast.Call)
             and isinstance(sub.func, ast.Attribute)
-            and sub.func.attr == "gate"
+            and sub.func.attr in ("gate", "rule")
             and sub.args
         ):
             continue

@@ -108,6 +108,9 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     pytest_exit: int | None = None
     postgres = PostgresInfo(error="not started: no selected gate has a bound check")
     inventory: list[BoundCheck] = []
+    # Digests of the check files as collected (before the run, not after it).
+    digests = check_file_digests(options.checks_dir.resolve(), root)
+    dirty = _dirty(root)
     try:
         inventory = collect_inventory(options.checks_dir)
     except CollectionError as exc:
@@ -122,8 +125,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         checks = _merge(bound, results, pytest_exit)
 
     gate_results = build_gate_results(catalog, selected, checks, seed, options.profile)
-    provenance = _provenance(options, root, inventory)
-    dirty = _dirty(root)
+    provenance = _provenance(options, root, inventory, digests)
     if provenance.untracked:
         dirty = True  # collected files the commit does not hold
     run = RunMetadata(
@@ -272,14 +274,16 @@ def _harness_error(
     }
 
 
-def _provenance(options: RunOptions, root: Path, inventory: list[BoundCheck]) -> Provenance:
+def _provenance(
+    options: RunOptions, root: Path, inventory: list[BoundCheck], digests: dict[str, str]
+) -> Provenance:
     checks_dir = options.checks_dir.resolve()
     return Provenance(
         catalog_sha256=sha256_text(shipped_text("catalog.toml")),
         ledger_sha256=ledger_digest(options.ledger),
         ledger_shipped=options.ledger is None,
         checks_dir=checks_dir.relative_to(root).as_posix(),
-        check_files=check_file_digests(checks_dir, root),
+        check_files=digests,
         untracked=untracked_files(checks_dir, root),
         inventory=[InventoryEntry(nodeid=c.nodeid, gate=c.gate, facet=c.facet) for c in inventory],
     )

@@ -38,6 +38,10 @@ CHECKS = textwrap.dedent(
     @pytest.mark.gate("gate.schedule.calendar_values")
     def test_fails():
         assert 1 + 1 == 3
+
+    @pytest.mark.rule("rule.purge.terminal")
+    def test_a_rule_check():
+        pass
     """
 )
 SELECTED = ["gate.schedule.civil_time", "gate.schedule.calendar_values", "gate.schedule.no_overlap"]
