@@ -23,10 +23,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from gates.checks.aimed_cases import AimedCase, aimed_cases
 from gates.checks.recurrence_support import (
     REAL,
     RULE_NAMES,
     ZONES,
+    Aim,
     Tally,
     aims,
     assert_count,
@@ -566,33 +568,63 @@ def rules_never_hit(tally: Tally) -> list[str]:
     ]
 
 
+def exercise(aim: Aim, cadence: CivilCadence, count_days: int, tally: Tally) -> None:
+    """One case (aimed or generated): the rule its date needs against the oracle and the
+    calculator's own explanation, then next / latest / sequence / count around it."""
+    rule = assert_resolution_on(REAL, cadence, aim.day)
+    if rule != "missing-date":
+        firing = next_firing(cadence, previous_occurrence(cadence, aim.day))
+        assert firing is not None
+        assert firing.resolution.value == RULE_NAMES[rule], f"{firing.describe()} ({rule})"
+    tally.note(aim, RULE_NAMES[rule], _calendar_kind(cadence))
+    assert_next_and_latest(REAL, cadence, aim.reference)
+    assert_sequence(REAL, cadence, aim.reference, 6)
+    assert_count(REAL, cadence, aim.reference, aim.reference + timedelta(days=count_days))
+
+
+# The aimed cases count across a little over a year, past the transition they aim at.
+AIMED_COUNT_DAYS = 400
+
+
+def run_recurrence_cases(
+    aimed: list[AimedCase],
+    tally: Tally,
+    zones: list[str] | None = None,
+    pinned: settings | None = None,
+) -> None:
+    """The aimed cases, then the generated ones (drawn from ``zones``, default all;
+    ``pinned`` settings replace the profile's, for tests of the test)."""
+    for case in aimed:
+        exercise(case.aim, case.cadence, AIMED_COUNT_DAYS, tally)
+
+    @(pinned or settings())
+    @given(st.data())
+    def property_(data: st.DataObject) -> None:
+        target = data.draw(st.sampled_from(["gap", "fold", "near"]), label="target")
+        aim = data.draw(
+            aims(zones) if target == "near" else transition_aims(target, zones), label="aim"
+        )
+        cadence = data.draw(civil_cadences(aim, CALENDAR_KINDS), label="cadence")
+        exercise(aim, cadence, data.draw(st.integers(0, 800)), tally)
+
+    property_()
+
+
 @pytest.mark.gate(RECURRENCE)
 def test_monthly_and_yearly_match_the_oracle_at_real_transitions(
     gate_evidence: GateEvidence,
 ) -> None:
-    """Each example selects a local date (a third aimed inside a real gap, a third
-    inside a real fold, a third anywhere near a transition), checks the rule that date
-    needs against the oracle and the calculator's own explanation, then next / latest /
-    sequence / count around the transition."""
+    """Aimed cases first (MONTHLY and YEARLY x {gap, fold} in zones that have them, see
+    ``aimed_cases``: the guard's target is reached in every run), then generated ones:
+    each selects a local date (a third aimed inside a real gap, a third inside a real
+    fold, a third anywhere near a transition), checks the rule that date needs against
+    the oracle and the calculator's own explanation, then next / latest / sequence /
+    count around the transition."""
+    aimed = aimed_cases(CALENDAR_KINDS)
     tally = Tally()
-
-    @given(st.data())
-    def property_(data: st.DataObject) -> None:
-        target = data.draw(st.sampled_from(["gap", "fold", "near"]), label="target")
-        aim = data.draw(aims() if target == "near" else transition_aims(target), label="aim")
-        cadence = data.draw(civil_cadences(aim, CALENDAR_KINDS), label="cadence")
-        rule = assert_resolution_on(REAL, cadence, aim.day)
-        if rule != "missing-date":
-            firing = next_firing(cadence, previous_occurrence(cadence, aim.day))
-            assert firing is not None
-            assert firing.resolution.value == RULE_NAMES[rule], f"{firing.describe()} ({rule})"
-        tally.note(aim, RULE_NAMES[rule], _calendar_kind(cadence))
-        assert_next_and_latest(REAL, cadence, aim.reference)
-        assert_sequence(REAL, cadence, aim.reference, 6)
-        end = aim.reference + timedelta(days=data.draw(st.integers(0, 800)))
-        assert_count(REAL, cadence, aim.reference, end)
-
-    property_()
+    run_recurrence_cases(aimed, tally)
+    gate_evidence.record("aimed_cases", [c.label() for c in aimed])
+    # aim_spots "aimed-gap"/"aimed-fold" count the aimed cases; the rest were generated.
     gate_evidence.record("generated", tally.evidence())
     gate_evidence.record("tzdata", tzdata_version())
     gate_evidence.record("reproduction", reproduction())

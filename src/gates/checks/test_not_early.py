@@ -13,7 +13,9 @@
    ``materialized_at`` (or, for any disposition, ``created_at``) before its nominal
    instant, no scan swallowed an error, and the ledger checker finds nothing. Every
    kind, and a gap and a fold occurrence (classified by the independent civil-time
-   oracle), must have been checked, else the gate is ERROR (not covered).
+   oracle), must have been checked, else the gate is ERROR (not covered). Eight
+   deterministic aimed examples (every civil kind x {gap, fold}, beside a ONCE) run
+   first in every run, so that coverage is reached by construction, not by the seed.
 
 Reproduce: ``SCHEDULING_GATE_SEED=<seed> .venv/bin/pytest src/gates/checks/test_not_early.py``
 (``SCHEDULING_GATE_PROFILE=deep`` runs many more examples).
@@ -200,7 +202,7 @@ def _selecting(draw: st.DrawFn, kind: str, day: date) -> dict[str, Any]:
 
 
 @st.composite
-def cadences(draw: st.DrawFn, start: datetime) -> dict[str, Any]:
+def cadences(draw: st.DrawFn, start: datetime, zones: tuple[str, ...] = ZONES) -> dict[str, Any]:
     kind = draw(st.sampled_from(KINDS))
     if kind == "ONCE":
         offset = draw(st.integers(60, 6 * 86400))
@@ -212,7 +214,7 @@ def cadences(draw: st.DrawFn, start: datetime) -> dict[str, Any]:
             "kind": "ONCE",
             "at": text + f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}",
         }
-    zone = draw(st.sampled_from(ZONES))
+    zone = draw(st.sampled_from(zones))
     # Select a local day within the first few days, so the kind fires during the example.
     day = (start.astimezone(load_zone(zone)) + timedelta(days=draw(st.integers(0, 3)))).date()
     payload: dict[str, Any] = {"kind": kind, "local_time": draw(local_times), "timezone": zone}
@@ -231,15 +233,17 @@ def targets(draw: st.DrawFn) -> Target:
 
 
 @st.composite
-def examples(draw: st.DrawFn) -> Example:
-    target = draw(st.one_of(st.none(), targets()))
+def examples(draw: st.DrawFn, zones: tuple[str, ...] = ZONES, targeted: bool = True) -> Example:
+    """An example over ``zones``; with ``targeted``, half start just before a real DST
+    transition (a test of the test turns targeting off and narrows the zones)."""
+    target = draw(st.one_of(st.none(), targets())) if targeted else None
     if target is None:
         start = BASE + timedelta(seconds=draw(st.integers(0, 6 * 365 * 86400)))
     else:
         # Far enough before the transition that the fold's first pass is still ahead.
         ahead = draw(st.integers(3 * 3600, 20 * 3600))
         start = target.transition.instant - timedelta(seconds=ahead)
-    defs = draw(st.lists(cadences(start), min_size=1, max_size=4))
+    defs = draw(st.lists(cadences(start, zones), min_size=1, max_size=4))
     plan: list[tuple[str, int, int]] = draw(
         st.lists(
             st.one_of(
@@ -263,9 +267,44 @@ def examples(draw: st.DrawFn) -> Example:
     return Example(start, defs, plan, target)
 
 
+def _selector(kind: str, day: date) -> dict[str, Any]:
+    """The plainest selector of a ``kind`` cadence that selects local ``day``."""
+    if kind == "WEEKLY":
+        return {"weekdays": [day.isoweekday()]}
+    if kind == "MONTHLY":
+        return {"days_of_month": [day.day], "last_day": False}
+    if kind == "YEARLY":
+        return {"dates": [{"month": day.month, "day": day.day}]}
+    return {}
+
+
+def aimed_examples() -> list[Example]:
+    """Deterministic examples that check every kind and a gap and a fold occurrence in
+    every run, whatever the seed: for each civil kind x {gap, fold}, a schedule whose
+    wall time is the middle of the first such transition after ``BASE`` of a zone
+    (zones rotate across kinds), beside a ONCE one hour after the start; the plan fires
+    the ONCE, then scans 1 us before, at and 1 us past the aimed instant."""
+    zones = [z for z in ZONES if any(t.is_gap for t in TRANSITIONS.get(z, []))]
+    out = []
+    for k, kind in enumerate(KINDS[1:]):
+        for c, case in enumerate(CIVIL_CASES):
+            zone = zones[(2 * k + c) % len(zones)]
+            t = next(t for t in TRANSITIONS[zone] if t.is_gap == (case == "gap"))
+            low, high = sorted([t.wall_before(), t.wall_after()])
+            wall = (low + (high - low) / 2).replace(microsecond=0)
+            start = t.instant - timedelta(hours=6)
+            aimed = {"kind": kind, "local_time": _clock(wall.time()), "timezone": zone}
+            once = {"kind": "ONCE", "at": (start + timedelta(hours=1)).isoformat()}
+            plan = [("aim", 0, 1), ("aim", -1, 0), ("aim", 0, 0), ("aim", 1, 0)]
+            target = Target(zone, t, case, wall)
+            out.append(Example(start, [aimed | _selector(kind, wall.date()), once], plan, target))
+    return out
+
+
 @dataclass
 class Tally:
     examples: int = 0
+    aimed: int = 0
     targeted: dict[str, int] = field(default_factory=dict)
     schedules: int = 0
     scans: int = 0
@@ -358,21 +397,18 @@ def missing_coverage(tally: Tally) -> list[str]:
     ]
 
 
-@pytest.mark.gate(GATE, facet="materializer")
-def test_generated_definitions_never_materialize_early(
-    pg_server: DatabaseServer, pg_template: str, gate_evidence: GateEvidence
+def run_property(
+    pg_server: DatabaseServer,
+    pg_template: str,
+    tally: Tally,
+    aimed: list[Example],
+    strategy: st.SearchStrategy[Example],
+    max_examples: int,
 ) -> None:
-    tally = Tally()
+    """The aimed examples, then ``max_examples`` generated ones, each on a fresh database."""
     counter = itertools.count()
 
-    @seed(SEED)
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
-    @given(example=examples())
-    def check(example: Example) -> None:
+    def one(example: Example) -> None:
         number = next(counter)
         tally.examples += 1
         if example.target is not None:
@@ -383,9 +419,32 @@ def test_generated_definitions_never_materialize_early(
         finally:
             pg_server.drop_database(url)
 
-    check()
+    for example in aimed:
+        tally.aimed += 1
+        one(example)
+
+    @seed(SEED)
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(example=strategy)
+    def generated(example: Example) -> None:
+        one(example)
+
+    generated()
+
+
+@pytest.mark.gate(GATE, facet="materializer")
+def test_generated_definitions_never_materialize_early(
+    pg_server: DatabaseServer, pg_template: str, gate_evidence: GateEvidence
+) -> None:
+    tally = Tally()
+    run_property(pg_server, pg_template, tally, aimed_examples(), examples(), EXAMPLES)
     gate_evidence.record("seed", SEED)
     gate_evidence.record("examples", tally.examples)
+    gate_evidence.record("aimed_examples", tally.aimed)
     gate_evidence.record("examples_started_before_a_dst_transition", tally.targeted)
     gate_evidence.record("schedules", tally.schedules)
     gate_evidence.record("scans", tally.scans)

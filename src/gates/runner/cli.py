@@ -1,4 +1,5 @@
-"""``scheduling-gates``: run the gate suite, verify a report, list and explain gates."""
+"""``scheduling-gates``: run the gate suite, verify a report, list and explain gates,
+sweep seeds."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from gates.runner.inventory import (
     project_root,
 )
 from gates.runner.mutate import coverage, load_mutants, run_all
+from gates.runner.sweep import add_parser as add_sweep_parser
+from gates.runner.sweep import cmd_sweep
 from reports.model import GateReport
 from reports.provenance_check import VerifyContext
 from reports.verify import load_report, verify_report
@@ -83,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     mutate.add_argument("--mutant", action="append", default=[], metavar="ID", help="repeatable")
     mutate.add_argument("--mutants", type=Path, metavar="FILE", help="another mutants file")
     mutate.add_argument("--output", type=Path, metavar="FILE", help="write the results as JSON")
+    add_sweep_parser(sub, _milestone)
     return parser
 
 
@@ -208,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_explain(args)
         if args.command == "mutate":
             return _cmd_mutate(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         print(json.dumps(GateReport.model_json_schema(), indent=2))
         return 0
     except (SelectionError, LedgerError) as exc:
