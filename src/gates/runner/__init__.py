@@ -110,6 +110,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     inventory: list[BoundCheck] = []
     # Digests of the check files as collected (before the run, not after it).
     digests = check_file_digests(options.checks_dir.resolve(), root)
+    commit = _git(root, "rev-parse", "HEAD")
     dirty = _dirty(root)
     try:
         inventory = collect_inventory(options.checks_dir)
@@ -133,7 +134,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         started_at=started,
         finished_at=clock.now(),
         duration_s=round(time.perf_counter() - t0, 3),
-        commit=_git(root, "rev-parse", "HEAD"),
+        commit=commit,
         commit_dirty=dirty,
         python=platform.python_version(),
         platform=platform.platform(),
