@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gates import cli
+from gates.runner import cli
 
 pytestmark = pytest.mark.postgres
 

@@ -16,9 +16,7 @@ from uuid import UUID
 import pytest
 
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.domain.events import RUN_ACCOUNTED
-from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
 from scheduling.service.materializer import MaterializeStatus
 from simulation.worlds.materialize import Harness
@@ -139,7 +137,10 @@ async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
     h = await Harness.open(pg_url)
     try:
         sid = await h.create(max_consecutive_failures=2)
-        accountant = RunAccountant(uow=h.scheduler, clock=h.clock, ids=h.world.ids.fork("acct"))
+        # The scheduler role as production startup builds it: its accountant and the
+        # worker whose post-run sweep uses it.
+        role = h.scheduler_role(ids=h.world.ids.fork("acct"), materializer=h.materializer())
+        accountant = role.accountant
         failure = {
             "reason": "schedule.runtime.agent_failed",
             "error_class": "ScriptedFailure",
@@ -171,9 +172,7 @@ async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
 
         run_3 = await fire_next(h, sid)
         await finish(h, run_3, "COMPLETED", None)
-        worker = h.worker(h.materializer())
-        worker._accountant = accountant
-        worker._pending = PostgresPendingAccounts(h.scheduler)
+        worker = role.worker
         assert await worker.account() == 1
         assert (await h.schedule(sid))["consecutive_failures"] == 0
 

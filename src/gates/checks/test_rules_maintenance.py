@@ -13,12 +13,13 @@ from sqlalchemy import text
 
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import build_maintenance
 from scheduling.domain.cadence import parse_cadence
 from scheduling.recurrence import next_after
 from scheduling.service import MaintenanceService
 from scheduling.service.materializer import MaterializeStatus
 from simulation.worlds.materialize import WHO, Harness
-from simulation.worlds.service import definition
+from simulation.worlds.service import definition, world_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -27,11 +28,15 @@ CLAIM_PATIENCE_S = 10.0
 
 
 def maintenance(h: Harness, role: str) -> MaintenanceService:
-    return MaintenanceService(
-        uow=PostgresUnitOfWorkFactory(h.admin.engine, assume_role=role),
+    """The maintenance role's service (``bootstrap.build_maintenance``) over a login
+    assuming ``role``."""
+    built = build_maintenance(
+        world_settings(),
         clock=h.clock,
         ids=h.world.ids.fork(f"maint-{role}"),
+        uow=PostgresUnitOfWorkFactory(h.admin.engine, assume_role=role),
     )
+    return built.purge
 
 
 @pytest.mark.rule("rule.claim.skip_locked")
