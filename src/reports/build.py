@@ -7,8 +7,23 @@ from collections.abc import Mapping, Sequence
 
 from gates.catalog import Catalog
 from gates.catalog.ledger import Ledger
-from reports.evaluate import compute_ceiling, evaluate_facets, gate_status, milestone_results
-from reports.model import CheckResult, GateReport, GateResult, GateStatus, RunMetadata
+from gates.catalog.rules import Rule
+from reports.evaluate import (
+    compute_ceiling,
+    evaluate_facets,
+    facet_status,
+    gate_status,
+    milestone_results,
+)
+from reports.model import (
+    CheckResult,
+    FacetResult,
+    GateReport,
+    GateResult,
+    GateStatus,
+    RuleResult,
+    RunMetadata,
+)
 
 
 def reproduce_command(gate_id: str, seed: int, profile: str) -> str:
@@ -53,7 +68,11 @@ def summarize(gates: Sequence[GateResult]) -> dict[str, int]:
 
 
 def build_report(
-    catalog: Catalog, ledger: Ledger, gates: list[GateResult], run: RunMetadata
+    catalog: Catalog,
+    ledger: Ledger,
+    gates: list[GateResult],
+    run: RunMetadata,
+    rules: list[RuleResult] | None = None,
 ) -> GateReport:
     milestones = milestone_results(catalog, {g.id: g.status for g in gates}, ledger)
     return GateReport(
@@ -62,4 +81,35 @@ def build_report(
         milestones=milestones,
         gates=gates,
         summary=summarize(gates),
+        rules=rules or [],
     )
+
+
+def build_rule_results(
+    rules: Mapping[str, Rule],
+    selected: bool,
+    checks_by_id: Mapping[str, Sequence[CheckResult]],
+) -> list[RuleResult]:
+    """One result per catalog rule (statuses as for a one-facet gate)."""
+    results = []
+    for rule in rules.values():
+        checks = list(checks_by_id.get(rule.id, [])) if selected else []
+        status, detail = rule_status(selected, checks)
+        results.append(
+            RuleResult(
+                id=rule.id,
+                section=rule.section,
+                title=rule.title,
+                statement=rule.statement,
+                selected=selected,
+                status=status,
+                detail=detail,
+                checks=checks,
+            )
+        )
+    return results
+
+
+def rule_status(selected: bool, checks: Sequence[CheckResult]) -> tuple[GateStatus, str]:
+    facet = FacetResult(name="check", status=facet_status(checks), checks=[])
+    return gate_status(selected, [facet])

@@ -60,6 +60,21 @@ def _gate_row(gate: GateResult) -> str:
     )
 
 
+def _rules(report: GateReport) -> str:
+    if not report.rules:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_badge(r.status)}</td><td><code>{escape(r.id)}</code></td>"
+        f"<td>{escape(r.statement)}</td><td>{len(r.checks)}</td><td>{escape(r.detail)}</td></tr>"
+        for r in report.rules
+    )
+    return (
+        "<h2>Spec rules beyond the gates</h2><p class='meta'>Checked like gates; not part of "
+        "the ceiling.</p><table><tr><th>Status</th><th>Rule</th><th>Statement</th>"
+        f"<th>Checks</th><th>Why</th></tr>{rows}</table>"
+    )
+
+
 def render_html(report: GateReport) -> str:
     run, ceiling = report.run, report.ceiling
     held = (
@@ -97,6 +112,7 @@ def render_html(report: GateReport) -> str:
         f"<th>Gates passing</th><th>Note</th></tr>{milestone_rows}</table>"
         "<h2>Gates</h2><table><tr><th>Status</th><th>M</th><th>Kind</th><th>Gate</th></tr>"
         f"{gate_rows}</table>"
+        f"{_rules(report)}"
         f"<p class='meta'>Command: <code>{escape(run.command)}</code></p>"
         "</body></html>\n"
     )

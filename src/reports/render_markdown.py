@@ -17,6 +17,20 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _provenance(report: GateReport) -> list[str]:
+    p = report.run.provenance
+    if p is None:
+        return []
+    untracked = f" · **untracked: {', '.join(p.untracked)}**" if p.untracked else ""
+    return [
+        f"Provenance: catalog `{p.catalog_sha256[:12]}` · ledger `{p.ledger_sha256[:12]}`"
+        f"{' (shipped)' if p.ledger_shipped else ''} · {len(p.check_files)} check files "
+        f"digested · {len(p.inventory)} bound checks collected{untracked} "
+        "(`scheduling-gates verify --checkout DIR` recomputes them)",
+        "",
+    ]
+
+
 def render_markdown(report: GateReport) -> str:
     run, ceiling = report.run, report.ceiling
     lines = [
@@ -32,6 +46,7 @@ def render_markdown(report: GateReport) -> str:
         f"{run.postgres.version or 'unavailable'} ({run.postgres.source or 'none'}) · "
         f"tzdata {run.tzdata or 'unknown'} · Python {run.python} · {run.duration_s:.1f} s",
         "",
+        *_provenance(report),
         "## Milestones",
         "",
         "| Milestone | Verified by | State | Gates passing |",
@@ -59,5 +74,24 @@ def render_markdown(report: GateReport) -> str:
     if passing:
         lines += ["", "## Passing gates", ""]
         lines += [f"- `{g.id}` (M{g.milestone}, {len(g.checks)} checks)" for g in passing]
+    lines += _rules(report)
     lines.append("")
     return "\n".join(lines)
+
+
+def _rules(report: GateReport) -> list[str]:
+    if not report.rules:
+        return []
+    lines = [
+        "",
+        "## Spec rules beyond the gates (not part of the ceiling)",
+        "",
+        "| Rule | Status | Checks | Why |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in report.rules:
+        lines.append(
+            f"| `{r.id}` | {_ICON[r.status]} {r.status.value} | {len(r.checks)} | "
+            f"{_cell(r.detail)} |"
+        )
+    return lines
