@@ -69,3 +69,15 @@ def bench(session: nox.Session) -> None:
         session.run("python", str(script), "--output", str(results / f"{name}.json"))
     # One Markdown table: every target beside its anchor from this run (table.md).
     session.run("python", "bench/table.py", str(results))
+
+
+@nox.session(python=PYTHON)
+def mutate(session: nox.Session) -> None:
+    """The sensitivity lane (nightly, not main CI): every shipped mutant of
+    src/gates/runner/mutants.toml on a copy of the tree; fails unless all are killed."""
+    _install(session)
+    out = Path("reports/out")
+    out.mkdir(parents=True, exist_ok=True)
+    session.run(
+        "scheduling-gates", "mutate", "--output", str(out / "mutants.json"), *session.posargs
+    )

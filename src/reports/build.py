@@ -7,9 +7,11 @@ from collections.abc import Mapping, Sequence
 
 from gates.catalog import Catalog
 from gates.catalog.ledger import Ledger
+from gates.catalog.rules import Rule
 from reports.evaluate import (
     compute_ceiling,
     evaluate_facets,
+    facet_status,
     gate_status,
     milestone_results,
     requirements_met,
@@ -17,10 +19,12 @@ from reports.evaluate import (
 from reports.model import (
     SCHEMA_VERSION,
     CheckResult,
+    FacetResult,
     GateReport,
     GateResult,
     GateStatus,
     Requirements,
+    RuleResult,
     RunMetadata,
 )
 
@@ -72,6 +76,7 @@ def build_report(
     gates: list[GateResult],
     run: RunMetadata,
     requirements: Requirements | None = None,
+    rules: list[RuleResult] | None = None,
 ) -> GateReport:
     milestones = milestone_results(catalog, {g.id: g.status for g in gates}, ledger)
     ceiling = compute_ceiling(milestones)
@@ -84,4 +89,35 @@ def build_report(
         gates=gates,
         summary=summarize(gates),
         requirements=bar.model_copy(update={"met": requirements_met(bar, ceiling, milestones)}),
+        rules=rules or [],
     )
+
+
+def build_rule_results(
+    rules: Mapping[str, Rule],
+    selected: bool,
+    checks_by_id: Mapping[str, Sequence[CheckResult]],
+) -> list[RuleResult]:
+    """One result per catalog rule (statuses as for a one-facet gate)."""
+    results = []
+    for rule in rules.values():
+        checks = list(checks_by_id.get(rule.id, [])) if selected else []
+        status, detail = rule_status(selected, checks)
+        results.append(
+            RuleResult(
+                id=rule.id,
+                section=rule.section,
+                title=rule.title,
+                statement=rule.statement,
+                selected=selected,
+                status=status,
+                detail=detail,
+                checks=checks,
+            )
+        )
+    return results
+
+
+def rule_status(selected: bool, checks: Sequence[CheckResult]) -> tuple[GateStatus, str]:
+    facet = FacetResult(name="check", status=facet_status(checks), checks=[])
+    return gate_status(selected, [facet])

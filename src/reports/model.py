@@ -74,6 +74,19 @@ class GateResult(_Model):
     reproduce: str
 
 
+class RuleResult(_Model):
+    """A spec rule beyond the gates: same statuses, never part of the ceiling."""
+
+    id: str
+    section: str
+    title: str
+    statement: str
+    selected: bool
+    status: GateStatus
+    detail: str
+    checks: list[CheckResult]
+
+
 class MilestoneResult(_Model):
     number: int
     source: Literal["suite", "ledger", "none"]
@@ -97,6 +110,24 @@ class PostgresInfo(_Model):
     error: str | None = None
 
 
+class InventoryEntry(_Model):
+    nodeid: str
+    gate: str
+    facet: str
+
+
+class Provenance(_Model):
+    """What decided the verdicts (see src/gates/catalog/provenance.py)."""
+
+    catalog_sha256: str
+    ledger_sha256: str
+    ledger_shipped: bool
+    checks_dir: str  # relative to the project root, e.g. src/gates/checks
+    check_files: dict[str, str]  # path relative to the project root -> SHA-256
+    untracked: list[str] | None  # None: git was not available
+    inventory: list[InventoryEntry]  # every bound check pytest collected
+
+
 class RunMetadata(_Model):
     tool_version: str
     started_at: datetime
@@ -114,6 +145,7 @@ class RunMetadata(_Model):
     selection: dict[str, list[str]]
     command: str
     pytest_exit_code: int | None
+    provenance: Provenance | None = None
 
 
 class Requirements(_Model):
@@ -148,3 +180,4 @@ class GateReport(_Model):
     summary: dict[str, int]
     # Added in 1.0 without a version bump (optional, defaulted): older reports still load.
     requirements: Requirements = Field(default_factory=Requirements)
+    rules: list[RuleResult] = Field(default_factory=list)

@@ -126,6 +126,21 @@ def _passing(section: Section) -> str:
     )
 
 
+def _rules(report: GateReport) -> str:
+    if not report.rules:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_badge(r.status)}</td><td><code>{escape(r.id)}</code></td>"
+        f"<td>{escape(r.statement)}</td><td>{len(r.checks)}</td><td>{escape(r.detail)}</td></tr>"
+        for r in report.rules
+    )
+    return (
+        "<h2>Spec rules beyond the gates</h2><p class='meta'>Checked like gates; not part of "
+        "the ceiling.</p><table><tr><th>Status</th><th>Rule</th><th>Statement</th>"
+        f"<th>Checks</th><th>Why</th></tr>{rows}</table>"
+    )
+
+
 def render_html(report: GateReport) -> str:
     run, ceiling, bar = report.run, report.ceiling, report.requirements
     held = f"held by M{ceiling.held_by}: {ceiling.reason}" if ceiling.held_by else ceiling.reason
@@ -166,6 +181,7 @@ def render_html(report: GateReport) -> str:
         "</div>"
         f"<ul class='ms' id='milestones'>{milestones}</ul>"
         f"{body}"
+        f"{_rules(report)}"
         f"<h2>Run</h2><p class='meta'>Command: <code>{escape(run.command)}</code> · "
         f"ledger: {escape(run.ledger)} · platform {escape(run.platform)} · "
         f"tool {escape(run.tool_version or 'unknown')} · schema {escape(report.schema_version)}</p>"

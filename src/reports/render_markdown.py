@@ -71,6 +71,20 @@ def _passing(section: Section) -> list[str]:
     return lines
 
 
+def _provenance(report: GateReport) -> list[str]:
+    p = report.run.provenance
+    if p is None:
+        return []
+    untracked = f" · **untracked: {', '.join(p.untracked)}**" if p.untracked else ""
+    return [
+        f"Provenance: catalog `{p.catalog_sha256[:12]}` · ledger `{p.ledger_sha256[:12]}`"
+        f"{' (shipped)' if p.ledger_shipped else ''} · {len(p.check_files)} check files "
+        f"digested · {len(p.inventory)} bound checks collected{untracked} "
+        "(`scheduling-gates verify --checkout DIR` recomputes them)",
+        "",
+    ]
+
+
 def render_markdown(report: GateReport) -> str:
     run, ceiling, bar = report.run, report.ceiling, report.requirements
     held = f"held by M{ceiling.held_by}: {ceiling.reason}" if ceiling.held_by else ceiling.reason
@@ -93,6 +107,7 @@ def render_markdown(report: GateReport) -> str:
         lines += _not_passing(section)
     for section in sections:
         lines += _passing(section)
+    lines += _rules(report)
     lines += [
         "",
         "## Run",
@@ -103,5 +118,24 @@ def render_markdown(report: GateReport) -> str:
         f"tzdata {run.tzdata or 'unknown'} · Python {run.python} · {run.duration_s:.1f} s · "
         f"command `{run.command}`",
         "",
+        *_provenance(report),
     ]
     return "\n".join(lines)
+
+
+def _rules(report: GateReport) -> list[str]:
+    if not report.rules:
+        return []
+    lines = [
+        "",
+        "## Spec rules beyond the gates (not part of the ceiling)",
+        "",
+        "| Rule | Status | Checks | Why |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in report.rules:
+        lines.append(
+            f"| `{r.id}` | {_ICON[r.status]} {r.status.value} | {len(r.checks)} | "
+            f"{_cell(r.detail)} |"
+        )
+    return lines

@@ -9,7 +9,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from gates.catalog import Catalog
 from gates.catalog.ledger import Ledger
-from reports.build import summarize
+from gates.catalog.rules import load_rules
+from reports.build import rule_status, summarize
 from reports.evaluate import (
     compute_ceiling,
     evaluate_facets,
@@ -18,6 +19,7 @@ from reports.evaluate import (
     requirements_met,
 )
 from reports.model import GateReport
+from reports.provenance_check import VerifyContext, provenance_problems
 
 
 def load_report(path: Path) -> tuple[GateReport | None, list[str]]:
@@ -31,9 +33,17 @@ def load_report(path: Path) -> tuple[GateReport | None, list[str]]:
         return None, [f"not a valid gate report (schema 1.0): {exc}"]
 
 
-def verify_report(report: GateReport, catalog: Catalog, ledger: Ledger) -> list[str]:
-    """Every way the report contradicts the catalog, the ledger or its own checks."""
+def verify_report(
+    report: GateReport,
+    catalog: Catalog,
+    ledger: Ledger,
+    context: VerifyContext | None = None,
+) -> list[str]:
+    """Every way the report contradicts the catalog, the ledger or its own checks; with
+    a ``context``, also its provenance (and a checkout, when the context names one)."""
     problems: list[str] = []
+    if context is not None:
+        problems += provenance_problems(report, catalog, context)
     seen = [g.id for g in report.gates]
     for gate_id in catalog.ids:
         if gate_id not in seen:
@@ -83,4 +93,28 @@ def verify_report(report: GateReport, catalog: Catalog, ledger: Ledger) -> list[
         problems.append("summary counts do not match the gates")
     if requirements_met(report.requirements, ceiling, milestones) != report.requirements.met:
         problems.append("requirements.met does not follow from the bar and the milestones")
+    return problems + rule_problems(report)
+
+
+def rule_problems(report: GateReport) -> list[str]:
+    """Rules: each a catalog rule, its status following from its checks."""
+    rules = load_rules()
+    problems = []
+    ids = [r.id for r in report.rules]
+    if report.rules and ids != list(rules):
+        problems.append("the report's rules are not the rules catalog's")
+    for result in report.rules:
+        rule = rules.get(result.id)
+        if rule is None:
+            continue
+        if result.statement != rule.statement:
+            problems.append(f"{rule.id}: statement differs from the rules catalog")
+        if not result.selected and result.checks:
+            problems.append(f"{rule.id}: not selected but carries check results")
+        expected, _ = rule_status(result.selected, result.checks)
+        if expected != result.status:
+            problems.append(
+                f"{rule.id}: status {result.status.value} contradicts its checks "
+                f"(they give {expected.value})"
+            )
     return problems

@@ -32,6 +32,7 @@ same classes wired the same way (``tests/integration/test_production_wiring.py``
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -94,6 +95,7 @@ from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import AllowAllAdmission, require_production_admission
 from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
 from scheduling.service.materializer import ScheduleMaterializer
+from scheduling.service.retry import JitterSource, RetrySettings
 from scheduling.service.runs import RunService
 from scheduling.service.schedule_views import ScheduleViews
 from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, WorkerSettings
@@ -317,6 +319,9 @@ class SchedulerSettings:
     fallback_poll_seconds: float
     admission_backoff_seconds: float
     worker_concurrency: int = 1
+    transient_retry: tuple[int, float, float] = (4, 0.1, 2.0)
+    """attempts, base and max delay seconds of the prompt retry of transient errors."""
+    failure_backoff_seconds: float = 60.0
 
     @classmethod
     def of(cls, settings: Settings) -> SchedulerSettings:
@@ -340,6 +345,8 @@ class SchedulerSettings:
             fallback_poll_seconds=settings.fallback_poll_seconds,
             admission_backoff_seconds=settings.admission_backoff_seconds,
             worker_concurrency=settings.worker_concurrency,
+            transient_retry=_retry_values(settings),
+            failure_backoff_seconds=settings.failure_backoff_seconds,
         )
 
 
@@ -395,6 +402,7 @@ def build_scheduler(
     ids: IdGenerator,
     probe: Probe | None = None,
     stop: asyncio.Event | None = None,
+    jitter: JitterSource | None = None,
     uow: PostgresUnitOfWorkFactory | None = None,
     admission: ScheduleAdmissionController | None = None,
     calculator: RecurrenceCalculator | None = None,
@@ -410,8 +418,13 @@ def build_scheduler(
     set), and for a test of a test a different ``admission``, ``calculator``,
     ``worker_type`` (a subclass of ``ScheduleWorker``), ``worker_settings``, the
     ``materializer`` the worker scans with (one built here, wrapped or mutated) or the
-    ``tenants`` configuration in place of the settings' ceilings."""
+    ``tenants`` configuration in place of the settings' ceilings. ``jitter`` seeds the
+    transient-retry delays (default: seeded from ``ids``, so a simulator's seeded ids
+    replay the same delays)."""
     problems = list(settings.release_problems)
+    retry = _retry(settings.transient_retry)
+    if isinstance(retry, str):
+        problems.append(retry)
     if not settings.enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_WORKER_ENABLED is off")
     tenants = tenants or ConfiguredTenantConfiguration(default=settings.ceilings)
@@ -482,12 +495,15 @@ def build_scheduler(
             batch_size=settings.scan_batch,
             fallback_poll_seconds=settings.fallback_poll_seconds,
             concurrency=max(1, min(settings.worker_concurrency, 64)),
+            failure_backoff_seconds=settings.failure_backoff_seconds,
+            transient_retry=retry if isinstance(retry, RetrySettings) else RetrySettings(),
         ),
         wake=StopAwareWake(listener, stop),
         accountant=accountant,
         pending=pending,
         # Throughput mode (ADR 1701): lanes split a batch shared with other workers.
         lane=ids.new_uuid().int if settings.worker_concurrency > 1 else None,
+        jitter=jitter or _jitter(ids),
     )
     return SchedulerRole(worker, materializer, admission, accountant, factory, listener, owns_uow)
 
@@ -515,6 +531,7 @@ def build_run_worker(
     clock: Clock,
     ids: IdGenerator,
     probe: Probe | None = None,
+    jitter: JitterSource | None = None,
     uow: PostgresUnitOfWorkFactory | None = None,
     capacity: QueueCapacity | None = None,
     owner: str | None = None,
@@ -529,6 +546,12 @@ def build_run_worker(
     the worker's ``owner`` name, its ``worker_settings`` and, for a test that watches
     terminal runs, ``on_finished`` in place of the accounting hook."""
     problems = _release_problems(settings)
+    retry = _retry(_retry_values(settings))
+    if isinstance(retry, str):
+        problems.append(retry)
+    drain = settings.run_drain_seconds
+    if not 0 < drain < float("inf"):
+        problems.append(f"{RETRY_SETTINGS}: AGENT_SCHEDULE_RUN_DRAIN_SECONDS is not positive")
     configured = _capacity(settings) if capacity is None else capacity
     if isinstance(configured, str):
         problems.append(configured)
@@ -538,7 +561,7 @@ def build_run_worker(
         problems.append(f"{MEMORY_REPOSITORIES}: the run queue exists only in PostgreSQL")
     if uow is None and not settings.database_url:
         problems.append(f"{DATABASE_URL_MISSING}: AGENT_SCHEDULE_DATABASE_URL is not set")
-    if problems or isinstance(configured, str):
+    if problems or isinstance(configured, str) or isinstance(retry, str):
         _refuse(problems)
     slots = (
         settings.topology.interactive_slots
@@ -548,13 +571,18 @@ def build_run_worker(
         else settings.topology.total_slots
     )
     owns_uow = uow is None
+    # The run worker's own least-privilege login when configured (role
+    # <prefix>_run_worker, revision 0005): it cannot touch schedules, so post-run
+    # accounting is left to the scheduler's sweep. Otherwise the trusted login, which
+    # accounts at once.
+    own_login = settings.run_worker_database_url if uow is None else None
     if uow is None:
-        assert settings.database_url is not None  # refused above otherwise
-        # Runs have no least-privilege role yet (docs/runtime.md): the trusted login.
-        uow = _factory(settings.database_url, None, pool_size=max(5, slots + 2))
+        url = own_login or settings.database_url
+        assert url is not None  # refused above otherwise
+        uow = _factory(url, None, pool_size=max(5, slots + 2))
     classes = frozenset(RunPriority) if priority is None else frozenset({priority})
     queue = PostgresRunQueue(uow, configured, probe=probe, classes=classes)
-    accountant = RunAccountant(uow=uow, clock=clock, ids=ids)
+    hook = None if own_login else AccountingHook(RunAccountant(uow=uow, clock=clock, ids=ids))
     label = "any" if priority is None else priority.name.lower()
     worker = RunWorker(
         uow=uow,
@@ -563,9 +591,10 @@ def build_run_worker(
         tools=ToolPipeline(scripted_tools()),
         clock=clock,
         owner=owner or f"{label}-{ids.new_uuid()}",
-        settings=worker_settings,
+        settings=worker_settings or RunWorkerSettings(transient_retry=retry, drain_seconds=drain),
         probe=probe,
-        on_finished=on_finished or AccountingHook(accountant),
+        on_finished=on_finished or hook,
+        jitter=jitter or _jitter(ids),
     )
     return RunWorkerRole(worker, queue, slots, uow, owns_uow)
 
@@ -844,3 +873,33 @@ def build_tools(
     register_schedule_tools(registry, deps, **flags)
     governance = Governance(ledger=ledger, approvals=approvals, clock=clock, ids=ids)
     return ToolsRole(ToolPipeline(registry, governance), registry, roster, api, ledger)
+
+
+# ----------------------------------------------------------------- reliability
+
+RETRY_SETTINGS = reason(
+    "schedule.bootstrap.retry_settings",
+    "The transient-error retry, failure backoff or drain settings are invalid for this role",
+)
+
+
+def _retry_values(settings: Settings) -> tuple[int, float, float]:
+    return (
+        settings.transient_retry_attempts,
+        settings.transient_retry_base_seconds,
+        settings.transient_retry_max_seconds,
+    )
+
+
+def _retry(values: tuple[int, float, float]) -> RetrySettings | str:
+    """The retry settings, or the problem that refuses startup."""
+    try:
+        return RetrySettings(*values)
+    except ValidationError as exc:
+        return f"{RETRY_SETTINGS}: {exc.message}"
+
+
+def _jitter(ids: IdGenerator) -> JitterSource:
+    """A jitter source seeded from the id generator (random ids in production, seeded
+    ids in the simulator): never ambient randomness."""
+    return random.Random(ids.new_uuid().int)

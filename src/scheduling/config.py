@@ -233,6 +233,15 @@ class Settings(BaseModel):
     terminal_purge_batch: int = 100
     worker_concurrency: int = 1
     """Materializations one schedule worker keeps in flight (ADR 1701)."""
+    # Reliability (issue 13): prompt retries of transient database errors, the
+    # isolation backoff of a deterministically failing definition, the run worker's
+    # bounded drain.
+    transient_retry_attempts: int = 4
+    transient_retry_base_seconds: float = 0.1
+    transient_retry_max_seconds: float = 2.0
+    failure_backoff_seconds: float = 60.0
+    run_drain_seconds: float = 30.0
+    run_worker_database_url: str | None = None
 
     # ---------------------------------------------------------------- flags
 
@@ -272,6 +281,12 @@ class Settings(BaseModel):
             "PURGE_INTERVAL_SECONDS": "purge_interval_seconds",
             "TERMINAL_PURGE_BATCH": "terminal_purge_batch",
             "WORKER_CONCURRENCY": "worker_concurrency",
+            "TRANSIENT_RETRY_ATTEMPTS": "transient_retry_attempts",
+            "TRANSIENT_RETRY_BASE_SECONDS": "transient_retry_base_seconds",
+            "TRANSIENT_RETRY_MAX_SECONDS": "transient_retry_max_seconds",
+            "FAILURE_BACKOFF_SECONDS": "failure_backoff_seconds",
+            "RUN_DRAIN_SECONDS": "run_drain_seconds",
+            "RUN_WORKER_DATABASE_URL": "run_worker_database_url",
         }
         topology = {
             "TOTAL_SLOTS": "total_slots",
@@ -405,6 +420,7 @@ def validate_release(settings: Settings) -> list[str]:
         if value <= 0:
             problems.append(f"{RETENTION_INVALID}: {PREFIX}{name} must be positive")
     problems += worker_problems(settings)
+    problems += reliability_problems(settings)
     return problems
 
 
@@ -421,3 +437,54 @@ def worker_problems(settings: Settings) -> list[str]:
 def problem_codes(problems: list[str]) -> list[str]:
     """The reason codes of ``problems`` (each line starts with its code)."""
     return [problem.split(":", 1)[0] for problem in problems]
+
+
+# -------------------------------------------------------------------- reliability
+
+RETRY_INVALID = reason(
+    "schedule.config.retry_invalid",
+    "The transient-error retry is negative, unbounded, or its delays are not ordered",
+)
+FAILURE_BACKOFF_INVALID = reason(
+    "schedule.config.failure_backoff_invalid",
+    "The isolation backoff of a failing definition is not finite and positive",
+)
+RUN_WORKER_LOGIN_SHARED = reason(
+    "schedule.config.run_worker_login_shared",
+    "The run-worker login URL is the migration or the scheduler login; it must be its own",
+)
+DRAIN_INVALID = reason(
+    "schedule.config.drain_invalid", "The run worker's drain timeout is not finite and positive"
+)
+MAX_TRANSIENT_RETRIES = 20
+
+
+def reliability_problems(settings: Settings) -> list[str]:
+    """Retry, backoff and drain settings, and the run worker's own login."""
+    problems: list[str] = []
+    base, ceiling = settings.transient_retry_base_seconds, settings.transient_retry_max_seconds
+    if not (
+        0 <= settings.transient_retry_attempts <= MAX_TRANSIENT_RETRIES
+        and 0 < base <= ceiling < math.inf
+    ):
+        problems.append(
+            f"{RETRY_INVALID}: {PREFIX}TRANSIENT_RETRY_ATTEMPTS must be within"
+            f" [0, {MAX_TRANSIENT_RETRIES}] and 0 < {PREFIX}TRANSIENT_RETRY_BASE_SECONDS"
+            f" <= {PREFIX}TRANSIENT_RETRY_MAX_SECONDS < inf"
+        )
+    if not 0 < settings.failure_backoff_seconds < math.inf:
+        problems.append(
+            f"{FAILURE_BACKOFF_INVALID}: {PREFIX}FAILURE_BACKOFF_SECONDS must be finite and"
+            " positive"
+        )
+    if not 0 < settings.run_drain_seconds < math.inf:
+        problems.append(f"{DRAIN_INVALID}: {PREFIX}RUN_DRAIN_SECONDS must be finite and positive")
+    if settings.run_worker_database_url and settings.run_worker_database_url in (
+        settings.database_url,
+        settings.scheduler_database_url,
+    ):
+        problems.append(
+            f"{RUN_WORKER_LOGIN_SHARED}: {PREFIX}RUN_WORKER_DATABASE_URL must name the"
+            " run-worker login, distinct from the migration and scheduler logins"
+        )
+    return problems

@@ -218,16 +218,16 @@ async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server:
                     text("SELECT rolname FROM pg_roles WHERE rolname LIKE :p"), {"p": f"{prefix}_%"}
                 )
             )
-        assert names == sorted(role_names(prefix).all())
+        assert names == sorted(role_names(prefix).every())
     finally:
         for url in urls:
             async with admin_connection(url) as conn:
-                for role in role_names(prefix).all():
+                for role in role_names(prefix).every():
                     await conn.execute(text(f"DROP OWNED BY {role} CASCADE"))
                 await conn.commit()
             pg_server.drop_database(url)
         async with admin_connection(pg_server.info.dsn) as conn:
-            for role in role_names(prefix).all():
+            for role in role_names(prefix).every():
                 await conn.execute(text(f"DROP ROLE IF EXISTS {role}"))
             await conn.commit()
     await asyncio.sleep(0)

@@ -51,6 +51,26 @@ async def _break(url: str, *statements: str) -> None:
             ],
             id="events-policy-checks-nothing-on-write",
         ),
+        pytest.param(
+            [
+                "DROP POLICY schedule_occurrences_api ON schedule_occurrences",
+                "CREATE POLICY schedule_occurrences_api ON schedule_occurrences"
+                f" TO {API} USING (schedule_id IS NOT NULL)",
+            ],
+            id="occurrence-policy-weakened-to-schedule-id-not-null",
+        ),
+        pytest.param(
+            [f"GRANT UPDATE, DELETE ON process_events TO {API}"],
+            id="api-may-rewrite-process-events",
+        ),
+        pytest.param(
+            [f"GRANT UPDATE, DELETE ON schedule_idempotency_keys TO {API}"],
+            id="api-may-rewrite-idempotency-keys",
+        ),
+        pytest.param(
+            [f"GRANT DELETE ON schedule_occurrences TO {API}"],
+            id="api-may-delete-occurrences",
+        ),
     ],
 )
 async def test_isolation_check_fails_when_a_policy_is_weakened(

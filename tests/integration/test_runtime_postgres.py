@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from uuid import UUID
 
 import pytest
+from sqlalchemy import text
 
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
@@ -129,12 +130,12 @@ async def test_claims_interactive_first_and_respects_scheduled_for(env: Env) -> 
     queue = PostgresRunQueue(env.admin, WIDE)
     now = env.clock.now()
     # A run scheduled one microsecond in the future is not eligible.
-    async with env.admin.begin() as uow:
-        await uow.runs.save(
-            replace(older_async, scheduled_for=now + timedelta(microseconds=1)),
-            expected_fencing_token=0,
+    # (save writes only the mutable fields: move scheduled_for directly)
+    async with env.admin.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE runs SET scheduled_for = :t WHERE id = :i"),
+            {"t": now + timedelta(microseconds=1), "i": older_async.id},
         )
-        await uow.commit()
     first = await queue.claim("q", now, 30)
     assert first is not None
     assert first.run.id == interactive.id

@@ -132,6 +132,27 @@ class _TakenFirst:
 
 
 async def test_a_collision_yields_the_rest_of_the_batch(pg_url: str) -> None:
+    """Throughput mode (lanes): another worker shares the batch, so the rest is left."""
+    h = await Harness.open(pg_url)
+    try:
+        ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(4)]
+        h.clock.advance_to(await h.next_fire(ids[0]) + timedelta(seconds=1))
+        async with h.scheduler.begin() as uow:
+            due = await uow.schedules.due(h.clock.now(), 100)
+        order = sorted(due, key=lambda sid: sid.int)  # lane 0: ascending ids
+        w = worker(h, lane=0, concurrency=1)
+        stub = _TakenFirst(order[1])
+        w._materializer = stub  # type: ignore[assignment]
+        report = await w.run_once()
+        assert report.scanned == order[:2] == stub.asked
+        assert report.yielded == order[2:]
+    finally:
+        await h.close()
+
+
+async def test_without_lanes_a_collision_only_skips_that_row(pg_url: str) -> None:
+    """One worker per batch: a row another worker holds must not stall the rest
+    (rule.claim.skip_locked); yielding would rescan behind the held row forever."""
     h = await Harness.open(pg_url)
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(4)]
@@ -142,7 +163,7 @@ async def test_a_collision_yields_the_rest_of_the_batch(pg_url: str) -> None:
         stub = _TakenFirst(due[1])
         w._materializer = stub  # type: ignore[assignment]
         report = await w.run_once()
-        assert report.scanned == due[:2] == stub.asked
-        assert report.yielded == due[2:]
+        assert report.scanned == due == stub.asked
+        assert report.yielded == []
     finally:
         await h.close()

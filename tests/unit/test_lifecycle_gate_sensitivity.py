@@ -15,6 +15,7 @@ import pytest
 import scheduling.service.schedules as schedules_module
 from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.cadence import Cadence
+from scheduling.domain.errors import ValidationError
 from scheduling.domain.lifecycle import Action, Decision, decide
 from scheduling.domain.schedule import ScheduleState
 from simulation.engine.checkers import check_linearizable_per_key
@@ -69,3 +70,18 @@ async def test_a_service_that_backfills_paused_time_is_caught(
 
     monkeypatch.setattr(schedules_module, "next_after", backfilling)
     assert await violations()
+
+
+async def test_a_service_that_refuses_every_resume_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A non-conflict error from a legal operation is judged, not recorded as "no
+    effect": refusing every resume (a stable ``schedule.*`` code, no traceback) is a
+    violation of the sequential model."""
+
+    async def refusing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise ValidationError("schedule.lifecycle.resume_refused", "resume refused")
+
+    monkeypatch.setattr(schedules_module.ScheduleService, "resume", refusing)
+    found = await violations()
+    assert found, "a service refusing every resume passed the lifecycle check"

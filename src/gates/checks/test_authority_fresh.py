@@ -27,7 +27,12 @@ import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.ports.directories import authority_version
-from scheduling.service.materializer import AUTHORITY_CHANGED, PRINCIPAL_DISABLED, SCOPE_REVOKED
+from scheduling.service.materializer import (
+    AUTHORITY_CHANGED,
+    PRINCIPAL_DISABLED,
+    SCOPE_REVOKED,
+    ScheduleMaterializer,
+)
 from simulation.worlds.materialize import WHO, Harness
 
 pytestmark = pytest.mark.postgres
@@ -89,13 +94,38 @@ async def principal_row(h: Harness) -> dict[str, Any]:
 async def test_due_occurrence_fails_closed(
     pg_url: str, case: str, gate_evidence: GateEvidence
 ) -> None:
+    await check_fails_closed(pg_url, case, gate_evidence)
+
+
+MaterializerFor = Callable[[Harness], ScheduleMaterializer]
+
+
+def default_materializer(h: Harness) -> ScheduleMaterializer:
+    return h.materializer()
+
+
+async def check_fails_closed(
+    pg_url: str,
+    case: str,
+    gate_evidence: GateEvidence,
+    materializer_for: MaterializerFor = default_materializer,
+) -> None:
+    """One case. ONE long-lived worker (one materializer, one principal directory)
+    serves the whole case and first fires an occurrence under the old authority, so a
+    worker that caches authority is caught when the change is not seen."""
     change, code = CASES[case]
     h = await Harness.open(pg_url)
     try:
+        worker = h.worker(materializer_for(h))
         sid = await h.create()
-        first = await h.next_fire(sid)
         old_version = version(SEEDED_ROLES, WHO.scopes)
         assert await pinned_version(h, sid) == old_version
+        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=3))
+        assert (await worker.run_once()).errors == {}
+        warm = (await h.ledger()).of(sid)
+        assert [o["disposition"] for o in warm.occurrences] == ["MATERIALIZED"]
+        await h.sql("UPDATE runs SET status = 'COMPLETED', finished_at = :t", t=h.clock.now())
+        first = await h.next_fire(sid)
         await change(h)
         if case == "authority_version_changed":
             # Prove the case changes the version and nothing the other two cases cover.
@@ -105,17 +135,16 @@ async def test_due_occurrence_fails_closed(
             assert row["authority_inputs"] == {"roles": [*SEEDED_ROLES, "auditor"]}
             assert version((*SEEDED_ROLES, "auditor"), WHO.scopes) != old_version
         h.clock.advance_to(first + timedelta(seconds=3))
-        assert (await h.worker(h.materializer()).run_once()).errors == {}
+        assert (await worker.run_once()).errors == {}
         ledger = (await h.ledger()).of(sid)
-        assert len(ledger.occurrences) == 1
-        failed = ledger.occurrences[0]
-        assert failed["disposition"] == "AUTHORIZATION_FAILED"
+        assert len(ledger.occurrences) == 2
+        failed = ledger.occurrences[1]
+        assert failed["disposition"] == "AUTHORIZATION_FAILED", failed
         assert failed["reason_code"] == code
         assert failed["session_id"] is None
         assert failed["run_id"] is None
         assert failed["authority_version"] != old_version
-        assert ledger.runs == []
-        assert ledger.sessions == []
+        assert len(ledger.runs) == len(ledger.sessions) == 1
         audit = [e for e in ledger.events if e["event_type"].endswith("authorization_failed")]
         assert len(audit) == 1
         assert audit[0]["payload"]["reason_code"] == code
@@ -128,15 +157,16 @@ async def test_due_occurrence_fails_closed(
         # version matches the pin again; only the later occurrence is affected.
         await h.set_principal()
         h.clock.advance_to(second + timedelta(seconds=3))
-        assert (await h.worker(h.materializer()).run_once()).errors == {}
+        assert (await worker.run_once()).errors == {}
         after = (await h.ledger()).of(sid)
         assert [o["disposition"] for o in after.occurrences] == [
+            "MATERIALIZED",
             "AUTHORIZATION_FAILED",
             "MATERIALIZED",
         ]
-        assert after.occurrences[0] == failed
-        assert after.occurrences[1]["authority_version"] == old_version
-        assert len(after.runs) == 1
+        assert after.occurrences[1] == failed
+        assert after.occurrences[2]["authority_version"] == old_version
+        assert len(after.runs) == 2
         assert await pinned_version(h, sid) == old_version
         gate_evidence.record(
             case,
@@ -146,6 +176,7 @@ async def test_due_occurrence_fails_closed(
                 "pinned_authority_version": old_version,
                 "failed_authority_version": failed["authority_version"],
                 "restored_authority_version": old_version,
+                "worker": "one long-lived worker fired under the old authority first",
             },
         )
     finally:

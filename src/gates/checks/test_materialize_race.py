@@ -157,7 +157,7 @@ async def test_two_and_three_workers_materialize_once(
     )
 
 
-@pytest.mark.gate("gate.schedule.materialize_atomic")
+@pytest.mark.gate("gate.schedule.materialize_atomic", facet="check")
 async def test_crash_after_every_write(
     pg_server: DatabaseServer, pg_template: str, tmp_path: Path, gate_evidence: GateEvidence
 ) -> None:

@@ -14,6 +14,7 @@ run link and the run's terminal status - equal to the database's ground truth.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -39,13 +40,46 @@ def daily(at: str) -> dict[str, Any]:
 
 async def read_all(h: Harness, sid: UUID) -> list[Any]:
     """The client's offline read: every page, one item at a time."""
+
+    async def fetch(cursor: str | None) -> Any:
+        return await h.world.service.occurrences(WHO, sid, limit=1, cursor=cursor)
+
+    items = await read_pages(fetch)
+    # One page of the default (maximum) size: the same occurrences, none lost between
+    # the one-item pages.
+    whole = await h.world.service.occurrences(WHO, sid)
+    assert whole.next_cursor is None
+    assert [identity(i) for i in items] == [identity(i) for i in whole.items], (
+        "paging lost or reordered an occurrence"
+    )
+    return items
+
+
+def identity(item: Any) -> Any:
+    """An occurrence view's id (``item.occurrence.id``), or a bare item's ``id``."""
+    occurrence = getattr(item, "occurrence", item)
+    return occurrence.id
+
+
+async def read_pages(fetch: Callable[[str | None], Awaitable[Any]]) -> list[Any]:
+    """Every page from ``fetch`` until no next cursor; refuses a page that repeats an
+    item an earlier page held, and a cursor handed out twice (a client following it
+    would loop or double-count)."""
     items: list[Any] = []
+    seen: set[Any] = set()
+    cursors: set[str] = set()
     cursor = None
     while True:
-        page = await h.world.service.occurrences(WHO, sid, limit=1, cursor=cursor)
+        page = await fetch(cursor)
+        for item in page.items:
+            key = identity(item)
+            assert key not in seen, f"occurrence {key} appears on two pages"
+            seen.add(key)
         items += page.items
         if page.next_cursor is None:
             return items
+        assert page.next_cursor not in cursors, "a page cursor was handed out twice"
+        cursors.add(page.next_cursor)
         cursor = page.next_cursor
 
 

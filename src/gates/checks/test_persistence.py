@@ -657,6 +657,24 @@ _BLIND_WRITES = (
     "DELETE FROM session_events",
     "DELETE FROM run_checkpoints",
 )
+# Blind writes the API role is granted (the occurrence link columns): RLS must confine
+# each to exactly the writer's own rows (the row count tells, whatever the content).
+_CONFINED_WRITES = {
+    "UPDATE schedule_occurrences SET run_id = run_id, session_id = session_id": (
+        "schedule_occurrences"
+    ),
+}
+# Blind writes the API role is not granted at all: each must be refused outright.
+_REFUSED_WRITES = (
+    "UPDATE schedule_occurrences SET disposition = 'MISSED'",
+    "DELETE FROM schedule_occurrences",
+    "UPDATE schedule_idempotency_keys SET request_hash = 'forged'",
+    "DELETE FROM schedule_idempotency_keys",
+    "UPDATE process_events SET event_type = 'forged'",
+    "DELETE FROM process_events",
+    "UPDATE schedule_revisions SET revision = revision + 100",
+    "DELETE FROM schedule_revisions",
+)
 
 
 @pytest.mark.gate("gate.schedule.persistence_isolated")
@@ -719,7 +737,17 @@ async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
                 changed = (await uow.tx.execute(text(statement))).rowcount
                 gate_evidence.append("blind_writes", {"sql": statement, "rows": changed})
                 assert changed >= 1
+            for statement, table in _CONFINED_WRITES.items():
+                changed = (await uow.tx.execute(text(statement))).rowcount
+                gate_evidence.append("blind_writes", {"sql": statement, "rows": changed})
+                assert changed == per_owner[table], (statement, changed, per_owner[table])
             await uow.commit()
+        for statement in _REFUSED_WRITES:
+            async with api.begin(ALICE) as uow:
+                with pytest.raises(AuthorizationError) as refused:
+                    await uow.tx.execute(text(statement))
+            assert refused.value.code == FORBIDDEN, (statement, refused.value)
+            gate_evidence.append("blind_writes_refused", statement)
         for p in (BOB, MALLORY):
             assert (
                 await _owner_snapshot(pg_url, world, p) == before[f"{p.principal_id}@{p.tenant_id}"]
@@ -811,6 +839,20 @@ async def _owner_snapshot(url: str, world: World, owner: Any) -> dict[str, list[
         "sessions": "SELECT t::text FROM sessions t WHERE id = :x",
         "session_events": "SELECT t::text FROM session_events t WHERE session_id = :x ORDER BY 1",
         "run_checkpoints": "SELECT t::text FROM run_checkpoints t WHERE run_id = :r",
+        "schedule_occurrences": (
+            "SELECT t::text FROM schedule_occurrences t WHERE schedule_id = :s ORDER BY 1"
+        ),
+        "schedule_revisions": (
+            "SELECT t::text FROM schedule_revisions t WHERE schedule_id = :s ORDER BY 1"
+        ),
+        "schedule_idempotency_keys": (
+            "SELECT t::text FROM schedule_idempotency_keys t WHERE tenant_id = :tn"
+            " AND principal_id = :p ORDER BY 1"
+        ),
+        "process_events": (
+            "SELECT t::text FROM process_events t WHERE tenant_id = :tn"
+            " AND principal_id = :p ORDER BY 1"
+        ),
         "principals": (
             "SELECT t::text FROM principals t WHERE tenant_id = :tn AND principal_id = :p"
         ),

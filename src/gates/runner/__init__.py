@@ -20,6 +20,14 @@ from typing import Any, Literal
 
 from gates.catalog import Catalog, load_catalog
 from gates.catalog.ledger import load_ledger
+from gates.catalog.provenance import (
+    check_file_digests,
+    ledger_digest,
+    sha256_text,
+    shipped_text,
+    untracked_files,
+)
+from gates.catalog.rules import load_rules
 from gates.runner.inventory import (
     BoundCheck,
     CollectionError,
@@ -27,12 +35,14 @@ from gates.runner.inventory import (
     plugin_args,
     project_root,
 )
-from reports.build import build_gate_results, build_report
+from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckOutcome,
     CheckResult,
     GateReport,
+    InventoryEntry,
     PostgresInfo,
+    Provenance,
     Requirements,
     RunMetadata,
 )
@@ -90,17 +100,26 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     catalog = load_catalog()
     ledger = load_ledger(options.ledger, catalog.milestones())
     selected = select_gates(catalog, options.gates, options.milestones)
+    rules = load_rules()
+    # Rules run with the whole suite (no --gate/--milestone filter).
+    rules_selected = not options.gates and not options.milestones
+    chosen = selected | (set(rules) if rules_selected else set())
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     root = project_root(options.checks_dir)
 
     pytest_exit: int | None = None
     postgres = PostgresInfo(error="not started: no selected gate has a bound check")
+    inventory: list[BoundCheck] = []
+    # Digests of the check files as collected (before the run, not after it).
+    digests = check_file_digests(options.checks_dir.resolve(), root)
+    commit = _git(root, "rev-parse", "HEAD")
+    dirty = _dirty(root)
     try:
         inventory = collect_inventory(options.checks_dir)
     except CollectionError as exc:
         checks = _harness_error(catalog, selected, str(exc))
     else:
-        bound = [c for c in inventory if c.gate in selected]
+        bound = [c for c in inventory if c.gate in chosen]
         with ExitStack() as stack:
             env = _environment(options.profile, seed)
             if bound:
@@ -109,13 +128,16 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         checks = _merge(bound, results, pytest_exit)
 
     gate_results = build_gate_results(catalog, selected, checks, seed, options.profile)
+    provenance = _provenance(options, root, inventory, digests)
+    if provenance.untracked:
+        dirty = True  # collected files the commit does not hold
     run = RunMetadata(
         tool_version=_version("scheduling"),
         started_at=started,
         finished_at=clock.now(),
         duration_s=round(time.perf_counter() - t0, 3),
-        commit=_git(root, "rev-parse", "HEAD"),
-        commit_dirty=_dirty(root),
+        commit=commit,
+        commit_dirty=dirty,
         python=platform.python_version(),
         platform=platform.platform(),
         tzdata=_tzdata(),
@@ -129,11 +151,13 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         },
         command=options.command,
         pytest_exit_code=pytest_exit,
+        provenance=provenance,
     )
     bar = Requirements(
         ceiling=options.require_ceiling, complete=sorted(set(options.require_complete))
     )
-    report = build_report(catalog, ledger, gate_results, run, bar)
+    rule_results = build_rule_results(rules, rules_selected, checks)
+    report = build_report(catalog, ledger, gate_results, run, bar, rule_results)
     write_reports(report, options.output)
     return report, exit_code(report, selected, options.require_ceiling, options.require_complete)
 
@@ -255,6 +279,21 @@ def _harness_error(
         for gate in catalog
         if gate.id in selected
     }
+
+
+def _provenance(
+    options: RunOptions, root: Path, inventory: list[BoundCheck], digests: dict[str, str]
+) -> Provenance:
+    checks_dir = options.checks_dir.resolve()
+    return Provenance(
+        catalog_sha256=sha256_text(shipped_text("catalog.toml")),
+        ledger_sha256=ledger_digest(options.ledger),
+        ledger_shipped=options.ledger is None,
+        checks_dir=checks_dir.relative_to(root).as_posix(),
+        check_files=digests,
+        untracked=untracked_files(checks_dir, root),
+        inventory=[InventoryEntry(nodeid=c.nodeid, gate=c.gate, facet=c.facet) for c in inventory],
+    )
 
 
 def _tzdata() -> str | None:

@@ -11,13 +11,21 @@ from pathlib import Path
 
 from gates.catalog import load_catalog
 from gates.catalog.ledger import LedgerError, load_ledger
+from gates.catalog.rules import load_rules
 from gates.runner import RunOptions, SelectionError, command_line, run_gates
 from gates.runner.diff_cli import add_parser as add_diff_parser
 from gates.runner.diff_cli import cmd_diff
-from gates.runner.inventory import CollectionError, collect_inventory, default_checks_dir
+from gates.runner.inventory import (
+    CollectionError,
+    collect_inventory,
+    default_checks_dir,
+    project_root,
+)
+from gates.runner.mutate import coverage, load_mutants, run_all
 from gates.runner.sweep import add_parser as add_sweep_parser
 from gates.runner.sweep import cmd_sweep
 from reports.model import GateReport
+from reports.provenance_check import VerifyContext
 from reports.verify import load_report, verify_report
 from scheduling.console import add_version, guarded
 
@@ -81,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--ledger", type=Path, metavar="FILE", help="the milestone ledger the run used"
     )
+    verify.add_argument(
+        "--checkout",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of the report's commit: recompute catalog, ledger and check digests",
+    )
 
     listing = sub.add_parser("list", help="the gate catalog, one gate a line")
     listing.add_argument(
@@ -97,6 +111,13 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("gate", help="a gate id, e.g. gate.schedule.civil_time")
 
     sub.add_parser("schema", help="print the JSON Schema of gate-report.json")
+
+    mutate = sub.add_parser(
+        "mutate", help="apply each shipped semantic mutant to a copy and report what turns red"
+    )
+    mutate.add_argument("--mutant", action="append", default=[], metavar="ID", help="repeatable")
+    mutate.add_argument("--mutants", type=Path, metavar="FILE", help="another mutants file")
+    mutate.add_argument("--output", type=Path, metavar="FILE", help="write the results as JSON")
     add_sweep_parser(sub, _milestone)
     add_diff_parser(sub)
     return parser
@@ -133,7 +154,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     report, problems = load_report(args.report)
     if report is not None:
         catalog = load_catalog()
-        problems = verify_report(report, catalog, load_ledger(args.ledger, catalog.milestones()))
+        ledger = load_ledger(args.ledger, catalog.milestones())
+        context = VerifyContext(
+            ledger_path=args.ledger,
+            shipped_ledger_origin=load_ledger(None, catalog.milestones()).origin,
+            checkout=args.checkout,
+        )
+        problems = verify_report(report, catalog, ledger, context)
     if problems:
         print(f"REFUSED {args.report}:", file=sys.stderr)
         for problem in problems:
@@ -181,6 +208,36 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_mutate(args: argparse.Namespace) -> int:
+    mutants = load_mutants(args.mutants)
+    unknown = [m for m in args.mutant if m not in {x.id for x in mutants}]
+    if unknown:
+        print(f"unknown mutant(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    chosen = [m for m in mutants if not args.mutant or m.id in args.mutant]
+    source = project_root(default_checks_dir())
+    results = run_all(chosen, source)
+    for r in results:
+        red = ", ".join(r.red) or "nothing"
+        print(f"{r.verdict:8} {r.id}: red {red}" + (f" ({r.detail})" if r.detail else ""))
+    ids = [*load_catalog().ids, *load_rules()]
+    uncovered = coverage(mutants, ids)
+    killed = sum(r.verdict == "KILLED" for r in results)
+    print(f"\n{killed} of {len(results)} mutants killed")
+    print(f"gates and rules no shipped mutant targets ({len(uncovered)} of {len(ids)}):")
+    for gate_id in uncovered:
+        print(f"  {gate_id}")
+    if args.output:
+        payload = {
+            "mutants": [r.as_dict() for r in results],
+            "killed": killed,
+            "total": len(results),
+            "untargeted": uncovered,
+        }
+        args.output.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return 0 if killed == len(results) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return guarded(lambda: _main(list(sys.argv[1:] if argv is None else argv)))
 
@@ -196,6 +253,8 @@ def _main(argv: list[str]) -> int:
             return _cmd_list(args)
         if args.command == "explain":
             return _cmd_explain(args)
+        if args.command == "mutate":
+            return _cmd_mutate(args)
         if args.command == "sweep":
             return cmd_sweep(args)
         if args.command == "diff":

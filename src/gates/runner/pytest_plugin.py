@@ -31,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from gates.catalog import load_catalog
+from gates.catalog.rules import load_rules
 
 BINDING_KEY = "gate_binding"
 EVIDENCE_KEY = "gate_evidence"
@@ -104,6 +105,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gate(id, facet=None): bind this test as a check of a hard gate"
     )
+    config.addinivalue_line(
+        "markers", "rule(id): bind this test as a check of a spec rule (gates/catalog/rules.toml)"
+    )
     _register_hypothesis_profiles()
     if config.getoption("--gate-results", None) and not _is_xdist_worker(config):
         config.pluginmanager.register(ResultCollector(config), "gate_result_collector")
@@ -125,8 +129,16 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 
 
 def binding_of(item: pytest.Item) -> tuple[str, str] | None:
-    """The (gate id, facet) an item is bound to, validated against the catalog."""
+    """The (gate id, facet) an item is bound to, validated against the catalog; a rule
+    check binds as (rule id, ``check``)."""
+    rule = item.get_closest_marker("rule")
     marker = item.get_closest_marker("gate")
+    if rule is not None:
+        if marker is not None:
+            raise pytest.UsageError(f"{item.nodeid}: bind a check to a gate or a rule, not both")
+        if len(rule.args) != 1 or rule.args[0] not in load_rules():
+            raise pytest.UsageError(f"{item.nodeid}: unknown rule {rule.args!r}")
+        return str(rule.args[0]), "check"
     if marker is None:
         return None
     if len(marker.args) != 1 or not isinstance(marker.args[0], str):

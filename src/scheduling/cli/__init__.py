@@ -9,6 +9,7 @@ One module per subcommand family, each registering itself in
   ``repair-next-fire`` - the operator commands (see docs/operations/deployment.md);
 * ``serve``, ``principals``, ``agents``, ``tokens``, ``dev`` - the HTTP control plane,
   provisioning and the development stack (docs/operations/provisioning.md).
+* ``logins`` - create a login for a deployment role, rotate its password.
 
 ``edge`` holds what only the process edges do: read ``os.environ`` for settings and
 construct the system clock and id generator.
@@ -25,6 +26,7 @@ from scheduling.cli import (
     dev,
     diagnostics,
     http,
+    logins,
     maintenance,
     migrate,
     preview,
@@ -48,6 +50,7 @@ SUBCOMMAND_MODULES = (
     http,
     provision,
     dev,
+    logins,
 )
 
 

@@ -8,7 +8,10 @@ import argparse
 import asyncio
 from typing import TextIO
 
-from scheduling.adapters.postgres.release_check import scheduler_release_problems
+from scheduling.adapters.postgres.release_check import (
+    run_worker_release_problems,
+    scheduler_release_problems,
+)
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, role_names
 from scheduling.cli.edge import load_settings, report
 from scheduling.cli.registry import command
@@ -22,6 +25,14 @@ SCHEDULER_PRIVILEGES = reason(
 SCHEDULER_UNREACHABLE = reason(
     "schedule.config.scheduler_unreachable", "Release validation could not connect as the scheduler"
 )
+RUN_WORKER_PRIVILEGES = reason(
+    "schedule.config.run_worker_privileges",
+    "The run-worker login deviates from its release allowlist (or the schema head differs)",
+)
+RUN_WORKER_UNREACHABLE = reason(
+    "schedule.config.run_worker_unreachable",
+    "Release validation could not connect as the run-worker login",
+)
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -30,11 +41,28 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="scheduler login URL (default: AGENT_SCHEDULE_SCHEDULER_DATABASE_URL)",
     )
+    parser.add_argument(
+        "--run-worker-url",
+        default=None,
+        help="run-worker login URL (default: AGENT_SCHEDULE_RUN_WORKER_DATABASE_URL)",
+    )
 
 
-async def release_problems(settings: Settings, scheduler_url: str | None = None) -> list[str]:
-    """Every configuration problem, then every privilege problem of the scheduler login."""
+async def release_problems(
+    settings: Settings, scheduler_url: str | None = None, run_worker_url: str | None = None
+) -> list[str]:
+    """Every configuration problem, then every privilege problem of the scheduler login
+    and (when configured) of the run-worker login."""
     problems = validate_release(settings)
+    worker_url = run_worker_url or settings.run_worker_database_url
+    if worker_url and (settings.api_enabled or settings.worker_enabled):
+        roles = role_names(settings.role_prefix or DEFAULT_ROLE_PREFIX)
+        try:
+            found = await run_worker_release_problems(worker_url, roles)
+        except Exception as exc:  # any connection failure is one reported problem
+            problems.append(f"{RUN_WORKER_UNREACHABLE}: {type(exc).__name__}")
+        else:
+            problems += [f"{RUN_WORKER_PRIVILEGES}: {problem}" for problem in found]
     url = scheduler_url or settings.scheduler_database_url
     if not (settings.api_enabled or settings.worker_enabled) or not url:
         return problems  # disabled, or the missing login was already reported
@@ -51,7 +79,7 @@ def release_check(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:
         return 1
-    problems = asyncio.run(release_problems(settings, args.scheduler_url))
+    problems = asyncio.run(release_problems(settings, args.scheduler_url, args.run_worker_url))
     if problems:
         report(problems)
         print(f"release check failed: {len(problems)} problem(s)", file=out)

@@ -2,9 +2,11 @@
 long-running roles that stop gracefully on SIGINT/SIGTERM.
 
 The first signal sets the stop event: the schedule worker wakes from its sleep, the
-pass in progress finishes its transaction, and the loop returns; run workers finish
-the run they hold. A second signal cancels the loop (a crash, which every
-transaction already tolerates: it rolls back, and a lease expires)."""
+pass in progress finishes its transaction, and the loop returns; run workers stop
+claiming, and a run still held after ``AGENT_SCHEDULE_RUN_DRAIN_SECONDS`` is
+checkpointed and its lease released (fenced), so another worker resumes it at once.
+A second signal cancels the loop (a crash, which every transaction already
+tolerates: it rolls back, and a lease expires)."""
 
 from __future__ import annotations
 

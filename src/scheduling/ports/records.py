@@ -155,3 +155,19 @@ class ErasureResult:
     occurrences_marked: int
     runs_deleted: int
     events_deleted: int
+
+
+# The fields of a ``RunRecord`` a lease holder or a cancellation changes
+# (``RunRepository.save`` writes only these); everything else (identity, agent,
+# scopes, limits, deadline, metadata) is fixed at submission.
+RUN_MUTABLE_FIELDS = (
+    "status",
+    "lease_owner",
+    "lease_expires_at",
+    "fencing_token",
+    "usage",
+    "cost",
+    "failure",
+    "updated_at",
+    "finished_at",
+)

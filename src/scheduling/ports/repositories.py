@@ -64,6 +64,9 @@ RETRY = reason(
     "schedule.persistence.retry", "A serialization failure or deadlock; retry the transaction"
 )
 UNAVAILABLE = reason("schedule.persistence.unavailable", "The database cannot be reached")
+COMMIT_OUTCOME_UNKNOWN = "commit_outcome_unknown"
+"""``details`` key of an UNAVAILABLE error raised by a COMMIT whose connection broke:
+the transaction may or may not have committed."""
 INVALID_COMMAND = reason(
     "schedule.persistence.invalid_command", "A schedule write whose before/after do not fit"
 )
@@ -299,8 +302,9 @@ class RunRepository(Protocol):
         ...
 
     async def save(self, run: RunRecord, *, expected_fencing_token: int) -> RunRecord:
-        """Replace the run's mutable fields if its stored fencing token equals
-        ``expected_fencing_token``; else ``ConflictError(STALE)``."""
+        """Replace the run's mutable fields (``records.RUN_MUTABLE_FIELDS``; others are
+        kept as stored) if its stored fencing token equals ``expected_fencing_token``;
+        else ``ConflictError(STALE)``."""
         ...
 
     async def add_checkpoint(self, checkpoint: RunCheckpoint) -> RunCheckpoint:
@@ -317,6 +321,13 @@ class ProcessEventRepository(Protocol):
 
     async def append(self, event: ProcessEvent) -> ProcessEvent:
         """Append ``event``. Raises ``ConflictError(DUPLICATE)`` if the id exists."""
+        ...
+
+    async def append_once(self, event: ProcessEvent) -> bool:
+        """Append ``event`` unless an event with its id exists (then change nothing);
+        True when it was appended. A concurrent appender of the same id makes this wait
+        for its outcome, never fail: idempotent writers use it instead of catching a
+        unique violation (which PostgreSQL logs as an ERROR)."""
         ...
 
     async def for_schedule(self, schedule_id: UUID) -> list[ProcessEvent]:

@@ -20,7 +20,9 @@ each commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -56,6 +58,7 @@ from scheduling.runtime.usage import (
     in_synthesis_reserve,
     parse_limits,
 )
+from scheduling.service.retry import JitterSource, RetrySettings, TransientRetry
 
 LEASE_LOST = reason(
     "schedule.runtime.lease_lost",
@@ -65,7 +68,11 @@ DEADLINE_EXCEEDED = reason("schedule.runtime.deadline_exceeded", "The run passed
 AGENT_FAILED = reason("schedule.runtime.agent_failed", "The agent ended the run as failed")
 INVALID_SETTINGS = reason(
     "schedule.runtime.invalid_settings",
-    "Worker lease, heartbeat or poll seconds are not positive, or heartbeat >= lease",
+    "Worker lease, heartbeat, poll or drain seconds are not positive, or heartbeat >= lease",
+)
+DRAINED = reason(
+    "schedule.runtime.drained",
+    "The worker stopped: the run was checkpointed and its lease released for another worker",
 )
 
 log = logging.getLogger(__name__)
@@ -75,6 +82,10 @@ class LeaseLost(ConflictError):
     """A fenced write matched no row: another holder or a cancellation moved the token."""
 
 
+class _Released(Exception):
+    """The drain timeout passed while a run was held: hand it back at this safe point."""
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     """Lease length, heartbeat period (below the lease) and idle poll interval."""
@@ -82,10 +93,17 @@ class WorkerSettings:
     lease_seconds: float = 60.0
     heartbeat_seconds: float = 20.0
     poll_seconds: float = 1.0
+    drain_seconds: float = 30.0
+    """After the first stop signal: how long held runs may go on before each is
+    checkpointed and its lease released (fenced) so another worker resumes it."""
+    transient_retry: RetrySettings = field(default_factory=RetrySettings)
+    """Prompt retries of a fenced write that met a transient database error (never of
+    one whose COMMIT outcome is unknown: that run is left to lease recovery)."""
 
     def __post_init__(self) -> None:
         if (
             min(self.lease_seconds, self.heartbeat_seconds, self.poll_seconds) <= 0
+            or not 0 < self.drain_seconds < float("inf")
             or self.heartbeat_seconds >= self.lease_seconds
         ):
             raise ValidationError(INVALID_SETTINGS, "need 0 < heartbeat < lease and poll > 0")
@@ -171,6 +189,7 @@ class RunWorker:
         probe: Probe | None = None,
         on_finished: RunTerminalHook | None = None,
         on_claim: Callable[[ClaimedRun], None] | None = None,
+        jitter: JitterSource | None = None,
     ) -> None:
         self._uow = uow
         self._queue = queue
@@ -182,13 +201,21 @@ class RunWorker:
         self._probe = probe or NullProbe()
         self._on_finished = on_finished
         self._on_claim = on_claim
+        self._release = asyncio.Event()
+        # A fixed seed when none is injected: the delays stay replayable.
+        self.retry = TransientRetry(
+            self.settings.transient_retry, clock, jitter or random.Random(0)
+        )
 
     # ------------------------------------------------------------------ loop
 
     async def run_once(self) -> RunOutcome | None:
         """Claim one run and execute it to its end (or until the lease is lost)."""
-        claimed = await self._queue.claim(
-            self.owner, self._clock.now(), self.settings.lease_seconds
+        # A transient error before the claim's COMMIT is retried; an unknown COMMIT
+        # outcome is not (a claim that landed is recovered after its lease).
+        claimed = await self.retry.run(
+            lambda: self._queue.claim(self.owner, self._clock.now(), self.settings.lease_seconds),
+            what=f"run worker {self.owner} claim",
         )
         if claimed is None:
             return None
@@ -210,8 +237,26 @@ class RunWorker:
                 await self._clock.sleep(self.settings.poll_seconds)
 
     async def serve(self, slots: int, stop: asyncio.Event) -> None:
-        """Run ``slots`` claim loops concurrently until ``stop`` is set."""
-        await asyncio.gather(*(self.slot(stop) for _ in range(slots)))
+        """Run ``slots`` claim loops concurrently until ``stop`` is set. Once it is, no
+        slot claims again; a held run goes on for at most ``drain_seconds`` (on the
+        Clock), then is checkpointed and its lease released (``release``)."""
+        drainer = asyncio.ensure_future(self._drain_after(stop))
+        try:
+            await asyncio.gather(*(self.slot(stop) for _ in range(slots)))
+        finally:
+            drainer.cancel()
+            await asyncio.gather(drainer, return_exceptions=True)
+
+    def release(self) -> None:
+        """Hand back every held run at its next safe point (and claim nothing more
+        once the slots see their stop event)."""
+        self._release.set()
+
+    async def _drain_after(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        await self._clock.sleep(self.settings.drain_seconds)
+        log.info("run worker %s: drain timeout passed; releasing held runs", self.owner)
+        self.release()
 
     # ------------------------------------------------------------------ execution
 
@@ -236,7 +281,11 @@ class RunWorker:
             )
 
         try:
-            code = await self._drive(attempt, state, claimed)
+            try:
+                code = await self._drive(attempt, state, claimed)
+            except _Released:
+                await self._write(attempt, state=state, release=True, step="run.released")
+                return outcome(DRAINED)
         except LeaseLost:
             return outcome(LEASE_LOST, lost=True)
         if self._on_finished is not None:
@@ -248,9 +297,11 @@ class RunWorker:
 
     async def _drive(self, attempt: _Attempt, state: RunState, claimed: ClaimedRun) -> str | None:
         run = attempt.run
-        async with self._uow.begin() as uow:
-            events = await uow.sessions.events(run.session_id, None)
-            agent = await uow.agents.get_version(run.agent_id, run.agent_version)
+        events, agent = await self.retry.run(
+            functools.partial(self._read_context, run),
+            what=f"run {run.id} context",
+            idempotent=True,
+        )
         agent_spec = agent.spec if agent is not None else {}
         instruction = instruction_of(events)
         started = "run.recovered" if claimed.recovered else "run.started"
@@ -274,6 +325,8 @@ class RunWorker:
         if limits is None:
             return await self._finish(attempt, state, RunStatus.FAILED, LIMITS_INVALID)
         while True:
+            if self._release.is_set():
+                raise _Released
             if self._past_deadline(run):
                 return await self._finish(attempt, state, RunStatus.FAILED, DEADLINE_EXCEEDED)
             action = await self._executor.next_action(
@@ -324,6 +377,12 @@ class RunWorker:
             state.cursor, state.charged, state.wait_until = state.cursor + 1, False, None
             await self._write(attempt, state=state, events=results, step="run.checkpointed")
 
+    async def _read_context(self, run: RunRecord) -> tuple[Any, Any]:
+        async with self._uow.begin() as uow:
+            events = await uow.sessions.events(run.session_id, None)
+            agent = await uow.agents.get_version(run.agent_id, run.agent_version)
+        return events, agent
+
     def _past_deadline(self, run: RunRecord) -> bool:
         return run.deadline_at is not None and self._clock.now() >= run.deadline_at
 
@@ -363,8 +422,22 @@ class RunWorker:
             piece = min((end - now).total_seconds(), self.settings.heartbeat_seconds)
             if attempt.run.deadline_at is not None:
                 piece = min(piece, max((attempt.run.deadline_at - now).total_seconds(), 0.0))
-            await self._clock.sleep(piece)
+            await self._sleep_unless_released(piece)
+            if self._release.is_set():
+                raise _Released
             await self._write(attempt, step="run.heartbeat")
+
+    async def _sleep_unless_released(self, seconds: float) -> None:
+        if self._release.is_set():
+            return
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        released = asyncio.ensure_future(self._release.wait())
+        try:
+            await asyncio.wait((sleeper, released), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, released):
+                task.cancel()
+            await asyncio.gather(sleeper, released, return_exceptions=True)
 
     # ------------------------------------------------------------------ fenced writes
 
@@ -409,9 +482,11 @@ class RunWorker:
         events: Sequence[_Event] = (),
         status: RunStatus | None = None,
         failure: dict[str, Any] | None = None,
+        release: bool = False,
     ) -> None:
         """One fenced transaction: the run row first (its UPDATE is the fence and takes
-        the row lock), then the checkpoint and session events; then ``probe.step``."""
+        the row lock), then the checkpoint and session events; then ``probe.step``.
+        ``release`` ends the lease now (the run stays RUNNING, claimable at once)."""
         now = self._clock.now()
         run = attempt.run
         changes: dict[str, Any] = {"updated_at": now}
@@ -419,7 +494,8 @@ class RunWorker:
             changes["usage"] = state.usage.to_json()
             changes["cost"] = state.usage.cost
         if status is None:
-            changes["lease_expires_at"] = now + timedelta(seconds=self.settings.lease_seconds)
+            lease = 0.0 if release else self.settings.lease_seconds
+            changes["lease_expires_at"] = now + timedelta(seconds=lease)
         else:
             changes.update(
                 status=status,
@@ -429,6 +505,26 @@ class RunWorker:
                 failure=failure,
             )
         updated = replace(run, **changes)
+        # Before COMMIT nothing of a failed attempt persists, so a transient error is
+        # retried with the same rows; an unknown COMMIT outcome is not (lease recovery).
+        await self.retry.run(
+            functools.partial(self._commit_write, attempt, updated, state, events, now),
+            what=f"run {run.id} {step}",
+        )
+        attempt.run = updated
+        if state is not None:
+            attempt.seq += 1
+        await self._probe.step(step)
+
+    async def _commit_write(
+        self,
+        attempt: _Attempt,
+        updated: RunRecord,
+        state: RunState | None,
+        events: Sequence[_Event],
+        now: datetime,
+    ) -> None:
+        run = attempt.run
         async with self._uow.begin() as uow:
             try:
                 await uow.runs.save(updated, expected_fencing_token=attempt.token)
@@ -458,7 +554,3 @@ class RunWorker:
                         )
                     )
             await uow.commit()
-        attempt.run = updated
-        if state is not None:
-            attempt.seq += 1
-        await self._probe.step(step)

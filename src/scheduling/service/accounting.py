@@ -14,8 +14,11 @@ Misses, authorization and configuration failures have no run: the materializer c
 them in the transaction that records them, and overlap skips count nothing.
 
 Idempotency: the ``schedule.run_accounted`` event id is derived from the occurrence
-id, the schedule row is locked first, and the event is written before the schedule,
-so a second accounting of one occurrence meets the primary key and changes nothing.
+id, the schedule row is locked first, and the event is appended with
+``append_once`` (``INSERT ... ON CONFLICT DO NOTHING``) before the schedule is
+written: a second accounting of one occurrence, concurrent or later, appends nothing,
+changes nothing and returns ``already_accounted`` - without provoking a unique
+violation, which PostgreSQL would log as an ERROR line (docs/decisions/1901).
 """
 
 from __future__ import annotations
@@ -26,14 +29,13 @@ from typing import Any, Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from scheduling.domain.cadence import format_instant
-from scheduling.domain.errors import ConflictError
 from scheduling.domain.events import RUN_ACCOUNTED, ScheduleEventType, state_event
 from scheduling.domain.lifecycle import Action, apply, decide
 from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.records import TERMINAL_RUN_STATUSES, ProcessEvent, RunRecord, RunStatus
-from scheduling.ports.repositories import DUPLICATE, ScheduleCommand
+from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.outbox import run_finished
 from scheduling.service.schedules import to_record
@@ -103,64 +105,59 @@ class RunAccountant:
         """Account the occurrence linked to ``run_id`` if the run is terminal; ``None``
         when the run is not a scheduled one (or its links were erased) or not terminal."""
         now = self._clock.now()
-        try:
-            async with self._uow.begin() as uow:
-                occurrence = await uow.occurrences.for_run(run_id)
-                if occurrence is None:
-                    return None
-                run = await uow.runs.get(run_id, None)
-                if run.status not in TERMINAL_RUN_STATUSES:
-                    return None
-                schedule = await uow.schedules.get(occurrence.schedule_id, None, for_update=True)
-                revision = await uow.schedules.get_revision(
-                    schedule.id, schedule.current_revision, None
-                )
-                accounted = AccountResult(run_id, occurrence.id, run.status, -1, False, True)
-                failures = next_failure_count(schedule.consecutive_failures, run.status)
-                updated = schedule.model_copy(
-                    update={
-                        "consecutive_failures": failures,
-                        "updated_at": max(now, schedule.updated_at),
-                    }
-                )
-                pause = (
-                    schedule.state is ScheduleState.ACTIVE
-                    and failures >= revision.max_consecutive_failures
-                )
-                if pause:
-                    decision = decide(Action.AUTO_PAUSE, schedule.state, 0, None)
-                    updated = apply(updated, decision, now=now, next_fire_at=None)
-                updated = Schedule.model_validate(updated.model_dump())
-                await uow.events.append(
-                    self._accounted(schedule, occurrence.id, run, failures, now)
-                )
-                if updated != schedule:
-                    await uow.schedules.mutate(ScheduleCommand(expected=schedule, updated=updated))
-                # The outcome row, in this transaction, names the pinned revision.
-                pinned = revision
-                if occurrence.schedule_revision != revision.revision:
-                    pinned = await uow.schedules.get_revision(
-                        schedule.id, occurrence.schedule_revision, None
-                    )
-                await uow.outbox.append(run_finished(schedule, pinned, occurrence, now))
-                if pause:
-                    event = state_event(
-                        self._ids.new_uuid(),
-                        ScheduleEventType.AUTO_PAUSED,
-                        before=schedule,
-                        after=updated,
-                        actor=ACCOUNTANT_ACTOR,
-                        at=now,
-                    )
-                    await uow.events.append(to_record(event))
-                await uow.commit()
-        except ConflictError as exc:
-            if exc.code != DUPLICATE:
-                raise
-            # Accounted before: the event's primary key refused a second effect.
-            return AccountResult(
-                run_id, accounted.occurrence_id, accounted.run_status, -1, False, True
+        async with self._uow.begin() as uow:
+            occurrence = await uow.occurrences.for_run(run_id)
+            if occurrence is None:
+                return None
+            run = await uow.runs.get(run_id, None)
+            if run.status not in TERMINAL_RUN_STATUSES:
+                return None
+            schedule = await uow.schedules.get(occurrence.schedule_id, None, for_update=True)
+            revision = await uow.schedules.get_revision(
+                schedule.id, schedule.current_revision, None
             )
+            failures = next_failure_count(schedule.consecutive_failures, run.status)
+            appended = await uow.events.append_once(
+                self._accounted(schedule, occurrence.id, run, failures, now)
+            )
+            if not appended:
+                # Accounted before (or by a concurrent accountant that committed while
+                # we waited for the lock): nothing more to do; roll back the read.
+                return AccountResult(run_id, occurrence.id, run.status, -1, False, True)
+            updated = schedule.model_copy(
+                update={
+                    "consecutive_failures": failures,
+                    "updated_at": max(now, schedule.updated_at),
+                }
+            )
+            pause = (
+                schedule.state is ScheduleState.ACTIVE
+                and failures >= revision.max_consecutive_failures
+            )
+            if pause:
+                decision = decide(Action.AUTO_PAUSE, schedule.state, 0, None)
+                updated = apply(updated, decision, now=now, next_fire_at=None)
+            updated = Schedule.model_validate(updated.model_dump())
+            if updated != schedule:
+                await uow.schedules.mutate(ScheduleCommand(expected=schedule, updated=updated))
+            # The outcome row, in this transaction, names the pinned revision.
+            pinned = revision
+            if occurrence.schedule_revision != revision.revision:
+                pinned = await uow.schedules.get_revision(
+                    schedule.id, occurrence.schedule_revision, None
+                )
+            await uow.outbox.append(run_finished(schedule, pinned, occurrence, now))
+            if pause:
+                event = state_event(
+                    self._ids.new_uuid(),
+                    ScheduleEventType.AUTO_PAUSED,
+                    before=schedule,
+                    after=updated,
+                    actor=ACCOUNTANT_ACTOR,
+                    at=now,
+                )
+                await uow.events.append(to_record(event))
+            await uow.commit()
         return AccountResult(run_id, occurrence.id, run.status, failures, pause)
 
     async def account_pending(self, pending: PendingAccounts, limit: int = 50) -> int:

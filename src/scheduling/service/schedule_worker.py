@@ -30,10 +30,12 @@ schedule on the next pass. Cancellation propagates.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import random
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -48,6 +50,7 @@ from scheduling.service.materializer import (
     MaterializeStatus,
     ScheduleMaterializer,
 )
+from scheduling.service.retry import JitterSource, RetrySettings, TransientRetry
 
 _log = logging.getLogger(__name__)
 _RING = 1 << 128
@@ -68,6 +71,10 @@ class WorkerSettings:
     contention_pause_seconds: float = 1.0
     concurrency: int = 1
     """Materializations of one pass in flight at once (each its own transaction)."""
+    transient_retry: RetrySettings = field(default_factory=RetrySettings)
+    """Prompt retries of a transient database error (connection lost, terminated
+    backend, serialization failure, deadlock); ``failure_backoff_seconds`` is for a
+    definition that fails deterministically."""
 
     def __post_init__(self) -> None:
         if self.concurrency <= 0:
@@ -107,6 +114,7 @@ class WorkerMetrics:
     longest_outage_seconds: float = 0.0
     auto_paused: int = 0
     retries: int = 0
+    transient_retries: int = 0
     errors: int = 0
     passes: int = 0
     due_seen: int = 0
@@ -150,6 +158,7 @@ class WorkerMetrics:
             "longest_outage_seconds": self.longest_outage_seconds,
             "auto_paused": self.auto_paused,
             "admission_retries": self.retries,
+            "transient_retries": self.transient_retries,
             "errors": self.errors,
             "passes": self.passes,
             "due_seen": self.due_seen,
@@ -169,6 +178,7 @@ class ScheduleWorker:
         accountant: RunAccountant | None = None,
         pending: PendingAccounts | None = None,
         lane: int | None = None,
+        jitter: JitterSource | None = None,
     ) -> None:
         self._uow = uow
         self._lane = lane
@@ -181,6 +191,10 @@ class ScheduleWorker:
         self._pending = pending
         self._backoff: dict[UUID, datetime] = {}
         self.metrics = WorkerMetrics()
+        # A fixed seed when none is injected: the delays stay replayable.
+        self._retry = TransientRetry(
+            self.settings.transient_retry, clock, jitter or random.Random(0)
+        )
 
     async def run_once(self) -> PassReport:
         """Materialize one bounded batch of due schedules, each in its own transaction."""
@@ -188,9 +202,12 @@ class ScheduleWorker:
         now = self._clock.now()
         self._backoff = {k: v for k, v in self._backoff.items() if v > now}
         limit = self.settings.batch_size
-        async with self._uow.begin() as uow:
-            # Over-read by the set-aside count so deferred ids cannot fill the batch.
-            due = await uow.schedules.due(now, limit + len(self._backoff))
+        # Over-read by the set-aside count so deferred ids cannot fill the batch.
+        due = await self._retry.run(
+            functools.partial(self._due, now, limit + len(self._backoff)),
+            what="schedule scan",
+            idempotent=True,
+        )
         report = PassReport()
         batch: list[UUID] = []
         for schedule_id in due:
@@ -214,11 +231,13 @@ class ScheduleWorker:
             nonlocal collided
             if collided:
                 report.yielded.append(schedule_id)
-            elif not await self._attempt(schedule_id, report):
+            elif not await self._attempt(schedule_id, report) and self._lane is not None:
+                # Throughput mode: another worker shares this batch; leave it the rest
+                # and restart elsewhere (ADR 1701). Without lanes a row another worker
+                # holds is only skipped: yielding the rest would stall behind it.
                 collided = True
-                if self._lane is not None:
-                    self._collided_at = schedule_id
-                    self._lane = schedule_id.int
+                self._collided_at = schedule_id
+                self._lane = schedule_id.int
 
         if self.settings.concurrency == 1:
             for schedule_id in batch:
@@ -235,6 +254,7 @@ class ScheduleWorker:
                 for schedule_id in batch:
                     group.create_task(bounded(schedule_id))
         self.metrics.passes += 1
+        self.metrics.transient_retries = self._retry.retried
         self.metrics.due_seen += len(due)
         self.metrics.scan_seconds.append(time.perf_counter() - started)
         del self.metrics.scan_seconds[: -WorkerMetrics.MAX_SAMPLES]
@@ -249,7 +269,13 @@ class ScheduleWorker:
     async def _one(self, schedule_id: UUID, report: PassReport) -> MaterializeResult | None:
         """Materialize one schedule; its failure is isolated from its siblings."""
         try:
-            result = await self._materializer.materialize(schedule_id)
+            # A transient error is retried at once (the materialization is
+            # idempotent: a retry re-reads the schedule); what remains is isolated.
+            result = await self._retry.run(
+                functools.partial(self._materializer.materialize, schedule_id),
+                what=f"materializing schedule {schedule_id}",
+                idempotent=True,
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # one definition's failure is isolated
@@ -263,6 +289,10 @@ class ScheduleWorker:
         if result.status is MaterializeStatus.RETRY:
             self._set_aside(schedule_id, result.retry_after_seconds or 1.0)
         return result
+
+    async def _due(self, now: datetime, limit: int) -> Sequence[UUID]:
+        async with self._uow.begin() as uow:
+            return await uow.schedules.due(now, limit)
 
     async def account(self) -> int:
         """One bounded post-run accounting sweep (if an accountant is wired)."""

@@ -55,6 +55,7 @@ from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.provider import acquire_server
 from simulation.provider.templates import migrated_template
+from simulation.scenarios.soak_faults import run_with_faults
 from simulation.worlds.service import (
     build_world,
     ceiling_env,
@@ -354,23 +355,31 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         wall = SystemClock()
         wall_base = wall.now()
         sim_end = SIM_START + timedelta(seconds=args.seconds * args.speed)
-        procs = []
-        for i in range(args.processes):
+
+        async def spawn(name: str) -> asyncio.subprocess.Process:
             plan = WorkerPlan(
-                url, f"soak-{i}", args.seed, wall_base.isoformat(), args.speed, sim_end.isoformat()
+                url, name, args.seed, wall_base.isoformat(), args.speed, sim_end.isoformat()
             )
-            procs.append(
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "simulation.scenarios.soak",
-                    "--worker",
-                    json.dumps(plan.__dict__),
-                    stdout=asyncio.subprocess.PIPE,
-                )
+            return await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "simulation.scenarios.soak",
+                "--worker",
+                json.dumps(plan.__dict__),
+                stdout=asyncio.subprocess.PIPE,
             )
-        outputs = [await p.communicate() for p in procs]
-        codes = [p.returncode for p in procs]
+
+        faults = await run_with_faults(
+            url=url,
+            names=[f"soak-{i}" for i in range(args.processes)],
+            spawn=spawn,
+            wall_seconds=args.seconds,
+            kill_every=args.kill_every,
+            terminate_every=args.terminate_every,
+            seed=args.seed,
+        )
+        outputs = [(out, None) for out in faults.outputs]
+        codes = faults.exit_codes
         decided = await quiet_pass(url, sim_end, args.seed)
         report = await ledger_check(url, first, sim_end)
         report.update(
@@ -383,10 +392,13 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             speed=args.speed,
             seed=args.seed,
             decided_by_quiet_pass=decided,
+            lag_seconds=_lag_percentiles(outputs),
             command=(
                 f"python -m simulation.scenarios.soak --processes {args.processes} --schedules "
                 f"{args.schedules} --seconds {args.seconds} --speed {args.speed} --seed {args.seed}"
+                f" --kill-every {args.kill_every} --terminate-every {args.terminate_every}"
             ),
+            **faults.summary(),
         )
         if any(codes):
             report["problem_count"] += 1
@@ -396,6 +408,19 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         if server is not None:
             server.drop_database(url)
             server.close()
+
+
+def _lag_percentiles(outputs: list[tuple[bytes, None]]) -> dict[str, float] | None:
+    """The worst p50/p95/p99 due-to-decided lag over the surviving processes."""
+    cuts: dict[str, float] = {}
+    for out, _ in outputs:
+        try:
+            lag = json.loads(out or b"{}").get("scheduler_metrics", {}).get("lag_seconds")
+        except ValueError:
+            continue
+        for key, value in (lag or {}).items():
+            cuts[key] = max(cuts.get(key, 0.0), float(value))
+    return cuts or None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -408,6 +433,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--speed", type=float, default=3600.0, help="simulated s per wall s")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--url", default=None, help="an existing migrated database")
+    parser.add_argument(
+        "--kill-every",
+        type=float,
+        default=0.0,
+        help="mean wall seconds between SIGKILLs of a worker process (restarted at once); 0: none",
+    )
+    parser.add_argument(
+        "--terminate-every",
+        type=float,
+        default=0.0,
+        help="mean wall seconds between pg_terminate_backend of a worker connection; 0: none",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -416,7 +453,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     report = asyncio.run(soak(args))
     print(json.dumps(report, indent=2, default=str))
-    return 0 if report["problem_count"] == 0 else 1
+    if report["problem_count"]:
+        return 1
+    faulty = args.kill_every > 0 or args.terminate_every > 0
+    # Faults asked for but none landed inside a transaction: not covered (exit 3).
+    return 3 if faulty and report["fault_coverage"] != "covered" else 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from scheduling.domain.paging import (
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import TERMINAL_STATES, Schedule, ScheduleState
 from scheduling.ports.records import (
+    RUN_MUTABLE_FIELDS,
     AgentVersionRecord,
     ErasureResult,
     IdempotencyEntry,
@@ -394,13 +395,7 @@ class MemoryRunRepository(_Base):
         current = self.t.runs.get(run.id)
         if current is None or current.fencing_token != expected_fencing_token:
             raise ConflictError(STALE, "the run's fencing token moved", {"run_id": str(run.id)})
-        kept = replace(
-            run,
-            tenant_id=current.tenant_id,
-            principal_id=current.principal_id,
-            session_id=current.session_id,
-            created_at=current.created_at,
-        )
+        kept = replace(current, **{name: getattr(run, name) for name in RUN_MUTABLE_FIELDS})
         self.t.runs[run.id] = kept
         return kept
 
@@ -424,6 +419,12 @@ class MemoryProcessEventRepository(_Base):
             raise ConflictError(DUPLICATE, "event exists")
         self.t.events[event.id] = event
         return event
+
+    async def append_once(self, event: ProcessEvent) -> bool:
+        if event.id in self.t.events:
+            return False
+        self.t.events[event.id] = event
+        return True
 
     async def for_schedule(self, schedule_id: UUID) -> list[ProcessEvent]:
         rows = [

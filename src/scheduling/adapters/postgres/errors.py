@@ -88,3 +88,21 @@ def _what_failed(error: BaseException) -> str:
 def is_driver_error(exc: BaseException) -> bool:
     """True for errors this module translates."""
     return isinstance(exc, DBAPIError | OSError)
+
+
+# SQLSTATE classes after which the connection itself is unusable: connection
+# exception, operator intervention (terminated backend, shutdown), resources.
+_BROKEN_CLASSES = ("08", "57", "53")
+
+
+def broken_connection(exc: BaseException) -> bool:
+    """True when ``exc`` leaves the connection unusable: a connection-class SQLSTATE or
+    a driver error with none at all (a protocol or interface failure)."""
+    if isinstance(exc, OSError):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    state = sqlstate_of(exc)
+    return state is None or state[:2] in _BROKEN_CLASSES

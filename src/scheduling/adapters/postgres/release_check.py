@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from scheduling.adapters.postgres.migrations import head_revision, to_asyncpg_url
-from scheduling.adapters.postgres.roles import RoleNames, role_names
+from scheduling.adapters.postgres.roles import RUN_MUTABLE_COLUMNS, RoleNames, role_names
 
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 COLUMN_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "REFERENCES")
@@ -54,17 +54,54 @@ SCHEDULER_COLUMN_UPDATES: dict[str, frozenset[str]] = {
 # history projection with erasure (spec "Configuration and deployment").
 EVENT_TABLES = ("session_events", "process_events")
 
+# Table privileges of the run-worker role: claim, heartbeat, checkpoint, finish.
+RUN_WORKER_TABLES: dict[str, frozenset[str]] = {
+    "alembic_version": frozenset({"SELECT"}),
+    "agent_versions": frozenset({"SELECT"}),
+    "agent_active_versions": frozenset({"SELECT"}),
+    "sessions": frozenset({"SELECT"}),
+    "session_events": frozenset({"SELECT", "INSERT"}),
+    "runs": frozenset({"SELECT"}),
+    "run_checkpoints": frozenset({"SELECT", "INSERT"}),
+}
+RUN_WORKER_COLUMN_UPDATES: dict[str, frozenset[str]] = {
+    "runs": frozenset(RUN_MUTABLE_COLUMNS),
+}
+
 
 async def scheduler_release_problems(
     url: str, roles: RoleNames | None = None, *, expected_head: str | None = None
 ) -> list[str]:
     """Connect as the login in ``url`` and list every deviation from the allowlist."""
     roles = roles or role_names()
+    return await _login_problems(
+        url, roles, roles.scheduler, SCHEDULER_TABLES, SCHEDULER_COLUMN_UPDATES, expected_head
+    )
+
+
+async def run_worker_release_problems(
+    url: str, roles: RoleNames | None = None, *, expected_head: str | None = None
+) -> list[str]:
+    """The same check for the run-worker login against its own allowlist."""
+    roles = roles or role_names()
+    return await _login_problems(
+        url, roles, roles.run_worker, RUN_WORKER_TABLES, RUN_WORKER_COLUMN_UPDATES, expected_head
+    )
+
+
+async def _login_problems(
+    url: str,
+    roles: RoleNames,
+    own_role: str,
+    tables: dict[str, frozenset[str]],
+    column_updates: dict[str, frozenset[str]],
+    expected_head: str | None,
+) -> list[str]:
     engine = create_async_engine(to_asyncpg_url(url), poolclass=NullPool)
     try:
         async with engine.connect() as conn:
-            problems = await _authority_problems(conn, roles)
-            problems += await _privilege_problems(conn)
+            problems = await _authority_problems(conn, roles, own_role)
+            problems += await _privilege_problems(conn, tables, column_updates)
             problems += await _head_problems(conn, expected_head or head_revision())
             await conn.rollback()
             return problems
@@ -76,7 +113,7 @@ async def _rows(conn: AsyncConnection, sql: str, **params: Any) -> list[Any]:
     return list((await conn.execute(text(sql), params)).all())
 
 
-async def _authority_problems(conn: AsyncConnection, roles: RoleNames) -> list[str]:
+async def _authority_problems(conn: AsyncConnection, roles: RoleNames, own_role: str) -> list[str]:
     problems = []
     me = (
         await _rows(
@@ -91,12 +128,7 @@ async def _authority_problems(conn: AsyncConnection, roles: RoleNames) -> list[s
         problems.append(f"{me.name} has BYPASSRLS")
     if me.rolcreaterole or me.rolcreatedb:
         problems.append(f"{me.name} may create roles or databases")
-    for role, wanted in (
-        (roles.scheduler, True),
-        (roles.owner, False),
-        (roles.api, False),
-        (roles.maintenance, False),
-    ):
+    for role, wanted in ((name, name == own_role) for name in roles.every()):
         member = await _rows(
             conn,
             "SELECT pg_has_role(current_user, oid, 'USAGE') AS m FROM pg_roles WHERE rolname = :r",
@@ -117,7 +149,11 @@ async def _authority_problems(conn: AsyncConnection, roles: RoleNames) -> list[s
     return problems
 
 
-async def _privilege_problems(conn: AsyncConnection) -> list[str]:
+async def _privilege_problems(
+    conn: AsyncConnection,
+    allowlist: dict[str, frozenset[str]],
+    column_updates: dict[str, frozenset[str]],
+) -> list[str]:
     problems = []
     tables = [
         r.relname
@@ -128,7 +164,7 @@ async def _privilege_problems(conn: AsyncConnection) -> list[str]:
         )
     ]
     for table in tables:
-        allowed = SCHEDULER_TABLES.get(table, frozenset())
+        allowed = allowlist.get(table, frozenset())
         for privilege in TABLE_PRIVILEGES:
             held = (
                 await _rows(conn, "SELECT has_table_privilege(:t, :p) AS h", t=table, p=privilege)
@@ -136,7 +172,7 @@ async def _privilege_problems(conn: AsyncConnection) -> list[str]:
             if held and privilege not in allowed:
                 problems.append(f"{table}: holds {privilege} beyond the allowlist")
             if not held and privilege in allowed:
-                problems.append(f"{table}: lacks {privilege} the materializer needs")
+                problems.append(f"{table}: lacks {privilege} the role needs")
         for privilege in COLUMN_PRIVILEGES:
             if privilege in allowed:
                 continue
@@ -152,15 +188,13 @@ async def _privilege_problems(conn: AsyncConnection) -> list[str]:
                 )
             }
             wanted = (
-                SCHEDULER_COLUMN_UPDATES.get(table, frozenset())
-                if privilege == "UPDATE"
-                else frozenset()
+                column_updates.get(table, frozenset()) if privilege == "UPDATE" else frozenset()
             )
             if columns - wanted:
                 problems.append(f"{table}: holds column {privilege} on {sorted(columns - wanted)}")
             if wanted - columns:
                 problems.append(f"{table}: lacks column {privilege} on {sorted(wanted - columns)}")
-    missing = sorted(set(SCHEDULER_TABLES) - set(tables))
+    missing = sorted(set(allowlist) - set(tables))
     problems += [f"{table}: missing" for table in missing]
     return problems
 

@@ -17,6 +17,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from scheduling.ports.records import RUN_MUTABLE_FIELDS
+
 ROLE_PREFIX_ENV = "SCHEDULING_ROLE_PREFIX"
 DEFAULT_ROLE_PREFIX = "scheduling"
 TENANT_SETTING = "scheduling.tenant_id"
@@ -30,15 +32,25 @@ PRINCIPAL_MATCH = f"{TENANT_MATCH} AND principal_id = current_setting('{PRINCIPA
 
 @dataclass(frozen=True)
 class RoleNames:
-    """The four group roles of one deployment."""
+    """The group roles of one deployment (``all()``: the four the first revision
+    creates; the run worker's comes with revision 0005)."""
 
     owner: str
     api: str
     scheduler: str
     maintenance: str
+    run_worker: str = ""
 
     def all(self) -> tuple[str, str, str, str]:
         return (self.owner, self.api, self.scheduler, self.maintenance)
+
+    def every(self) -> tuple[str, ...]:
+        """Every group role, the run worker's included."""
+        return (*self.all(), self.run_worker)
+
+
+RUN_MUTABLE_COLUMNS = RUN_MUTABLE_FIELDS
+"""The ``runs`` columns the run-worker role may UPDATE (what ``save`` writes)."""
 
 
 def role_names(prefix: str | None = None) -> RoleNames:
@@ -51,6 +63,7 @@ def role_names(prefix: str | None = None) -> RoleNames:
         api=f"{chosen}_api",
         scheduler=f"{chosen}_scheduler",
         maintenance=f"{chosen}_maintenance",
+        run_worker=f"{chosen}_run_worker",
     )
 
 

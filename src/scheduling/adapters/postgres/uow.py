@@ -9,6 +9,7 @@ scheduler or maintenance role through one admin login.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from types import TracebackType
@@ -19,13 +20,13 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from scheduling.adapters.postgres.errors import translate
+from scheduling.adapters.postgres.errors import broken_connection, translate
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.domain.errors import UnavailableError, ValidationError
 from scheduling.domain.identity import Principal
-from scheduling.ports.repositories import CLOSED, INVALID_COMMAND
+from scheduling.ports.repositories import CLOSED, COMMIT_OUTCOME_UNKNOWN, INVALID_COMMAND
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -53,7 +54,17 @@ class Transaction:
         try:
             return await self._conn.execute(statement, dict(params) if params else None)
         except DBAPIError as exc:
+            await discard_if_broken(self._conn, exc)
             raise translate(exc) from exc
+
+
+async def discard_if_broken(conn: AsyncConnection, exc: BaseException) -> None:
+    """Invalidate ``conn`` after a connection-level or protocol error, so the pool
+    never hands it out again (asyncpg reports "another operation is in progress" on a
+    connection whose backend was terminated mid-statement, without closing it)."""
+    if broken_connection(exc) and not conn.invalidated:
+        with contextlib.suppress(Exception):  # it is being thrown away either way
+            await conn.invalidate()
 
 
 class PostgresUnitOfWork:
@@ -121,8 +132,13 @@ class PostgresUnitOfWork:
         try:
             await self._conn.commit()
         except DBAPIError as exc:
+            await discard_if_broken(self._conn, exc)
             await self._close()
-            raise translate(exc) from exc
+            error = translate(exc)
+            if broken_connection(exc):
+                # The COMMIT was sent; whether it landed is unknown to us.
+                error.details[COMMIT_OUTCOME_UNKNOWN] = True
+            raise error from exc
         self._committed = True
         await self._close()
 
@@ -130,6 +146,12 @@ class PostgresUnitOfWork:
         if self._conn is not None:
             try:
                 await self._conn.rollback()
+            except (DBAPIError, OSError) as exc:
+                # A dead connection cannot roll back: the server already did. Discard it
+                # and let the error that brought us here (if any) stand.
+                await discard_if_broken(self._conn, exc)
+                if not broken_connection(exc):
+                    raise translate(exc) from exc
             finally:
                 await self._close()
 
@@ -147,7 +169,13 @@ class PostgresUnitOfWork:
         self.tx.attach(None)
         conn, self._conn = self._conn, None
         if conn is not None:
-            await conn.close()
+            try:
+                await conn.close()
+            except (DBAPIError, OSError) as exc:
+                # Returning a broken connection to the pool failed: discard it instead.
+                await discard_if_broken(conn, exc)
+                if not broken_connection(exc):
+                    raise translate(exc) from exc
 
 
 class PostgresUnitOfWorkFactory:

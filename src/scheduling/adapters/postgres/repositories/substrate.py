@@ -10,6 +10,7 @@ from uuid import UUID
 from sqlalchemy import Table, delete, func, insert, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from scheduling.adapters.postgres.roles import RUN_MUTABLE_COLUMNS
 from scheduling.adapters.postgres.tables import (
     agent_active_versions,
     agent_versions,
@@ -219,11 +220,11 @@ class PostgresRunRepository:
 
     async def save(self, run: RunRecord, *, expected_fencing_token: int) -> RunRecord:
         row = _run_row(run)
-        frozen = ("id", "tenant_id", "principal_id", "session_id", "created_at")
+        # Only the mutable columns: the run worker's role may update nothing else.
         result = await self._tx.execute(
             update(runs)
             .where(runs.c.id == run.id, runs.c.fencing_token == expected_fencing_token)
-            .values({k: v for k, v in row.items() if k not in frozen})
+            .values({k: row[k] for k in RUN_MUTABLE_COLUMNS})
         )
         if result.rowcount != 1:
             raise ConflictError(STALE, "the run's fencing token moved", {"run_id": str(run.id)})
@@ -249,6 +250,15 @@ class PostgresProcessEventRepository:
     async def append(self, event: ProcessEvent) -> ProcessEvent:
         await self._tx.execute(insert(process_events).values(asdict(event)))
         return event
+
+    async def append_once(self, event: ProcessEvent) -> bool:
+        statement = (
+            pg_insert(process_events)
+            .values(asdict(event))
+            .on_conflict_do_nothing(index_elements=[process_events.c.id])
+            .returning(process_events.c.id)
+        )
+        return (await self._tx.execute(statement)).first() is not None
 
     async def for_schedule(self, schedule_id: UUID) -> list[ProcessEvent]:
         query = (

@@ -1,0 +1,78 @@
+"""gate.schedule.materialize_once at its idempotency key: the occurrence uniqueness
+``(schedule_id, nominal_fire_at)``. In the simulator's races the schedule row lock
+always settles the race first, so the key itself was never reached. Here a stale
+``next_fire_at`` cache (the spec's "cached state") re-presents an instant a committed
+occurrence already decided, and two schedule workers (``ScheduleWorker.run_once``,
+strict: a swallowed error fails) race on it: the worker that gets the row must reach
+the uniqueness constraint, return ALREADY_DECIDED with the committed occurrence and
+write no second occurrence, session, run or event; the other returns without effect;
+the cache is advanced past now.
+
+Test of the test: tests/integration/test_materialize_uniqueness_sensitivity.py (an
+occurrence insert that raises on a decided instant instead of returning it)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from gates.runner.pytest_plugin import GateEvidence
+from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.materialize import Harness
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.mark.gate("gate.schedule.materialize_once")
+async def test_a_decided_instant_meets_the_uniqueness_key_not_a_second_effect(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    await check_uniqueness_race(pg_url, gate_evidence)
+
+
+async def check_uniqueness_race(pg_url: str, gate_evidence: GateEvidence) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create()
+        nominal = await h.next_fire(sid)
+        h.clock.advance_to(nominal + timedelta(seconds=2))
+        first = await h.scan()
+        assert [r.status for r in first.results] == [MaterializeStatus.DECIDED]
+        decided = (await h.ledger()).of(sid).occurrences
+        assert len(decided) == 1
+        # The cache goes stale: it points at the decided instant again.
+        await h.sql("UPDATE schedules SET next_fire_at = :t WHERE id = :i", t=nominal, i=sid)
+        before = await h.counts()
+        reports = await asyncio.gather(
+            h.scan(h.worker(h.materializer())), h.scan(h.worker(h.materializer()))
+        )
+        after = await h.counts()
+        statuses = sorted(r.status.value for report in reports for r in report.results)
+        assert statuses.count(MaterializeStatus.ALREADY_DECIDED.value) == 1, statuses
+        assert MaterializeStatus.DECIDED.value not in statuses, statuses
+        winner = next(
+            r
+            for report in reports
+            for r in report.results
+            if r.status is MaterializeStatus.ALREADY_DECIDED
+        )
+        assert winner.occurrence is not None
+        assert winner.occurrence.id == decided[0]["id"]
+        assert after == before, {k: after[k] - before[k] for k in after}
+        schedule = await h.schedule(sid)
+        assert schedule["next_fire_at"] > h.clock.now()
+        again = await h.scan()
+        assert again.results == []
+        gate_evidence.record(
+            "stale_cache_race",
+            {
+                "workers": 2,
+                "statuses": statuses,
+                "rows_written": {k: after[k] - before[k] for k in after},
+                "driven_by": "ScheduleWorker.run_once (strict)",
+            },
+        )
+    finally:
+        await h.close()

@@ -1,0 +1,213 @@
+"""Spec rules beyond the gates: admission (the PostgreSQL controller's tenant advisory
+lock and its ALLOW/RETRY/REJECT dispositions) and post-run failure accounting, on
+PostgreSQL. Tests of the test: tests/integration/test_materializer_accounting.py and
+``scheduling-gates mutate``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
+from scheduling.domain.events import RUN_ACCOUNTED
+from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
+from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.materialize import Harness
+from simulation.worlds.service import CEILINGS
+
+pytestmark = pytest.mark.postgres
+
+
+class BarrierProbe:
+    """Holds each materializer at the admission step until both arrived (or 1 s passed):
+    without the lock both read the usage before either commits."""
+
+    def __init__(self, parties: int = 2) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.event = asyncio.Event()
+
+    async def step(self, name: str) -> None:
+        if name != "materialize.admission_locked":
+            return
+        self.arrived += 1
+        if self.arrived >= self.parties:
+            self.event.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), 1.0)
+
+
+def ceilings(**changes: Any) -> ConfiguredTenantConfiguration:
+    return ConfiguredTenantConfiguration(default=CEILINGS.model_copy(update=changes))
+
+
+async def due_pair(h: Harness) -> tuple[UUID, UUID]:
+    a = await h.create(title="A", key="a")
+    b = await h.create(title="B", key="b")
+    h.clock.advance_to(await h.next_fire(a) + timedelta(seconds=1))
+    return a, b
+
+
+@pytest.mark.rule("rule.admission.tenant_lock")
+async def test_racing_for_the_last_slot_serializes(pg_url: str) -> None:
+    for attempt in range(2):
+        h = await Harness.open(pg_url, seed=attempt)
+        try:
+            await h.sql("UPDATE runs SET status = 'COMPLETED' WHERE status = 'QUEUED'")
+            h.tenants = ceilings(max_active_runs=1)
+            a = await h.create(title="A", key=f"a{attempt}")
+            b = await h.create(title="B", key=f"b{attempt}")
+            h.clock.advance_to(await h.next_fire(a) + timedelta(seconds=1))
+            probe = BarrierProbe()
+            results = await asyncio.gather(
+                h.materializer(probe=probe).materialize(a),
+                h.materializer(probe=probe).materialize(b),
+            )
+            statuses = sorted(r.status.value for r in results)
+            assert statuses == ["decided", "retry"], statuses
+            active = await h.sql("SELECT count(*) AS n FROM runs WHERE status = 'QUEUED'")
+            assert active[0]["n"] == 1
+            # RETRY (a concurrency denial) writes no occurrence and leaves the loser due.
+            loser = a if results[0].status is MaterializeStatus.RETRY else b
+            assert (await h.ledger()).of(loser).occurrences == []
+            assert (await h.schedule(loser))["next_fire_at"] <= h.clock.now()
+        finally:
+            await h.close()
+
+
+@pytest.mark.rule("rule.admission.dispositions")
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [
+        ({"max_materializations_per_minute": 1}, RATE),
+        ({"max_daily_cost": Decimal(3)}, DAILY_COST),
+        ({"max_monthly_cost": Decimal(3)}, MONTHLY_COST),
+    ],
+)
+async def test_rate_and_cost_rejections_record_missed(
+    pg_url: str, changes: dict[str, Any], code: str
+) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        h.tenants = ceilings(**changes)
+        a, b = await due_pair(h)
+        first = await h.materializer().materialize(a)
+        second = await h.materializer().materialize(b)
+        assert first.status is second.status is MaterializeStatus.DECIDED
+        assert second.occurrence is not None
+        assert second.occurrence.disposition.value == "MISSED"
+        assert second.occurrence.reason_code == code
+        ledger = (await h.ledger()).of(b)
+        assert ledger.runs == []
+        assert ledger.sessions == []
+        row = await h.schedule(b)
+        assert row["next_fire_at"] > h.clock.now()
+        assert row["consecutive_failures"] == 1
+    finally:
+        await h.close()
+
+
+async def finish(h: Harness, run_id: UUID, status: str, failure: dict[str, Any] | None) -> None:
+    await h.sql(
+        "UPDATE runs SET status = :s, finished_at = :t, failure = CAST(:f AS jsonb),"
+        " cost = 0.5 WHERE id = :i",
+        s=status,
+        t=h.clock.now(),
+        f=None if failure is None else json.dumps(failure),
+        i=run_id,
+    )
+
+
+async def fire_next(h: Harness, sid: UUID) -> UUID:
+    h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
+    result = await h.materializer().materialize(sid)
+    assert result.run_id is not None, result
+    return result.run_id
+
+
+@pytest.mark.rule("rule.accounting.failures")
+async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(max_consecutive_failures=2)
+        # The scheduler role as production startup builds it: its accountant and the
+        # worker whose post-run sweep uses it.
+        role = h.scheduler_role(ids=h.world.ids.fork("acct"), materializer=h.materializer())
+        accountant = role.accountant
+        failure = {
+            "reason": "schedule.runtime.agent_failed",
+            "error_class": "ScriptedFailure",
+            "provider": "scripted",
+            "http_status": 503,
+            "message": "the provider said something long and private",
+        }
+        run_1 = await fire_next(h, sid)
+        await finish(h, run_1, "FAILED", failure)
+        first = await accountant.account_run(run_1)
+        assert first is not None
+        assert first.consecutive_failures == 1
+        repeat = await accountant.account_run(run_1)
+        assert repeat is not None
+        assert repeat.already_accounted
+        assert (await h.schedule(sid))["consecutive_failures"] == 1
+        events = [e for e in (await h.ledger()).of(sid).events if e["event_type"] == RUN_ACCOUNTED]
+        assert len(events) == 1
+        assert events[0]["payload"]["failure"] == {
+            k: v for k, v in failure.items() if k != "message"
+        }
+        assert events[0]["payload"]["run_status"] == "FAILED"
+
+        run_2 = await fire_next(h, sid)
+        await finish(h, run_2, "CANCELLED", None)
+        cancelled = await accountant.account_run(run_2)
+        assert cancelled is not None
+        assert cancelled.consecutive_failures == 1
+
+        run_3 = await fire_next(h, sid)
+        await finish(h, run_3, "COMPLETED", None)
+        worker = role.worker
+        assert await worker.account() == 1
+        assert (await h.schedule(sid))["consecutive_failures"] == 0
+
+        for _ in range(2):
+            run = await fire_next(h, sid)
+            await finish(h, run, "FAILED", {"reason": "schedule.runtime.step_limit"})
+            await accountant.account_run(run)
+        row = await h.schedule(sid)
+        assert row["state"] == "PAUSED"
+        assert row["pause_reason"] == "failure_limit"
+        assert row["next_fire_at"] is None
+        types = (await h.ledger()).of(sid).event_types()
+        assert types.count("schedule.auto_paused") == 1
+        assert types.count(RUN_ACCOUNTED) == 5
+        assert await worker.account() == 0
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.accounting.failures")
+async def test_misses_count_and_reach_the_limit(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(max_consecutive_failures=2, misfire_grace_seconds=60)
+        for _ in range(2):
+            h.clock.advance_to(await h.next_fire(sid) + timedelta(minutes=5))
+            result = await h.materializer().materialize(sid)
+            assert result.occurrence is not None
+            assert result.occurrence.disposition.value == "MISSED"
+        row = await h.schedule(sid)
+        assert (row["state"], row["pause_reason"], row["consecutive_failures"]) == (
+            "PAUSED",
+            "failure_limit",
+            2,
+        )
+        assert (await h.ledger()).of(sid).event_types().count("schedule.auto_paused") == 1
+    finally:
+        await h.close()

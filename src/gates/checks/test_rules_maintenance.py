@@ -1,0 +1,135 @@
+"""Spec rules beyond the gates, on PostgreSQL: the non-blocking due claim (``FOR UPDATE
+SKIP LOCKED``), ``next_fire_at`` repair (only with ``schedule.next_fire_repaired``) and
+the terminal purge (retention, dependency order, sessions and runs kept). Each runs
+in the role the product uses for it (scheduler, maintenance)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import build_maintenance
+from scheduling.domain.cadence import parse_cadence
+from scheduling.recurrence import next_after
+from scheduling.service import MaintenanceService
+from scheduling.service.materializer import MaterializeStatus
+from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.service import definition, world_settings
+
+pytestmark = pytest.mark.postgres
+
+CLAIM_PATIENCE_S = 10.0
+"""A scan blocked on the held row never returns; this only turns a hang into a FAIL."""
+
+
+def maintenance(h: Harness, role: str) -> MaintenanceService:
+    """The maintenance role's service (``bootstrap.build_maintenance``) over a login
+    assuming ``role``."""
+    built = build_maintenance(
+        world_settings(),
+        clock=h.clock,
+        ids=h.world.ids.fork(f"maint-{role}"),
+        uow=PostgresUnitOfWorkFactory(h.admin.engine, assume_role=role),
+    )
+    return built.purge
+
+
+@pytest.mark.rule("rule.claim.skip_locked")
+async def test_a_row_held_by_another_worker_does_not_stall_the_scan(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        held = await h.create(title="held", key="held")
+        free = await h.create(title="free", key="free")
+        h.clock.advance_to(await h.next_fire(held) + timedelta(seconds=1))
+        async with h.admin.engine.connect() as other:
+            tx = await other.begin()
+            # Another worker's claim: the row is locked until its transaction ends.
+            await other.execute(
+                text("SELECT id FROM schedules WHERE id = :i FOR UPDATE"), {"i": held}
+            )
+            report = await asyncio.wait_for(h.scan(h.worker(h.materializer())), CLAIM_PATIENCE_S)
+            decided = {
+                r.schedule_id for r in report.results if r.status is MaterializeStatus.DECIDED
+            }
+            assert free in decided, report
+            assert held not in decided, report
+            assert (await h.ledger()).of(held).occurrences == []
+            await tx.rollback()
+        # Released: a later scan decides the held schedule once.
+        again = await h.scan()
+        assert [r.schedule_id for r in again.results] == [held]
+        assert len((await h.ledger()).of(held).occurrences) == 1
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.repair.next_fire")
+async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create()
+        repairs = maintenance(h, role_names().scheduler)
+        untouched = await repairs.repair_next_fire(sid)
+        assert not untouched.repaired
+        wrong = datetime(2026, 3, 2, 13, 7, tzinfo=UTC)
+        await h.sql("UPDATE schedules SET next_fire_at = :t WHERE id = :i", t=wrong, i=sid)
+        repair = await repairs.repair_next_fire(sid)
+        assert repair.repaired
+        cadence = parse_cadence(dict(definition().cadence))
+        expected = next_after(cadence, h.clock.now())
+        assert repair.current == expected
+        assert (await h.schedule(sid))["next_fire_at"] == expected
+        events = [
+            e
+            for e in (await h.ledger()).of(sid).events
+            if e["event_type"] == "schedule.next_fire_repaired"
+        ]
+        assert len(events) == 1, events
+        # A second repair finds the cache right and emits nothing.
+        assert not (await repairs.repair_next_fire(sid)).repaired
+        types = (await h.ledger()).of(sid).event_types()
+        assert types.count("schedule.next_fire_repaired") == 1
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.purge.terminal")
+async def test_terminal_purge_keeps_runs_and_respects_retention(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        old = await h.create(title="old", key="old")
+        live = await h.create(title="live", key="live")
+        h.clock.advance_to(await h.next_fire(old) + timedelta(seconds=1))
+        report = await h.scan()
+        assert len(report.results) == 2
+        await h.world.service.cancel(WHO, old, 1)
+        purge = maintenance(h, role_names().maintenance)
+        h.clock.advance(29 * 86400)
+        assert await purge.purge_terminal(WHO.tenant_id) == 0, "purged inside retention"
+        h.clock.advance(2 * 86400)
+        assert await purge.purge_terminal(WHO.tenant_id) == 1
+        for table, column in (
+            ("schedules", "id"),
+            ("schedule_revisions", "schedule_id"),
+            ("schedule_occurrences", "schedule_id"),
+            ("schedule_idempotency_keys", "schedule_id"),
+        ):
+            rows = await h.sql(f"SELECT count(*) AS n FROM {table} WHERE {column} = :i", i=old)
+            assert rows[0]["n"] == 0, table
+        assert (await h.schedule(live))["state"] == "ACTIVE"
+        kept = await h.sql("SELECT count(*) AS n FROM runs")
+        assert kept[0]["n"] == 2, "purge deleted a linked run"
+        sessions = await h.sql("SELECT count(*) AS n FROM sessions")
+        assert sessions[0]["n"] == 2, "purge deleted a linked session"
+        events = await h.sql(
+            "SELECT count(*) AS n FROM process_events WHERE schedule_id = :i", i=old
+        )
+        assert events[0]["n"] >= 2, "purge deleted process events"
+        assert await purge.purge_terminal(WHO.tenant_id) == 0
+    finally:
+        await h.close()

@@ -1,0 +1,212 @@
+"""Refuse a report whose checks, selection or ledger do not match where it says it
+came from (its recorded provenance, and optionally a checkout of the commit)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from gates.catalog import Catalog
+from gates.catalog.provenance import (
+    GATES_RELATIVE,
+    SHIPPED_CATALOG,
+    SHIPPED_LEDGER,
+    check_file_digests,
+    gate_markers,
+    ledger_digest,
+    nodeid_function,
+    sha256_file,
+    sha256_text,
+    shipped_text,
+)
+from reports.model import CheckOutcome, GateReport, GateResult, Provenance, RuleResult
+
+HARNESS_ERROR_PREFIX = "<collection of "
+
+
+@dataclass(frozen=True)
+class VerifyContext:
+    """What the verifier itself holds: the ledger it was given (None: shipped) and,
+    optionally, a checkout to recompute digests from."""
+
+    ledger_path: Path | None = None
+    shipped_ledger_origin: str = ""
+    checkout: Path | None = None
+
+
+def provenance_problems(report: GateReport, catalog: Catalog, ctx: VerifyContext) -> list[str]:
+    p = report.run.provenance
+    if p is None:
+        return ["the report records no provenance (catalog, ledger and check digests)"]
+    problems: list[str] = []
+    problems += _catalog_and_ledger(report, p, ctx)
+    problems += _checks_match_inventory(report, p)
+    problems += _selection(report, catalog)
+    if p.untracked and report.run.commit_dirty is not True:
+        problems.append(
+            f"untracked files under the checks were collected ({p.untracked}) "
+            "but the report says the commit is clean"
+        )
+    if ctx.checkout is not None:
+        problems += _against_checkout(report, p, ctx.checkout)
+    return problems
+
+
+def _catalog_and_ledger(report: GateReport, p: Provenance, ctx: VerifyContext) -> list[str]:
+    problems = []
+    if p.catalog_sha256 != sha256_text(shipped_text(SHIPPED_CATALOG)):
+        problems.append("the report's catalog digest is not the catalog's")
+    names_shipped = report.run.ledger == ctx.shipped_ledger_origin
+    if p.ledger_shipped != names_shipped:
+        problems.append("the report's ledger name and its shipped-ledger flag disagree")
+    shipped = ledger_digest(None)
+    if (p.ledger_shipped or names_shipped) and p.ledger_sha256 != shipped:
+        problems.append(
+            "the report names the shipped ledger but its ledger digest is another ledger's"
+        )
+    used = ledger_digest(ctx.ledger_path)
+    if p.ledger_sha256 != used:
+        problems.append(
+            "the run's ledger is not the ledger verify used "
+            f"(run {p.ledger_sha256[:12]}, verify {used[:12]}): pass the run's --ledger"
+        )
+    return problems
+
+
+def _checks_match_inventory(report: GateReport, p: Provenance) -> list[str]:
+    problems = []
+    inventory: dict[str, set[tuple[str, str]]] = {}
+    for entry in p.inventory:
+        inventory.setdefault(entry.gate, set()).add((entry.nodeid, entry.facet))
+        path, _ = nodeid_function(entry.nodeid)
+        if path not in p.check_files:
+            problems.append(f"{entry.nodeid}: its file has no recorded digest")
+    verdicts: list[GateResult | RuleResult] = [*report.gates, *report.rules]
+    for gate in verdicts:
+        if not gate.selected:
+            continue
+        recorded = {(c.nodeid, c.facet) for c in gate.checks}
+        harness = all(
+            c.nodeid.startswith(HARNESS_ERROR_PREFIX) and c.outcome is CheckOutcome.ERROR
+            for c in gate.checks
+        )
+        if not p.inventory and gate.checks and harness:
+            continue  # collection broke: every facet ERROR, nothing was collected
+        expected = inventory.get(gate.id, set())
+        invented = sorted(n for n, _ in recorded - expected)
+        dropped = sorted(n for n, _ in expected - recorded)
+        if invented:
+            problems.append(f"{gate.id}: checks no collection produced: {invented}")
+        if dropped:
+            problems.append(f"{gate.id}: collected checks missing from the report: {dropped}")
+    return problems
+
+
+def _selection(report: GateReport, catalog: Catalog) -> list[str]:
+    chosen = report.run.selection
+    gate_ids = chosen.get("gates", [])
+    milestones = [int(m.upper().removeprefix("M")) for m in chosen.get("milestones", [])]
+    if gate_ids or milestones:
+        expected = set(gate_ids) | {
+            g.id for m in milestones for g in catalog.in_milestone(m) if g.id in catalog
+        }
+    else:
+        expected = set(catalog.ids)
+    actual = {g.id for g in report.gates if g.selected}
+    problems = []
+    if expected != actual:
+        problems.append(
+            "the gates marked selected do not follow from the recorded selection "
+            f"({len(actual)} selected, the selection gives {len(expected)})"
+        )
+    command = _command_selection(report.run.command)
+    if command is not None and command != (sorted(gate_ids), sorted(milestones)):
+        problems.append("the recorded selection contradicts the recorded command")
+    return problems
+
+
+def _command_selection(command: str) -> tuple[list[str], list[int]] | None:
+    """The ``--gate``/``--milestone`` values of a ``scheduling-gates run`` command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if words[:2] != ["scheduling-gates", "run"]:
+        return None
+    gates: list[str] = []
+    milestones: list[int] = []
+    it = iter(words[2:])
+    for word in it:
+        if word == "--":
+            break
+        flag, eq, value = word.partition("=")
+        if flag not in ("--gate", "--milestone"):
+            continue
+        if not eq:
+            value = next(it, "")
+        if flag == "--gate":
+            gates.append(value)
+        else:
+            digits = value.upper().removeprefix("M")
+            if digits.isdigit():
+                milestones.append(int(digits))
+    return sorted(gates), sorted(set(milestones))
+
+
+def _against_checkout(report: GateReport, p: Provenance, checkout: Path) -> list[str]:
+    checkout = checkout.resolve()
+    problems = []
+    catalog_file = checkout / GATES_RELATIVE / SHIPPED_CATALOG
+    if not catalog_file.is_file() or sha256_file(catalog_file) != p.catalog_sha256:
+        problems.append(f"the catalog in {checkout} is not the one the report records")
+    ledger_file = checkout / GATES_RELATIVE / SHIPPED_LEDGER
+    if p.ledger_shipped and (
+        not ledger_file.is_file() or sha256_file(ledger_file) != p.ledger_sha256
+    ):
+        problems.append(f"the shipped ledger in {checkout} is not the one the report records")
+    checks_dir = checkout / p.checks_dir
+    actual = check_file_digests(checks_dir, checkout) if checks_dir.is_dir() else {}
+    for path in sorted(set(p.check_files) | set(actual)):
+        if path not in actual:
+            problems.append(f"{path}: recorded in the report, absent from the checkout")
+        elif path not in p.check_files:
+            problems.append(f"{path}: in the checkout's checks, absent from the report")
+        elif actual[path] != p.check_files[path]:
+            problems.append(f"{path}: differs from the file the report's run collected")
+    markers = set()
+    for path in actual:
+        if Path(path).name.startswith("test_") and path.endswith(".py"):
+            markers |= {(m.path, m.function, m.gate) for m in gate_markers(checkout / path, path)}
+    collected = {(*nodeid_function(e.nodeid), e.gate) for e in p.inventory}
+    for path, function, gate in sorted(markers - collected):
+        problems.append(f"{path}::{function} is bound to {gate} in the checkout, not collected")
+    for path, function, gate in sorted(collected - markers):
+        problems.append(f"{path}::{function} is not bound to {gate} in the checkout")
+    head = _head(checkout)
+    if (
+        report.run.commit
+        and head
+        and report.run.commit_dirty is False
+        and head != report.run.commit
+    ):
+        problems.append(
+            f"the checkout is at {head[:12]}, the report's run at {report.run.commit[:12]}"
+        )
+    return problems
+
+
+def _head(checkout: Path) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None

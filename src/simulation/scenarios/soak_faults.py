@@ -1,0 +1,172 @@
+"""Real faults for the soak: SIGKILL of worker processes (restarted at once) and
+terminated backends, at seeded random wall-clock intervals.
+
+Each fault is recorded with whether it *landed*: a backend terminated while its
+transaction was open (``xact_start`` set), or a process killed while one of its
+connections had a transaction open (its sockets are matched to
+``pg_stat_activity.client_port`` through ``/proc``). A soak whose faults never landed
+inside a transaction proved nothing about atomicity: the report says
+``not_covered``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+Spawn = Callable[[str], Awaitable[asyncio.subprocess.Process]]
+
+
+@dataclass
+class Fault:
+    kind: str
+    at_wall_seconds: float
+    target: str
+    in_transaction: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "at_wall_seconds": round(self.at_wall_seconds, 3),
+            "target": self.target,
+            "in_transaction": self.in_transaction,
+        }
+
+
+@dataclass
+class FaultReport:
+    faults: list[Fault] = field(default_factory=list)
+    outputs: list[bytes] = field(default_factory=list)
+    exit_codes: list[int] = field(default_factory=list)
+    killed_exit_codes: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        landed = [f for f in self.faults if f.in_transaction]
+        by_kind: dict[str, dict[str, int]] = {}
+        for fault in self.faults:
+            entry = by_kind.setdefault(fault.kind, {"injected": 0, "landed_in_transaction": 0})
+            entry["injected"] += 1
+            entry["landed_in_transaction"] += fault.in_transaction
+        return {
+            "faults_injected": len(self.faults),
+            "faults_landed_in_transaction": len(landed),
+            "faults_by_kind": by_kind,
+            "fault_coverage": "covered" if landed else "not_covered",
+            "faults_landed": [f.as_json() for f in landed],
+        }
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    return inodes
+
+
+def local_ports(pid: int) -> set[int]:
+    """The local TCP ports of ``pid``'s sockets (IPv4 and IPv6)."""
+    inodes = _socket_inodes(pid)
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as handle:
+            for line in handle.readlines()[1:]:
+                parts = line.split()
+                if len(parts) > 9 and parts[9] in inodes:
+                    ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+async def _open_transactions(conn: asyncpg.Connection) -> list[Any]:
+    return list(
+        await conn.fetch(
+            "SELECT pid, client_port, xact_start IS NOT NULL AS in_tx FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
+        )
+    )
+
+
+async def run_with_faults(
+    *,
+    url: str,
+    names: list[str],
+    spawn: Spawn,
+    wall_seconds: float,
+    kill_every: float,
+    terminate_every: float,
+    seed: int,
+) -> FaultReport:
+    """Run the worker processes ``names`` for ``wall_seconds``, injecting faults with
+    exponential gaps of mean ``kill_every`` / ``terminate_every`` seconds (0: none);
+    a killed process is restarted at once under a new name (its ids stay unique)."""
+    rng = random.Random(seed)
+    report = FaultReport()
+    live = {name: await spawn(name) for name in names}
+    current = {name: name for name in names}  # base name -> its live incarnation
+    restarts = dict.fromkeys(names, 0)
+    started = time.monotonic()
+    deadline = started + wall_seconds
+
+    def gap(mean: float) -> float:
+        return rng.expovariate(1.0 / mean) if mean > 0 else float("inf")
+
+    next_kill = started + gap(kill_every)
+    next_term = started + gap(terminate_every)
+    admin = await asyncpg.connect(url)
+    try:
+        while True:
+            now = time.monotonic()
+            upcoming = min(next_kill, next_term)
+            if upcoming >= deadline:
+                break
+            await asyncio.sleep(max(upcoming - now, 0.0))
+            backends = await _open_transactions(admin)
+            if next_kill <= next_term:
+                next_kill = time.monotonic() + gap(kill_every)
+                base = rng.choice(sorted(restarts))
+                victim = current[base]
+                proc = live.pop(victim)
+                ports = local_ports(proc.pid)
+                in_tx = any(b["in_tx"] and b["client_port"] in ports for b in backends)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGKILL)
+                await proc.communicate()
+                report.killed_exit_codes.append(proc.returncode or 0)
+                report.faults.append(Fault("sigkill", now - started, victim, in_tx))
+                restarts[base] += 1
+                name = f"{base}-r{restarts[base]}"
+                current[base] = name
+                live[name] = await spawn(name)
+            else:
+                next_term = time.monotonic() + gap(terminate_every)
+                if not backends:
+                    continue
+                # Prefer a backend inside a transaction half the time: a terminate
+                # that lands mid-transaction is the interesting one.
+                open_tx = [b for b in backends if b["in_tx"]]
+                pool = open_tx if open_tx and rng.random() < 0.5 else backends
+                chosen = rng.choice(pool)
+                await admin.execute("SELECT pg_terminate_backend($1)", chosen["pid"])
+                report.faults.append(
+                    Fault("terminate_backend", now - started, str(chosen["pid"]), chosen["in_tx"])
+                )
+    finally:
+        await admin.close()
+    for proc in live.values():
+        out, _ = await proc.communicate()
+        report.outputs.append(out or b"")
+        report.exit_codes.append(proc.returncode or 0)
+    return report

@@ -1,0 +1,49 @@
+"""``scheduling-gates mutate`` on a fast pair of shipped mutants: each is applied to a
+temporary copy (the working tree is untouched) and turns its rule red; a stale
+snippet is reported STALE, not skipped; the shipped set parses and names only known
+gates, rules and files."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gates.catalog import load_catalog
+from gates.catalog.rules import load_rules
+from gates.runner.inventory import default_checks_dir, project_root
+from gates.runner.mutate import load_mutants, run_all
+
+pytestmark = pytest.mark.postgres
+
+ROOT = project_root(default_checks_dir())
+MUTANTS = {m.id: m for m in load_mutants()}
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_shipped_mutants_name_known_targets_and_files() -> None:
+    known = {*load_catalog().ids, *load_rules()}
+    for mutant in MUTANTS.values():
+        assert set(mutant.kills) <= known, mutant.id
+        assert (ROOT / mutant.file).read_text().count(mutant.snippet) == 1, mutant.id
+        assert all((ROOT / c).is_file() for c in mutant.checks), mutant.id
+    assert set(load_rules()) <= {k for m in MUTANTS.values() for k in m.kills}
+
+
+def test_two_mutants_are_killed_on_a_copy() -> None:
+    chosen = [MUTANTS["purge.ignores_retention"], MUTANTS["repair.silent"]]
+    before = {m.file: digest(ROOT / m.file) for m in chosen}
+    stale = replace(chosen[0], id="stale", snippet="this text is not in the file")
+    results = run_all([*chosen, stale], ROOT)
+    assert [(r.id, r.verdict) for r in results] == [
+        ("purge.ignores_retention", "KILLED"),
+        ("repair.silent", "KILLED"),
+        ("stale", "STALE"),
+    ]
+    assert results[0].red == ["rule.purge.terminal"]
+    assert {m.file: digest(ROOT / m.file) for m in chosen} == before

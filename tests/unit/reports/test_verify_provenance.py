@@ -1,0 +1,284 @@
+"""``verify`` refuses each fabrication of issue 12 (a test per case), and accepts the
+honest report of a real run over a scratch checkout (git repository with the shipped
+catalog and ledger and one check file)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gates.catalog import load_catalog
+from gates.catalog.ledger import load_ledger
+from gates.runner import RunOptions, run_gates
+from gates.runner.cli import main
+from gates.runner.inventory import default_checks_dir
+from reports.model import GateReport
+from reports.provenance_check import VerifyContext
+from reports.verify import verify_report
+
+CATALOG = load_catalog()
+SHIPPED = load_ledger(None, CATALOG.milestones())
+CHECKS = textwrap.dedent(
+    """
+    import pytest
+
+    CIVIL = "gate.schedule.civil_time"
+
+    @pytest.mark.gate(CIVIL)
+    def test_passes():
+        assert 1 + 1 == 2
+
+    @pytest.mark.gate("gate.schedule.calendar_values")
+    def test_fails():
+        assert 1 + 1 == 3
+
+    @pytest.mark.rule("rule.purge.terminal")
+    def test_a_rule_check():
+        pass
+    """
+)
+SELECTED = ["gate.schedule.civil_time", "gate.schedule.calendar_values", "gate.schedule.no_overlap"]
+CUSTOM_LEDGER = "\n".join(
+    f'[[milestone]]\nnumber = {n}\nstatus = "complete"\nsource = "invented"\n'
+    for n in range(1, 24)
+    if n not in CATALOG.milestones()
+)
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("checkout")
+    gates_dir = root / "src" / "gates"
+    (gates_dir / "checks").mkdir(parents=True)
+    shipped = default_checks_dir().parent / "catalog"
+    (gates_dir / "catalog").mkdir()
+    shutil.copy(shipped / "catalog.toml", gates_dir / "catalog" / "catalog.toml")
+    shutil.copy(shipped / "ledger.toml", gates_dir / "catalog" / "ledger.toml")
+    (gates_dir / "checks" / "test_scratch.py").write_text(CHECKS)
+    (root / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\naddopts = ["--import-mode=importlib"]\n'
+    )
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "scratch")
+    return root
+
+
+def run_in(checkout: Path, out: Path, ledger: Path | None = None) -> dict[str, Any]:
+    argv = ["run", *(a for g in SELECTED for a in ("--gate", g))]
+    run_gates(
+        RunOptions(
+            checks_dir=checkout / "src" / "gates" / "checks",
+            output=out,
+            gates=SELECTED,
+            seed=5,
+            ledger=ledger,
+            command="scheduling-gates " + " ".join(argv),
+        )
+    )
+    raw: dict[str, Any] = json.loads((out / "gate-report.json").read_text())
+    return raw
+
+
+@pytest.fixture(scope="module")
+def honest(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run_in(checkout, tmp_path_factory.mktemp("out"))
+
+
+def problems(
+    raw: dict[str, Any], checkout: Path | None = None, ledger: Path | None = None
+) -> list[str]:
+    report = GateReport.model_validate(raw)
+    used = load_ledger(ledger, CATALOG.milestones())
+    context = VerifyContext(
+        ledger_path=ledger, shipped_ledger_origin=SHIPPED.origin, checkout=checkout
+    )
+    return verify_report(report, CATALOG, used, context)
+
+
+def edited(raw: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(raw))
+    edit(copy)
+    return copy
+
+
+def gate(raw: dict[str, Any], gate_id: str) -> dict[str, Any]:
+    return next(g for g in raw["gates"] if g["id"] == gate_id)
+
+
+def test_the_honest_report_verifies_against_its_checkout(
+    honest: dict[str, Any], checkout: Path
+) -> None:
+    assert honest["run"]["provenance"]["check_files"]
+    assert honest["run"]["commit_dirty"] is False
+    assert problems(honest, checkout) == []
+
+
+def _invent_passing_check(raw: dict[str, Any]) -> None:
+    """no_overlap is MISSING (nothing bound): add a passing check and re-derive."""
+    g = gate(raw, "gate.schedule.no_overlap")
+    g["checks"] = [
+        {
+            "nodeid": "src/gates/checks/test_scratch.py::test_overlap",
+            "facet": "check",
+            "outcome": "passed",
+            "duration_s": 0.1,
+            "detail": None,
+            "evidence": {},
+        }
+    ]
+    g["facets"] = [{"name": "check", "status": "PASS", "checks": [g["checks"][0]["nodeid"]]}]
+    g["status"] = "PASS"
+    g["detail"] = "every bound check passed"
+    raw["summary"]["PASS"] += 1
+    raw["summary"]["MISSING"] -= 1
+
+
+def test_invented_passing_check_for_a_missing_gate_is_refused(honest: dict[str, Any]) -> None:
+    found = problems(edited(honest, _invent_passing_check))
+    assert any("checks no collection produced" in p for p in found), found
+
+
+def test_invented_check_also_in_the_inventory_is_refused_by_the_checkout(
+    honest: dict[str, Any], checkout: Path
+) -> None:
+    def both(raw: dict[str, Any]) -> None:
+        _invent_passing_check(raw)
+        raw["run"]["provenance"]["inventory"].append(
+            {
+                "nodeid": "src/gates/checks/test_scratch.py::test_overlap",
+                "gate": "gate.schedule.no_overlap",
+                "facet": "check",
+            }
+        )
+
+    # Without a checkout the recorded inventory agrees with the checks ...
+    assert not any("collect" in p for p in problems(edited(honest, both)))
+    found = problems(edited(honest, both), checkout)
+    assert any("not bound to gate.schedule.no_overlap" in p for p in found), found
+
+
+def test_a_deleted_check_is_refused(honest: dict[str, Any]) -> None:
+    """The failing check of calendar_values dropped, so the gate looks MISSING."""
+
+    def drop(raw: dict[str, Any]) -> None:
+        g = gate(raw, "gate.schedule.calendar_values")
+        g["checks"] = []
+        g["facets"] = [{"name": "check", "status": "MISSING", "checks": []}]
+        g["status"] = "MISSING"
+        g["detail"] = "no check is bound"
+        raw["summary"]["FAIL"] -= 1
+        raw["summary"]["MISSING"] += 1
+
+    found = problems(edited(honest, drop))
+    assert any("collected checks missing from the report" in p for p in found), found
+
+
+def test_a_check_file_deleted_from_the_checkout_is_refused(
+    honest: dict[str, Any], checkout: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    (copy / "src" / "gates" / "checks" / "test_scratch.py").unlink()
+    found = problems(honest, copy)
+    assert any("absent from the checkout" in p for p in found), found
+
+
+def test_an_edited_check_in_the_checkout_is_refused(
+    honest: dict[str, Any], checkout: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    path = copy / "src" / "gates" / "checks" / "test_scratch.py"
+    path.write_text(path.read_text().replace("1 + 1 == 3", "True"))
+    found = problems(honest, copy)
+    assert any("differs from the file" in p for p in found), found
+
+
+def test_a_selection_contradicting_the_run_is_refused(honest: dict[str, Any]) -> None:
+    """The selection rewritten to one gate, as if the failing gate were never asked for."""
+
+    def narrow(raw: dict[str, Any]) -> None:
+        raw["run"]["selection"] = {"gates": ["gate.schedule.civil_time"], "milestones": []}
+
+    found = problems(edited(honest, narrow))
+    assert any("selection" in p for p in found), found
+
+    def narrow_both(raw: dict[str, Any]) -> None:
+        narrow(raw)
+        raw["run"]["command"] = "scheduling-gates run --gate gate.schedule.civil_time"
+
+    found = problems(edited(honest, narrow_both))
+    assert any("do not follow from the recorded selection" in p for p in found), found
+
+
+def test_a_custom_ledger_named_as_the_shipped_one_is_refused(
+    checkout: Path, tmp_path: Path
+) -> None:
+    custom = tmp_path / "ledger.toml"
+    custom.write_text(CUSTOM_LEDGER)
+    raw = run_in(checkout, tmp_path / "out", ledger=custom)
+    assert raw["run"]["ledger"] == str(custom)
+    assert problems(raw, ledger=custom) == []  # honest: names its ledger
+
+    def rename(r: dict[str, Any]) -> None:
+        r["run"]["ledger"] = SHIPPED.origin
+        r["run"]["provenance"]["ledger_shipped"] = True
+
+    # The verifier handed the custom ledger (the ceiling follows from it) ...
+    found = problems(edited(raw, rename), ledger=custom)
+    assert any("shipped ledger" in p for p in found), found
+    # ... or the shipped one (then the ledger is not the run's).
+    found = problems(edited(raw, rename))
+    assert found
+
+
+def test_untracked_check_files_make_the_run_dirty(checkout: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    (copy / "src" / "gates" / "checks" / "test_extra.py").write_text(
+        "import pytest\n\n@pytest.mark.gate('gate.schedule.no_overlap')\ndef test_x():\n    pass\n"
+    )
+    raw = run_in(copy, tmp_path / "out")
+    assert raw["run"]["provenance"]["untracked"] == ["src/gates/checks/test_extra.py"]
+    assert raw["run"]["commit_dirty"] is True
+    assert problems(raw, copy) == []
+
+    def clean(r: dict[str, Any]) -> None:
+        r["run"]["commit_dirty"] = False
+
+    found = problems(edited(raw, clean))
+    assert any("untracked" in p for p in found), found
+
+
+def test_a_report_without_provenance_is_refused(honest: dict[str, Any]) -> None:
+    def strip(raw: dict[str, Any]) -> None:
+        raw["run"].pop("provenance")
+
+    assert problems(edited(honest, strip)) == [
+        "the report records no provenance (catalog, ledger and check digests)"
+    ]
+
+
+def test_cli_verify_checkout(honest: dict[str, Any], checkout: Path, tmp_path: Path) -> None:
+    path = tmp_path / "gate-report.json"
+    path.write_text(json.dumps(honest))
+    assert main(["verify", str(path), "--checkout", str(checkout)]) == 0
+    path.write_text(json.dumps(edited(honest, _invent_passing_check)))
+    assert main(["verify", str(path), "--checkout", str(checkout)]) == 1
