@@ -1,10 +1,12 @@
-"""Test of the test for gate.schedule.authority_fresh: a long-lived worker whose
-principal directory caches authority (the first answer per principal, forever) fires
-the due occurrence after a revocation. The gate's one long-lived worker, warmed by an
-occurrence under the old authority, now catches it in every case."""
+"""Test of the test for gate.schedule.authority_fresh: a long-lived worker that caches
+authority (the first answer per principal, forever) fires the due occurrence after a
+revocation. The gate's one long-lived worker, warmed by an occurrence under the old
+authority, now catches it in every case. The cache sits where the materializer reads
+authority: the hot-path store's one in-transaction snapshot (ADR 1700)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,16 +19,20 @@ from simulation.worlds.materialize import Harness
 pytestmark = pytest.mark.postgres
 
 
-class CachingDirectory:
+class CachingAuthority:
+    """Wraps the materializer's store: authority is read once per principal, forever
+    (agent and overlap state stay fresh, so only the authority read is wrong)."""
+
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self._cache: dict[tuple[str, str], Any] = {}
 
-    async def current(self, tenant_id: str, principal_id: str) -> Any:
-        key = (tenant_id, principal_id)
+    async def context(self, uow: Any, schedule: Any, revision: Any) -> Any:
+        fresh = await self._inner.context(uow, schedule, revision)
+        key = (schedule.tenant_id, schedule.principal_id)
         if key not in self._cache:
-            self._cache[key] = await self._inner.current(tenant_id, principal_id)
-        return self._cache[key]
+            self._cache[key] = fresh.authority
+        return replace(fresh, authority=self._cache[key])
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -34,7 +40,7 @@ class CachingDirectory:
 
 def caching(h: Harness) -> ScheduleMaterializer:
     materializer = h.materializer()
-    materializer._principals = CachingDirectory(materializer._principals)  # type: ignore[assignment]
+    materializer._store = CachingAuthority(materializer._store)
     return materializer
 
 

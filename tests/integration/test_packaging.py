@@ -142,7 +142,8 @@ FOREIGN_TEST = textwrap.dedent(
         ours = sorted(m for m in sys.modules if m.split(".")[0] in harness)
         assert ours == []
         assert "SCHEDULING_DATABASE_BROKER" not in os.environ  # no watchdog was spawned
-        assert settings._current_profile == "default"
+        # Hypothesis picks its own "ci" profile when CI is set; never one of ours.
+        assert settings._current_profile not in ("quick", "deep")
         for profile in ("quick", "deep"):
             try:
                 settings.get_profile(profile)

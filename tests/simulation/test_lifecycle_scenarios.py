@@ -111,6 +111,6 @@ def test_cli_runs_and_replays_a_lifecycle_trace(
     )
     out = capsys.readouterr().out
     assert code in (0, 3), out  # 3: one seed need not reach every declared step
-    assert "1 checked" in out
+    assert "1 interleavings checked" in out
     assert main(["replay", str(trace)]) == 0
     assert capsys.readouterr().out.count("identical, byte for byte") == 2
