@@ -37,8 +37,8 @@ from simulation.provider._cluster import (
     make_root,
     remove_root,
 )
-from simulation.provider._info import ProviderUnavailable, ServerInfo
-from simulation.provider._server import DatabaseServer, database_of
+from simulation.provider._info import ProviderUnavailable, ServerInfo, database_of
+from simulation.provider._server import DatabaseServer
 
 STANDBY_NAME = "standby"
 BASEBACKUP_TIMEOUT = 120.0
