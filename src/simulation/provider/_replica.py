@@ -21,9 +21,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+
+import asyncpg
 
 from simulation.provider._binaries import Binaries, find_local
 from simulation.provider._cluster import (
@@ -38,11 +41,12 @@ from simulation.provider._cluster import (
     remove_root,
 )
 from simulation.provider._info import ProviderUnavailable, ServerInfo, database_of
-from simulation.provider._server import DatabaseServer
+from simulation.provider._server import DatabaseServer, _run
 
 STANDBY_NAME = "standby"
 BASEBACKUP_TIMEOUT = 120.0
 PROMOTE_TIMEOUT = 60
+STREAMING_TIMEOUT = 60.0
 
 
 class ReplicatingCluster(Cluster):
@@ -119,13 +123,38 @@ class ReplicaPair:
         self.promoted = False
 
     def multi_host_url(self, database_url: str) -> str:
-        """A URL for the database ``database_url`` names that lists both servers and
-        asks for the read-write one (asyncpg tries the hosts in order)."""
+        """libpq's multi-host URL for the database ``database_url`` names, listing both
+        servers and asking for the read-write one (asyncpg tries the hosts in order)."""
         name = database_of(database_url)
-        hosts = "&".join(
-            f"host=127.0.0.1:{c.port}" for c in (self.primary_cluster, self.standby_cluster)
+        hosts = ",".join(
+            f"127.0.0.1:{c.port}" for c in (self.primary_cluster, self.standby_cluster)
         )
-        return f"postgresql://postgres@/{name}?{hosts}&target_session_attrs=read-write"
+        return f"postgresql://postgres@{hosts}/{name}?target_session_attrs=read-write"
+
+    def replication_state(self) -> list[tuple[str, str]]:
+        """(application_name, sync_state) of every WAL sender of the primary that is
+        streaming (a standby still catching up is never ``sync`` yet)."""
+        return _run(self._replication_state)
+
+    async def _replication_state(self) -> list[tuple[str, str]]:
+        conn = await asyncpg.connect(self.primary.url_for("postgres"))
+        try:
+            rows = await conn.fetch(
+                "SELECT application_name, sync_state FROM pg_stat_replication"
+                " WHERE state = 'streaming'"
+            )
+        finally:
+            await conn.close()
+        return [(str(r["application_name"]), str(r["sync_state"])) for r in rows]
+
+    def wait_streaming(self, timeout: float = STREAMING_TIMEOUT) -> None:
+        """Until the standby streams in the asked mode (``sync`` or ``async``)."""
+        expected = [(STANDBY_NAME, "sync" if self.synchronous else "async")]
+        deadline = time.monotonic() + timeout
+        while (state := self.replication_state()) != expected:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the standby is not streaming as {expected}: {state}")
+            time.sleep(0.02)
 
     def kill_primary(self) -> None:
         """SIGKILL the primary's postmaster and every backend it left behind."""
@@ -185,4 +214,6 @@ def replica_pair(
         stack.callback(standby.stop)
         standby.base_backup_from(primary)
         standby.start()
-        yield ReplicaPair(primary, standby, synchronous=synchronous)
+        pair = ReplicaPair(primary, standby, synchronous=synchronous)
+        pair.wait_streaming()
+        yield pair
