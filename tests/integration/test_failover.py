@@ -19,6 +19,7 @@ async def test_failover_to_a_synchronous_standby_keeps_every_committed_occurrenc
     assert outcome.killed
     assert outcome.committed_before_kill > 0, "the kill must come after committed work"
     assert outcome.decided_after_kill > 0, "the same worker must continue after the failover"
+    assert outcome.transient_retries > 0, "the in-flight work must have been retried"
     assert outcome.problems == []
 
 

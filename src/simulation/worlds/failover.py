@@ -52,6 +52,8 @@ class FailoverOutcome:
     committed_before_kill: int = 0
     decided_after_kill: int = 0
     killed: bool = False
+    transient_retries: int = 0
+    """The worker's prompt retries (the reconnections that rode out the failover)."""
 
 
 class FailOverAt:
@@ -141,6 +143,7 @@ async def failover_under_load(
             # A schedule set aside by the failure backoff becomes due again.
             h.clock.advance(worker.settings.failure_backoff_seconds + 1)
         outcome.killed = probe.killed
+        outcome.transient_retries = worker.metrics.transient_retries
         outcome.committed_before_kill = min(probe.commits, kill_after)
         outcome.decided_after_kill = probe.commits - outcome.committed_before_kill
         if not probe.killed:
