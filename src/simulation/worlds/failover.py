@@ -53,6 +53,9 @@ class FailoverOutcome:
     decided_after_kill: int = 0
     killed: bool = False
     transient_retries: int = 0
+    promoted_url: str = ""
+    """The database on the promoted server (the standby), for a re-check."""
+    seeded: list[UUID] = field(default_factory=list)
     """The worker's prompt retries (the reconnections that rode out the failover)."""
 
 
@@ -149,8 +152,9 @@ async def failover_under_load(
         if not probe.killed:
             outcome.problems.append("the primary was never killed")
             return outcome
-        standby_url = pair.standby.url_for(database_of(url))
-        outcome.problems += await ledger_problems(standby_url, outcome.reported, seeded)
+        outcome.promoted_url = pair.standby.url_for(database_of(url))
+        outcome.seeded = seeded
+        outcome.problems += await ledger_problems(outcome.promoted_url, outcome.reported, seeded)
         return outcome
     finally:
         await h.close()
