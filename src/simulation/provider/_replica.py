@@ -7,13 +7,13 @@ primary gets ``wal_level=replica`` and WAL senders; the standby is cloned from i
 streams from it. ``synchronous=True`` names the standby in the primary's
 ``synchronous_standby_names`` with ``synchronous_commit=on``: a COMMIT returns (and
 becomes visible) only once the standby has flushed its WAL. ``synchronous=False``
-is the asynchronous shape the failover check must be able to fail on;
+is the asynchronous shape the failover check must be able to fail on
 (a check forces its replication delay by clearing the standby's ``primary_conninfo``).
 
 ``kill_primary()`` SIGKILLs the primary's postmaster and every backend it left;
 ``promote()`` runs ``pg_ctl promote -w`` on the standby. ``multi_host_url(db)`` is
-the URL a worker uses to reach whichever server is read-write. ``close()`` (or the
-context manager) stops both and removes both directories.
+the URL a worker uses to reach whichever server is read-write. Leaving the context
+manager stops both and removes both directories.
 """
 
 from __future__ import annotations
@@ -120,7 +120,6 @@ class ReplicaPair:
         self.synchronous = synchronous
         self.primary = DatabaseServer(ServerInfo.from_dict(primary.info("local")))
         self.standby = DatabaseServer(ServerInfo.from_dict(standby.info("local")))
-        self.promoted = False
 
     def multi_host_url(self, database_url: str) -> str:
         """libpq's multi-host URL for the database ``database_url`` names, listing both
@@ -171,13 +170,6 @@ class ReplicaPair:
     def promote(self) -> None:
         """Promote the standby and wait until it accepts read-write sessions."""
         self.standby_cluster.pg_ctl("promote", "-w", "-t", str(PROMOTE_TIMEOUT))
-        self.promoted = True
-
-    def close(self) -> None:
-        with ExitStack() as stack:
-            for cluster in (self.standby_cluster, self.primary_cluster):
-                stack.callback(remove_root, cluster.root)
-                stack.callback(cluster.stop)
 
 
 def _settings_for(synchronous: bool) -> dict[str, str]:

@@ -77,7 +77,7 @@ class FailOverAt:
             self.pair.promote()
 
 
-async def _wait_replayed(pair: ReplicaPair, database_url: str) -> None:
+async def _wait_replayed(pair: ReplicaPair) -> None:
     """Until the standby has replayed everything the primary has written so far."""
     primary = await asyncpg.connect(pair.primary.url_for("postgres"))
     standby = await asyncpg.connect(pair.standby.url_for("postgres"))
@@ -129,7 +129,7 @@ async def failover_under_load(
         seeded = [await h.create() for _ in range(schedules)]
         latest = max([await h.next_fire(sid) for sid in seeded])
         h.clock.advance_to(latest + timedelta(seconds=1))
-        await _wait_replayed(pair, url)
+        await _wait_replayed(pair)
         if stop_streaming:
             await _stop_streaming(pair)
         probe = FailOverAt(pair, kill_after)
