@@ -1,0 +1,70 @@
+"""Failover to a synchronous standby loses, duplicates and tears nothing (issue 13
+item 2), and the same worker keeps going; the test of the test is an asynchronous
+standby with a forced replication delay, which loses committed occurrences."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from simulation.provider._cluster import _processes_in
+from simulation.provider._replica import STANDBY_NAME, replica_pair
+from simulation.worlds.failover import FailoverOutcome, failover_under_load, ledger_problems
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_failover_to_a_synchronous_standby_keeps_every_committed_occurrence() -> None:
+    with replica_pair(synchronous=True) as pair:
+        outcome = await failover_under_load(pair)
+        tampered = await _tampered_problems(outcome)
+    assert outcome.killed
+    assert outcome.committed_before_kill > 0, "the kill must come after committed work"
+    assert outcome.decided_after_kill > 0, "the same worker must continue after the failover"
+    assert outcome.transient_retries > 0, "the in-flight work must have been retried"
+    assert outcome.problems == []
+    # The ledger check itself can fail: a torn occurrence and an undecided schedule.
+    assert any("is partial: no checkpoint" in p for p in tampered), tampered
+    assert any("never decided" in p for p in tampered), tampered
+
+
+async def _tampered_problems(outcome: FailoverOutcome) -> list[str]:
+    """Tear one occurrence (drop its checkpoints) and undecide one schedule on the
+    promoted server, then run the same ledger check."""
+    conn = await asyncpg.connect(outcome.promoted_url)
+    try:
+        torn = await conn.fetchval(
+            "SELECT run_id FROM schedule_occurrences WHERE disposition = 'MATERIALIZED' LIMIT 1"
+        )
+        await conn.execute("DELETE FROM run_checkpoints WHERE run_id = $1", torn)
+        undecided = outcome.seeded[-1]
+        # Foreign keys are triggers: replica mode lets the occurrence go alone.
+        await conn.execute("SET session_replication_role = replica")
+        await conn.execute("DELETE FROM schedule_occurrences WHERE schedule_id = $1", undecided)
+    finally:
+        await conn.close()
+    return await ledger_problems(outcome.promoted_url, outcome.reported, outcome.seeded)
+
+
+async def test_failover_to_a_lagging_asynchronous_standby_is_caught_losing_commits() -> None:
+    with replica_pair(synchronous=False) as pair:
+        outcome = await failover_under_load(pair, stop_streaming=True)
+    assert outcome.killed
+    lost = [p for p in outcome.problems if "(lost)" in p]
+    assert len(lost) == outcome.committed_before_kill > 0, outcome.problems
+
+
+@pytest.mark.parametrize(("synchronous", "state"), [(True, "sync"), (False, "async")])
+def test_replica_pair_streams_in_the_asked_mode_and_leaves_nothing_behind(
+    synchronous: bool, state: str
+) -> None:
+    with replica_pair(synchronous=synchronous) as pair:
+        assert pair.replication_state() == [(STANDBY_NAME, state)]
+        clusters = (pair.primary_cluster, pair.standby_cluster)
+        assert all(_processes_in(c.data) for c in clusters)
+        pair.kill_primary()
+        assert _processes_in(pair.primary_cluster.data) == []
+        pair.promote()
+    for cluster in clusters:
+        assert _processes_in(cluster.data) == []
+        assert not cluster.root.exists()

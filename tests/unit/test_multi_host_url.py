@@ -1,0 +1,39 @@
+"""Multi-host database URLs (failover, docs/operations/failover.md) reach asyncpg as
+host and port lists in both spellings, with target_session_attrs passed through."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from scheduling.adapters.postgres.migrations import to_asyncpg_url
+
+
+def _connect_args(url: str) -> dict[str, object]:
+    engine = create_async_engine(to_asyncpg_url(url))
+    _, kwargs = engine.dialect.create_connect_args(engine.url)
+    return dict(kwargs)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:pw@db-a:5432,db-b:5433/sched?target_session_attrs=read-write",
+        "postgresql://app:pw@/sched?host=db-a:5432&host=db-b:5433&target_session_attrs=read-write",
+    ],
+)
+def test_both_multi_host_spellings_reach_asyncpg_as_lists(url: str) -> None:
+    args = _connect_args(url)
+    assert args["host"] == ["db-a", "db-b"]
+    assert args["port"] == [5432, 5433]
+    assert args["target_session_attrs"] == "read-write"
+    assert (args["user"], args["password"], args["database"]) == ("app", "pw", "sched")
+
+
+def test_a_host_without_a_port_gets_the_default_port() -> None:
+    assert _connect_args("postgresql://app@db-a,db-b:6000/sched")["port"] == [5432, 6000]
+
+
+def test_a_single_host_url_is_unchanged() -> None:
+    args = _connect_args("postgresql://app@db-a:6000/sched?sslmode=require")
+    assert (args["host"], args["port"], args["ssl"]) == ("db-a", 6000, "require")
