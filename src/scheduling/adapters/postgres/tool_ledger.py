@@ -9,6 +9,7 @@ from uuid import UUID
 
 from sqlalchemy import and_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql.elements import ColumnElement
 
 from scheduling.adapters.postgres.tables import (
     tool_approval_decisions,
@@ -61,20 +62,18 @@ class PostgresToolLedger:
         self._uow = uow
 
     async def find(self, principal: Principal, key: str) -> ToolInvocationRecord | None:
-        async with self._uow.begin(principal) as uow:
-            row = (
-                await uow.tx.execute(
-                    select(tool_invocations).where(_owner(principal), _INV.idempotency_key == key)
-                )
-            ).first()
-        return None if row is None else _invocation(row)
+        return await self._one(principal, _INV.idempotency_key == key)
 
     async def get(self, principal: Principal, invocation_id: UUID) -> ToolInvocationRecord | None:
+        return await self._one(principal, _INV.id == invocation_id)
+
+    async def _one(
+        self, principal: Principal, condition: ColumnElement[bool]
+    ) -> ToolInvocationRecord | None:
+        """The principal's one invocation matching ``condition`` (RLS and predicate)."""
         async with self._uow.begin(principal) as uow:
             row = (
-                await uow.tx.execute(
-                    select(tool_invocations).where(_owner(principal), _INV.id == invocation_id)
-                )
+                await uow.tx.execute(select(tool_invocations).where(_owner(principal), condition))
             ).first()
         return None if row is None else _invocation(row)
 
