@@ -92,6 +92,27 @@ class TestScheduleRepositoryContract:
                 await uow.schedules.list(build.alice, PageRequest(cursor="bm90LWEtY3Vyc29y"))
             assert caught.value.code == INVALID_CURSOR
 
+    async def test_get_revisions_reads_a_page_and_hides_foreign_keys(
+        self, uow_factory: UnitOfWorkFactory, build: Any
+    ) -> None:
+        mine = [build.schedule() for _ in range(3)]
+        foreign, foreign_rev = build.schedule(build.bob)
+        async with uow_factory.begin(build.alice) as uow:
+            for s, r in mine:
+                await uow.schedules.create(s, r)
+            await uow.schedules.create(foreign, foreign_rev)
+            await uow.commit()
+        keys = [(s.id, 1) for s, _ in mine]
+        async with uow_factory.begin(build.alice) as uow:
+            found = await uow.schedules.get_revisions(
+                [*keys, (foreign.id, 1), (mine[0][0].id, 2)], build.alice
+            )
+            assert found == {(s.id, 1): r for s, r in mine}
+            assert await uow.schedules.get_revisions([], build.alice) == {}
+        for intruder in (build.bob, build.mallory):
+            async with uow_factory.begin(intruder) as uow:
+                assert await uow.schedules.get_revisions(keys, intruder) == {}
+
     async def test_mutate_is_compare_and_set(
         self, uow_factory: UnitOfWorkFactory, build: Any
     ) -> None:

@@ -18,6 +18,7 @@ run against every adapter registered in ``tests/contract/registry.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -141,6 +142,14 @@ class ScheduleRepository(Protocol):
         self, schedule_id: UUID, revision: int, principal: Principal | None
     ) -> ScheduleRevision:
         """One immutable revision, if its schedule is visible. Raises ``NotFoundError``."""
+        ...
+
+    async def get_revisions(
+        self, keys: Sequence[tuple[UUID, int]], principal: Principal | None
+    ) -> dict[tuple[UUID, int], ScheduleRevision]:
+        """The revisions named by ``(schedule_id, revision)`` in one read (a list page's
+        current revisions); a key whose schedule is not visible is absent, never an
+        error."""
         ...
 
     async def list(

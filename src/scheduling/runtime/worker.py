@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from scheduling.domain.errors import ConflictError, ValidationError
 from scheduling.domain.reasons import reason
@@ -164,6 +164,16 @@ class _Event:
     payload: dict[str, Any]
 
 
+class RunObserver(Protocol):
+    """Told of each claim and of each attempt's end (the role's metrics port, ADR 1510).
+    ``ended`` gets the run as this worker last wrote it; an observer's failure is logged
+    and never touches the run."""
+
+    def claimed(self, claimed: ClaimedRun) -> None: ...
+
+    async def ended(self, outcome: RunOutcome, run: RunRecord) -> None: ...
+
+
 class _Attempt:
     """One worker's hold on one run: its token, run copy and checkpoint sequence."""
 
@@ -190,6 +200,7 @@ class RunWorker:
         on_finished: RunTerminalHook | None = None,
         on_claim: Callable[[ClaimedRun], None] | None = None,
         jitter: JitterSource | None = None,
+        observer: RunObserver | None = None,
     ) -> None:
         self._uow = uow
         self._queue = queue
@@ -201,6 +212,7 @@ class RunWorker:
         self._probe = probe or NullProbe()
         self._on_finished = on_finished
         self._on_claim = on_claim
+        self._observer = observer
         self._release = asyncio.Event()
         # A fixed seed when none is injected: the delays stay replayable.
         self.retry = TransientRetry(
@@ -221,6 +233,8 @@ class RunWorker:
             return None
         if self._on_claim is not None:
             self._on_claim(claimed)
+        if self._observer is not None:
+            self._observer.claimed(claimed)
         return await self.execute(claimed)
 
     async def slot(self, stop: asyncio.Event) -> None:
@@ -262,6 +276,15 @@ class RunWorker:
 
     async def execute(self, claimed: ClaimedRun) -> RunOutcome:
         attempt = _Attempt(claimed)
+        ended = await self._attempt(attempt, claimed)
+        if self._observer is not None:
+            try:
+                await self._observer.ended(ended, attempt.run)
+            except Exception:
+                log.exception("run observer failed for run %s", attempt.run.id)
+        return ended
+
+    async def _attempt(self, attempt: _Attempt, claimed: ClaimedRun) -> RunOutcome:
         state = RunState.from_checkpoint(claimed.checkpoint, claimed.run)
         resumed_cursor = state.cursor
 

@@ -102,6 +102,16 @@ class PassReport:
         return sum(r.status is status for r in self.results)
 
 
+class PassObserver(Protocol):
+    """Told of every decision and scan as it happens (the role's metrics port, ADR 1510):
+    ``WorkerMetrics`` keeps bounded samples for the exit summary, an observer keeps
+    cumulative counters and histograms."""
+
+    def decided(self, result: MaterializeResult) -> None: ...
+
+    def scanned(self, due: int, seconds: float) -> None: ...
+
+
 @dataclass
 class WorkerMetrics:
     """Tenant-safe aggregates of the spec's tracked scheduler metrics (no ids, no
@@ -119,10 +129,21 @@ class WorkerMetrics:
     passes: int = 0
     due_seen: int = 0
     scan_seconds: list[float] = field(default_factory=list)
+    observers: list[PassObserver] = field(default_factory=list)
 
     MAX_SAMPLES = 10_000
 
+    def scanned(self, due: int, seconds: float) -> None:
+        self.passes += 1
+        self.due_seen += due
+        self.scan_seconds.append(seconds)
+        del self.scan_seconds[: -self.MAX_SAMPLES]
+        for observer in self.observers:
+            observer.scanned(due, seconds)
+
     def observe(self, result: MaterializeResult) -> None:
+        for observer in self.observers:
+            observer.decided(result)
         if result.status is MaterializeStatus.RETRY:
             self.retries += 1
         lag = result.lag_seconds
@@ -253,11 +274,8 @@ class ScheduleWorker:
             async with asyncio.TaskGroup() as group:
                 for schedule_id in batch:
                     group.create_task(bounded(schedule_id))
-        self.metrics.passes += 1
         self.metrics.transient_retries = self._retry.retried
-        self.metrics.due_seen += len(due)
-        self.metrics.scan_seconds.append(time.perf_counter() - started)
-        del self.metrics.scan_seconds[: -WorkerMetrics.MAX_SAMPLES]
+        self.metrics.scanned(len(due), time.perf_counter() - started)
         return report
 
     async def _attempt(self, schedule_id: UUID, report: PassReport) -> bool:

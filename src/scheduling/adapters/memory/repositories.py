@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -111,6 +111,16 @@ class MemoryScheduleRepository(_Base):
         if found is None or self._schedule(schedule_id, principal) is None:
             raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(schedule_id)})
         return found
+
+    async def get_revisions(
+        self, keys: Sequence[tuple[UUID, int]], principal: Principal | None
+    ) -> dict[tuple[UUID, int], ScheduleRevision]:
+        return {
+            key: found
+            for key in keys
+            if (found := self.t.revisions.get(key)) is not None
+            and self._schedule(key[0], principal) is not None
+        }
 
     async def list(
         self,

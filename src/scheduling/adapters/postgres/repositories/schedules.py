@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -151,6 +152,24 @@ class PostgresScheduleRepository:
         if row is None:
             raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(schedule_id)})
         return to_revision(row)
+
+    async def get_revisions(
+        self, keys: Sequence[tuple[UUID, int]], principal: Principal | None
+    ) -> dict[tuple[UUID, int], ScheduleRevision]:
+        if not keys:
+            return {}
+        query = (
+            select(schedule_revisions)
+            .join(schedules, schedules.c.id == schedule_revisions.c.schedule_id)
+            .where(
+                tuple_(schedule_revisions.c.schedule_id, schedule_revisions.c.revision).in_(
+                    sorted(set(keys))
+                ),
+                owned_by(principal),
+            )
+        )
+        found = [to_revision(row) for row in await self._tx.execute(query)]
+        return {(r.schedule_id, r.revision): r for r in found}
 
     async def list(
         self,
