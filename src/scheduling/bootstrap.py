@@ -57,6 +57,7 @@ from scheduling.adapters.postgres.directories import (
 from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
 from scheduling.adapters.postgres.readiness import SchemaReadiness
+from scheduling.adapters.postgres.role_gauges import PostgresRunGauges, PostgresSchedulerGauges
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
 from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.telemetry import PostgresTelemetry
@@ -69,6 +70,7 @@ from scheduling.domain.reasons import reason
 from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.domain.secrets import SecretScanner
 from scheduling.domain.tenancy import TenantCeilings
+from scheduling.metrics import RunWorkerMetrics, SchedulerMetrics
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
 from scheduling.ports.directories import (
@@ -903,3 +905,30 @@ def _jitter(ids: IdGenerator) -> JitterSource:
     """A jitter source seeded from the id generator (random ids in production, seeded
     ids in the simulator): never ambient randomness."""
     return random.Random(ids.new_uuid().int)
+
+
+# ------------------------------------------------------------------ role metrics
+# The scheduler's and run worker's Prometheus ports (ADR 1510): an observer attached to
+# the role's worker, and scrape-time gauges read through the role's own login.
+
+
+def scheduler_metrics(role: SchedulerRole, *, clock: Clock) -> SchedulerMetrics:
+    """Attach a ``SchedulerMetrics`` to ``role``'s worker (every later pass feeds it)."""
+    gauges = (
+        PostgresSchedulerGauges(role.uow, clock)
+        if isinstance(role.uow, PostgresUnitOfWorkFactory)
+        else None
+    )
+    metrics = SchedulerMetrics(gauges)
+    role.worker.metrics.observers.append(metrics)
+    return metrics
+
+
+def run_worker_metrics(
+    role: RunWorkerRole, settings: Settings, *, clock: Clock
+) -> RunWorkerMetrics:
+    """Attach a ``RunWorkerMetrics`` to ``role``'s worker (every later claim feeds it)."""
+    gauges = PostgresRunGauges(role.uow, clock, settings.ceilings.to_ceilings())
+    metrics = RunWorkerMetrics(reader=role.uow, gauges=gauges)
+    role.worker.observer = metrics
+    return metrics

@@ -242,6 +242,9 @@ class Settings(BaseModel):
     failure_backoff_seconds: float = 60.0
     run_drain_seconds: float = 30.0
     run_worker_database_url: str | None = None
+    # The scheduler's and run worker's Prometheus port (ADR 1510); 0 serves none.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=0, ge=0, le=65535)
 
     # ---------------------------------------------------------------- flags
 
@@ -287,6 +290,8 @@ class Settings(BaseModel):
             "FAILURE_BACKOFF_SECONDS": "failure_backoff_seconds",
             "RUN_DRAIN_SECONDS": "run_drain_seconds",
             "RUN_WORKER_DATABASE_URL": "run_worker_database_url",
+            "METRICS_HOST": "metrics_host",
+            "METRICS_PORT": "metrics_port",
         }
         topology = {
             "TOTAL_SLOTS": "total_slots",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from contextlib import AsyncExitStack
 from typing import TextIO
 
 from scheduling.bootstrap import (
@@ -20,36 +21,93 @@ from scheduling.bootstrap import (
     StartupRefused,
     build_run_worker,
     build_scheduler,
+    run_worker_metrics,
+    scheduler_metrics,
 )
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
 from scheduling.cli.lifetime import until_signalled as _until_signalled
 from scheduling.cli.registry import command
+from scheduling.config import Settings
+from scheduling.domain.reasons import reason
+from scheduling.metrics import Exported, serving_metrics
 from scheduling.ports.runtime import RunPriority
 
 _log = logging.getLogger(__name__)
 
 
-def _no_arguments(parser: argparse.ArgumentParser) -> None:
-    return None
+METRICS_PORT_UNAVAILABLE = reason(
+    "schedule.metrics.port_unavailable", "The role's metrics port could not be bound"
+)
 
 
-@command("scheduler", "run the schedule worker until SIGINT/SIGTERM", _no_arguments)
+class _PortUnavailable(Exception):
+    """The metrics port could not be bound (its message is the problem line)."""
+
+
+def _port(raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError("must be an integer within 0..65535")
+    return port
+
+
+def _metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        help="Prometheus port (default: $AGENT_SCHEDULE_METRICS_PORT; 0 or unset: none)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default=None,
+        help="address of the metrics port (default: $AGENT_SCHEDULE_METRICS_HOST or 127.0.0.1)",
+    )
+
+
+def _metrics_address(args: argparse.Namespace, settings: Settings) -> tuple[str, int] | None:
+    port = settings.metrics_port if args.metrics_port is None else args.metrics_port
+    return (args.metrics_host or settings.metrics_host, port) if port else None
+
+
+async def _serve_metrics(
+    stack: AsyncExitStack, exported: Exported, address: tuple[str, int] | None
+) -> str:
+    """Start the role's metrics port (if configured); the text to print beside "started"."""
+    if address is None:
+        return ""
+    host, port = address
+    try:
+        bound = await stack.enter_async_context(serving_metrics(exported, host, port))
+    except OSError as exc:
+        raise _PortUnavailable(f"{METRICS_PORT_UNAVAILABLE}: {host}:{port}: {exc}") from exc
+    return f"; metrics on http://{host}:{bound}/metrics"
+
+
+@command("scheduler", "run the schedule worker until SIGINT/SIGTERM", _metrics_arguments)
 def scheduler(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging()
     settings = load_settings()
     if settings is None:
         return 1
+    address = _metrics_address(args, settings)
     clock, ids = system_edge()
 
     async def body(stop: asyncio.Event) -> None:
         role = build_scheduler(SchedulerSettings.of(settings), clock=clock, ids=ids, stop=stop)
+        metrics = scheduler_metrics(role, clock=clock)
         try:
-            try:
-                await role.start()
-            except Exception:  # best effort: the table scan still finds every due schedule
-                _log.warning("wake listener unavailable; polling only", exc_info=True)
-            print("scheduler started", file=out, flush=True)
-            await role.worker.run(stop)
+            async with AsyncExitStack() as stack:
+                try:
+                    await role.start()
+                except Exception:  # best effort: the table scan still finds every due one
+                    _log.warning("wake listener unavailable; polling only", exc_info=True)
+                served = await _serve_metrics(stack, metrics, address)
+                print(f"scheduler started{served}", file=out, flush=True)
+                await role.worker.run(stop)
         finally:
             await role.close()
             _log.info("scheduler metrics: %s", role.worker.metrics.summary())
@@ -59,11 +117,15 @@ def scheduler(args: argparse.Namespace, out: TextIO) -> int:
     except StartupRefused as exc:
         report(exc.problems)
         return 1
+    except _PortUnavailable as exc:
+        report([str(exc)])
+        return 1
     print("scheduler stopped", file=out, flush=True)
     return 0
 
 
 def _configure_run_worker(parser: argparse.ArgumentParser) -> None:
+    _metrics_arguments(parser)
     parser.add_argument(
         "--class",
         dest="priority_class",
@@ -79,6 +141,7 @@ def run_worker(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:
         return 1
+    address = _metrics_address(args, settings)
     clock, ids = system_edge()
     priority = (
         RunPriority.INTERACTIVE if args.priority_class == "interactive" else RunPriority.ASYNC
@@ -86,13 +149,16 @@ def run_worker(args: argparse.Namespace, out: TextIO) -> int:
 
     async def body(stop: asyncio.Event) -> None:
         role = build_run_worker(settings, priority, clock=clock, ids=ids)
+        metrics = run_worker_metrics(role, settings, clock=clock)
         try:
-            print(
-                f"run worker {role.worker.owner} started ({role.slots} slots)",
-                file=out,
-                flush=True,
-            )
-            await role.worker.serve(role.slots, stop)
+            async with AsyncExitStack() as stack:
+                served = await _serve_metrics(stack, metrics, address)
+                print(
+                    f"run worker {role.worker.owner} started ({role.slots} slots){served}",
+                    file=out,
+                    flush=True,
+                )
+                await role.worker.serve(role.slots, stop)
         finally:
             await role.close()
 
@@ -100,6 +166,9 @@ def run_worker(args: argparse.Namespace, out: TextIO) -> int:
         asyncio.run(_until_signalled(body))
     except StartupRefused as exc:
         report(exc.problems)
+        return 1
+    except _PortUnavailable as exc:
+        report([str(exc)])
         return 1
     print("run worker stopped", file=out, flush=True)
     return 0

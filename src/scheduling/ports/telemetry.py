@@ -41,3 +41,25 @@ class TelemetrySnapshot:
 
 class TelemetrySource(Protocol):
     async def snapshot(self) -> TelemetrySnapshot: ...
+
+
+# ------------------------------------------------------------ role metrics (ADR 1510)
+
+
+@dataclass(frozen=True)
+class ScheduledRunGauges:
+    """Fleet state a run worker's metrics port reports at scrape time: queued or running
+    scheduled runs by tenant, rolling scheduled cost by (tenant, window) and the tenant
+    ceiling of each window."""
+
+    active: dict[str, int] = field(default_factory=dict)
+    cost: dict[tuple[str, str], Decimal] = field(default_factory=dict)
+    ceiling: dict[tuple[str, str], Decimal] = field(default_factory=dict)
+
+
+class SchedulerGauges(Protocol):
+    async def due_schedules(self) -> int: ...
+
+
+class RunGauges(Protocol):
+    async def scheduled_runs(self) -> ScheduledRunGauges: ...

@@ -212,7 +212,7 @@ class RunWorker:
         self._probe = probe or NullProbe()
         self._on_finished = on_finished
         self._on_claim = on_claim
-        self._observer = observer
+        self.observer = observer
         self._release = asyncio.Event()
         # A fixed seed when none is injected: the delays stay replayable.
         self.retry = TransientRetry(
@@ -233,8 +233,8 @@ class RunWorker:
             return None
         if self._on_claim is not None:
             self._on_claim(claimed)
-        if self._observer is not None:
-            self._observer.claimed(claimed)
+        if self.observer is not None:
+            self.observer.claimed(claimed)
         return await self.execute(claimed)
 
     async def slot(self, stop: asyncio.Event) -> None:
@@ -277,9 +277,9 @@ class RunWorker:
     async def execute(self, claimed: ClaimedRun) -> RunOutcome:
         attempt = _Attempt(claimed)
         ended = await self._attempt(attempt, claimed)
-        if self._observer is not None:
+        if self.observer is not None:
             try:
-                await self._observer.ended(ended, attempt.run)
+                await self.observer.ended(ended, attempt.run)
             except Exception:
                 log.exception("run observer failed for run %s", attempt.run.id)
         return ended
