@@ -95,6 +95,7 @@ from scheduling.runtime.worker import RunWorker
 from scheduling.runtime.worker import WorkerSettings as RunWorkerSettings
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.admission import AllowAllAdmission, require_production_admission
+from scheduling.service.bearer import BearerAuthenticator
 from scheduling.service.maintenance import MaintenanceService, Repair, RetentionSettings
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.retry import JitterSource, RetrySettings
@@ -932,3 +933,16 @@ def run_worker_metrics(
     metrics = RunWorkerMetrics(reader=role.uow, gauges=gauges)
     role.worker.observer = metrics
     return metrics
+
+
+# ------------------------------------------------------------ edge authentication
+# One bearer authentication for every edge taking a token per request (ADR 1511): the
+# digest-only token file names the caller, the durable principal directory its scopes.
+
+
+def edge_authenticator(
+    principals: SchedulePrincipalDirectory, tokens: TokenDirectory
+) -> BearerAuthenticator:
+    """Bearer authentication over ``tokens`` (e.g. ``token_file(path)``) and the role's
+    principal directory (``ToolsRole.api.principals`` for the MCP edge)."""
+    return BearerAuthenticator(tokens, principals)

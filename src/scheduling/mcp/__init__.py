@@ -9,7 +9,7 @@ the client through MCP elicitation (see docs/decisions/1601-mcp-edge.md).
 from scheduling.mcp.edge import (
     IDEMPOTENCY_FIELD,
     UNAUTHENTICATED,
-    BearerTokens,
+    Authenticator,
     ElicitedApprovals,
     McpEdge,
     approval_schema,
@@ -18,7 +18,7 @@ from scheduling.mcp.edge import (
 __all__ = [
     "IDEMPOTENCY_FIELD",
     "UNAUTHENTICATED",
-    "BearerTokens",
+    "Authenticator",
     "ElicitedApprovals",
     "McpEdge",
     "approval_schema",

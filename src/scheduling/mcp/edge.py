@@ -5,9 +5,11 @@
   it into the ``ToolExecutionContext``. The SDK's own input validation is off so that
   the pipeline stays the one validator and its stable ``schedule.*`` codes reach the
   client unchanged.
-* Authentication: a bearer token per request, resolved to a principal by digest;
-  requests without a known token get HTTP 401 before reaching the protocol, and the
-  tool handler resolves the principal again from its own request.
+* Authentication: a bearer token per request, resolved through the same digest-only
+  token file and durable principal directory as the HTTP edge (``Authenticator``, built
+  by ``bootstrap.edge_authenticator``); requests without a known token get HTTP 401
+  before reaching the protocol, and the tool handler resolves the principal again from
+  its own request (current scopes, so a revocation applies to the next call).
 * Approval: ``ElicitedApprovals`` is the pipeline's approval port; it asks the calling
   client, inside the tool call, with an elicitation showing exactly the approval view.
 """
@@ -15,11 +17,10 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -48,23 +49,11 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+class Authenticator(Protocol):
+    """Resolves a request's ``Authorization`` header to its principal (current scopes)
+    or ``None``; ``bootstrap.edge_authenticator`` builds the token-file one."""
 
-
-class BearerTokens:
-    """Principals by token digest (the token itself is never kept)."""
-
-    def __init__(self) -> None:
-        self._by_digest: dict[str, Principal] = {}
-
-    def add(self, token: str, principal: Principal) -> None:
-        self._by_digest[_digest(token)] = principal
-
-    def authenticate(self, header: str | None) -> Principal | None:
-        if not header or not header.startswith("Bearer "):
-            return None
-        return self._by_digest.get(_digest(header.removeprefix("Bearer ").strip()))
+    async def principal(self, header: str | None) -> Principal | None: ...
 
 
 def approval_schema() -> dict[str, Any]:
@@ -120,10 +109,11 @@ def advertised(spec: ToolSpec) -> types.Tool:
 
 
 class McpEdge:
-    """One MCP server; ``approvals`` goes into the pipeline, then ``attach`` the pipeline."""
+    """One MCP server; ``approvals`` goes into the pipeline, then ``attach`` the pipeline
+    and the authenticator (until then every request is unauthenticated)."""
 
-    def __init__(self, tokens: BearerTokens, name: str = "scheduling") -> None:
-        self.tokens = tokens
+    def __init__(self, name: str = "scheduling") -> None:
+        self._authenticator: Authenticator | None = None
         self.server: Server[Any, Any] = Server(name)
         self.approvals = ElicitedApprovals(self.server)
         self._pipeline: ToolPipeline | None = None
@@ -132,8 +122,16 @@ class McpEdge:
         self.server.list_tools()(self._list)  # type: ignore[no-untyped-call]
         self.server.call_tool(validate_input=False)(self._call)
 
-    def attach(self, pipeline: ToolPipeline, roster: frozenset[str]) -> None:
+    def attach(
+        self, pipeline: ToolPipeline, roster: frozenset[str], authenticator: Authenticator
+    ) -> None:
         self._pipeline, self._registry, self._roster = pipeline, pipeline.registry, roster
+        self._authenticator = authenticator
+
+    async def _principal(self, header: str | None) -> Principal | None:
+        if self._authenticator is None:
+            return None
+        return await self._authenticator.principal(header)
 
     async def _list(self) -> list[types.Tool]:
         return [advertised(s) for s in self._registry.specs() if s.name in self._roster]
@@ -141,7 +139,7 @@ class McpEdge:
     async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         request = self.server.request_context.request
         headers = getattr(request, "headers", {}) or {}
-        principal = self.tokens.authenticate(headers.get("authorization"))
+        principal = await self._principal(headers.get("authorization"))
         if principal is None or self._pipeline is None:
             return _result({"error": {"code": UNAUTHENTICATED}}, error=True)
         if name not in self._roster:
@@ -160,7 +158,7 @@ class McpEdge:
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == "http":
                 headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-                if self.tokens.authenticate(headers.get("authorization")) is None:
+                if await self._principal(headers.get("authorization")) is None:
                     await _unauthorized(send)
                     return
             await manager.handle_request(scope, receive, send)
