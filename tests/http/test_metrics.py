@@ -31,6 +31,8 @@ TRACKED = {
     "scheduling_cancellation_latency_seconds",
     "scheduling_scheduled_cost",
     "scheduling_scheduled_cost_ceiling",
+    "scheduling_claim_latency_seconds",
+    "scheduling_lease_reclaims",
     "scheduling_http_requests",
     "scheduling_http_request_duration_seconds",
 }

@@ -169,6 +169,9 @@ async def test_run_worker_port_counts_claims_reclaims_and_cancellations(pg_url: 
             assert reclaimed is not None
             assert reclaimed.recovered
             after = await scrape(port)
+        api = await world.call("GET", "/metrics", None)
+        assert api.status_code == 200
+        rows = Scrape(api.text)
     assert set(before.families) >= RUN_WORKER_FAMILIES, RUN_WORKER_FAMILIES - set(before.families)
     tenant = OWNER.tenant_id
     assert before.value("scheduling_active_scheduled_runs", tenant=tenant) == 3
@@ -191,6 +194,13 @@ async def test_run_worker_port_counts_claims_reclaims_and_cancellations(pg_url: 
     assert after.value("scheduling_scheduled_cost_ceiling", tenant=tenant, window="daily") == 100
     assert after.value("scheduling_scheduled_cost_ceiling", tenant=tenant, window="monthly") == 1000
     assert unsafe(after.body, forbidden_of(world, made)) == []
+    # The API computes the same facts from committed rows (revision 0006): every first
+    # claim (the worker's, the ghost's, the cancelled one's), each 7 s after queueing.
+    assert rows.value(f"{latency}_count", lane="async") == 3
+    assert rows.value(f"{latency}_sum", lane="async") == pytest.approx(21.0)
+    assert rows.value(f"{latency}_count", lane="interactive") == 0
+    assert rows.value("scheduling_lease_reclaims_total", lane="async") == 1
+    assert rows.value("scheduling_lease_reclaims_total", lane="interactive") == 0
 
 
 class Planted:

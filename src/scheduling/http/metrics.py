@@ -23,7 +23,9 @@ from prometheus_client.registry import Collector
 from scheduling.ports.telemetry import Histogram as Buckets
 from scheduling.ports.telemetry import TelemetrySnapshot
 
-ALLOWED_LABELS = frozenset({"tenant", "disposition", "status", "window", "method", "route", "le"})
+ALLOWED_LABELS = frozenset(
+    {"tenant", "disposition", "status", "window", "method", "route", "lane", "le"}
+)
 
 
 class RequestMetrics:
@@ -142,6 +144,25 @@ class SnapshotCollector(Collector):
             ceiling.add_metric([tenant, window], float(value))
         yield cost
         yield ceiling
+        if s.claim_latency:
+            latency = HistogramMetricFamily(
+                "scheduling_claim_latency_seconds",
+                "Claimable to first claim, by lane (interactive or async)",
+                labels=["lane"],
+            )
+            for lane, histogram in sorted(s.claim_latency.items()):
+                buckets = [(repr(float(le)), float(n)) for le, n in histogram.buckets]
+                buckets.append(("+Inf", float(histogram.count)))
+                latency.add_metric([lane], buckets, sum_value=histogram.total)
+            yield latency
+        reclaims = CounterMetricFamily(
+            "scheduling_lease_reclaims",
+            "Claims of a run whose previous lease had expired, by lane",
+            labels=["lane"],
+        )
+        for lane, n in sorted(s.lease_reclaims.items()):
+            reclaims.add_metric([lane], n)
+        yield reclaims
 
 
 def render(snapshot: TelemetrySnapshot | None, requests: RequestMetrics) -> bytes:

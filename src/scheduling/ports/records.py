@@ -108,6 +108,9 @@ class RunRecord:
     failure: dict[str, Any] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     finished_at: datetime | None = None
+    # Claim facts only the queue's claim writes (revision 0006, ADR 1512).
+    first_claimed_at: datetime | None = None
+    lease_reclaims: int = 0
 
 
 @dataclass(frozen=True)

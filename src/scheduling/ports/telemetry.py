@@ -37,6 +37,10 @@ class TelemetrySnapshot:
     cancellation_latency: Histogram | None = None
     scheduled_cost: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     cost_ceiling: dict[tuple[str, str], Decimal] = field(default_factory=dict)
+    # Claim facts (revision 0006, ADR 1512): claimable to first claim by lane
+    # ("interactive", "async"), and claims of an expired lease by lane.
+    claim_latency: dict[str, Histogram] = field(default_factory=dict)
+    lease_reclaims: dict[str, int] = field(default_factory=dict)
 
 
 class TelemetrySource(Protocol):

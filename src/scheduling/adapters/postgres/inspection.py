@@ -18,6 +18,7 @@ from sqlalchemy import ForeignKeyConstraint, Index, MetaData, Table, UniqueConst
 from sqlalchemy.engine import Connection
 
 from scheduling.adapters.postgres.migrations import include_object
+from scheduling.adapters.postgres.roles import RUN_CLAIM_COLUMNS
 from scheduling.adapters.postgres.tables import (
     ADMISSION_WINDOW_INDEXES,
     DISPOSITIONS,
@@ -408,7 +409,13 @@ def substrate_metadata() -> MetaData:
         copy = table.to_metadata(target)
         # Indexes a later revision adds to a substrate table are not the predecessor's.
         copy.indexes = {index for index in copy.indexes if index.name not in later}
+        # Columns a later revision adds to a substrate table (0006: the claim facts).
+        for name in LATER_COLUMNS.get(table.name, ()):
+            copy._columns.remove(copy.c[name])
     return target
+
+
+LATER_COLUMNS: dict[str, tuple[str, ...]] = {"runs": RUN_CLAIM_COLUMNS}
 
 
 def schema_diff(conn: Connection, target: MetaData | None = None) -> list[str]:

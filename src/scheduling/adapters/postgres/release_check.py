@@ -21,7 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from scheduling.adapters.postgres.migrations import head_revision, to_asyncpg_url
-from scheduling.adapters.postgres.roles import RUN_MUTABLE_COLUMNS, RoleNames, role_names
+from scheduling.adapters.postgres.roles import (
+    RUN_CLAIM_COLUMNS,
+    RUN_MUTABLE_COLUMNS,
+    RoleNames,
+    role_names,
+)
 
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 COLUMN_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "REFERENCES")
@@ -65,7 +70,7 @@ RUN_WORKER_TABLES: dict[str, frozenset[str]] = {
     "run_checkpoints": frozenset({"SELECT", "INSERT"}),
 }
 RUN_WORKER_COLUMN_UPDATES: dict[str, frozenset[str]] = {
-    "runs": frozenset(RUN_MUTABLE_COLUMNS),
+    "runs": frozenset(RUN_MUTABLE_COLUMNS) | frozenset(RUN_CLAIM_COLUMNS),
 }
 
 

@@ -52,6 +52,9 @@ class RoleNames:
 RUN_MUTABLE_COLUMNS = RUN_MUTABLE_FIELDS
 """The ``runs`` columns the run-worker role may UPDATE (what ``save`` writes)."""
 
+RUN_CLAIM_COLUMNS = ("first_claimed_at", "lease_reclaims")
+"""The ``runs`` claim facts only a claim writes (revision 0006, ADR 1512)."""
+
 
 def role_names(prefix: str | None = None) -> RoleNames:
     """The role names for ``prefix`` (default: ``$SCHEDULING_ROLE_PREFIX`` or ``scheduling``)."""

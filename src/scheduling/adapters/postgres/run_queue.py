@@ -109,6 +109,11 @@ class PostgresRunQueue:
                         lease_expires_at=expires,
                         fencing_token=runs.c.fencing_token + 1,
                         updated_at=now,
+                        # Claim facts (ADR 1512): the first claim's instant, and one
+                        # more reclaim when the previous lease had expired.
+                        first_claimed_at=func.coalesce(runs.c.first_claimed_at, now),
+                        lease_reclaims=runs.c.lease_reclaims
+                        + int(picked.status == RunStatus.RUNNING.value),
                     )
                     .returning(*runs.c)
                 )

@@ -164,6 +164,10 @@ runs = Table(
     _tz("created_at"),
     _tz("updated_at"),
     _tz("finished_at", nullable=True),
+    # Claim facts (revision 0006, ADR 1512): the first claim's instant and the claims
+    # of an expired lease, for claim latency per lane and lease reclaims.
+    _tz("first_claimed_at", nullable=True),
+    Column("lease_reclaims", Integer, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("id"),
     ForeignKeyConstraint(["session_id"], ["sessions.id"], ondelete="CASCADE"),
     ForeignKeyConstraint(

@@ -22,6 +22,8 @@ from scheduling.ports.telemetry import (
 )
 
 SCHEDULED_PRIORITY = 10
+# The run queue's lanes (priority classes): 0 is interactive, every other class async.
+LANES = (("interactive", "priority = 0"), ("async", "priority <> 0"))
 
 
 def _histogram_sql(expression: str, source: str, buckets: Buckets) -> str:
@@ -129,6 +131,22 @@ class PostgresTelemetry:
                     since=now - timedelta(days=days),
                 ):
                     windows[(str(r[0]), window)] = Decimal(r[1])
+            claim_latency, reclaims = {}, {}
+            for lane, predicate in LANES:
+                claim_latency[lane] = await self._histogram(
+                    conn,
+                    "extract(epoch FROM (first_claimed_at - greatest(created_at, scheduled_for)))",
+                    f"runs WHERE first_claimed_at IS NOT NULL AND {predicate}",
+                    LAG_BUCKETS,
+                )
+                reclaims[lane] = int(
+                    (
+                        await q(
+                            # A constant predicate of this module (no input in the text).
+                            f"SELECT coalesce(sum(lease_reclaims), 0) FROM runs WHERE {predicate}"  # noqa: S608
+                        )
+                    ).scalar_one()
+                )
         ceilings: dict[tuple[str, str], Decimal] = {}
         if self._ceilings is not None:
             for tenant, _ in list(windows) or []:
@@ -148,4 +166,6 @@ class PostgresTelemetry:
             cancellation_latency=cancel,
             scheduled_cost=windows,
             cost_ceiling=ceilings,
+            claim_latency=claim_latency,
+            lease_reclaims=reclaims,
         )
