@@ -79,6 +79,8 @@ STATUS: dict[str, int] = {
     "schedule.retry.invalid_settings": 500,
     "schedule.runtime.drained": 500,
     "schedule.bootstrap.worker_topology": 503,
+    # role metrics ports (operator-side; no HTTP route raises it)
+    "schedule.metrics.port_unavailable": 503,
     # cadence
     "schedule.cadence.day_duplicate": 422,
     "schedule.cadence.day_out_of_range": 422,
