@@ -107,7 +107,7 @@ class RunWorkerMetrics:
         run = claimed.run
         if claimed.recovered:
             self.reclaims.labels(lane_of(run)).inc()
-        elif run.fencing_token == 1:  # the first claim: the token starts at 0
+        elif run.first_claimed_at == claimed.claimed_at:  # this claim wrote it: the first
             claimable = max(run.created_at, run.scheduled_for)
             seconds = (claimed.claimed_at - claimable).total_seconds()
             self.claim_latency.labels(lane_of(run)).observe(max(seconds, 0.0))
