@@ -35,6 +35,7 @@ from gates.runner.inventory import (
     plugin_args,
     project_root,
 )
+from gates.runner.shard import Shard, shard_checks
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckOutcome,
@@ -45,8 +46,9 @@ from reports.model import (
     Provenance,
     Requirements,
     RunMetadata,
+    ShardInfo,
 )
-from reports.writer import write_reports
+from reports.writer import write_part, write_reports
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.tzdata_info import tzdata_version
 from simulation.provider import acquire_server
@@ -69,6 +71,7 @@ class RunOptions:
     require_complete: list[int] = field(default_factory=list)
     pytest_args: list[str] = field(default_factory=list)
     command: str = ""
+    shard: Shard | None = None  # run only this deterministic part; write a partial report
 
 
 class SelectionError(ValueError):
@@ -110,6 +113,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     pytest_exit: int | None = None
     postgres = PostgresInfo(error="not started: no selected gate has a bound check")
     inventory: list[BoundCheck] = []
+    bound: list[BoundCheck] = []
     # Digests of the check files as collected (before the run, not after it).
     digests = check_file_digests(options.checks_dir.resolve(), root)
     commit = _git(root, "rev-parse", "HEAD")
@@ -120,6 +124,9 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         checks = _harness_error(catalog, selected, str(exc))
     else:
         bound = [c for c in inventory if c.gate in chosen]
+        if options.shard is not None:
+            mine = set(shard_checks([c.nodeid for c in bound], options.shard))
+            bound = [c for c in bound if c.nodeid in mine]
         with ExitStack() as stack:
             env = _environment(options.profile, seed)
             if bound:
@@ -152,14 +159,26 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         command=options.command,
         pytest_exit_code=pytest_exit,
         provenance=provenance,
+        shard=_shard_info(options.shard, bound),
     )
     bar = Requirements(
         ceiling=options.require_ceiling, complete=sorted(set(options.require_complete))
     )
     rule_results = build_rule_results(rules, rules_selected, checks)
     report = build_report(catalog, ledger, gate_results, run, bar, rule_results)
+    if options.shard is not None:
+        # A part's statuses cover only its checks: no verdict, no bar until the merge.
+        report = report.model_copy(update={"requirements": bar})
+        write_part(report, options.output)
+        return report, 0
     write_reports(report, options.output)
     return report, exit_code(report, selected, options.require_ceiling, options.require_complete)
+
+
+def _shard_info(shard: Shard | None, bound: list[BoundCheck]) -> ShardInfo | None:
+    if shard is None:
+        return None
+    return ShardInfo(index=shard.index, total=shard.total, checks=sorted({c.nodeid for c in bound}))
 
 
 def exit_code(
