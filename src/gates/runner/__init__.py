@@ -27,7 +27,7 @@ from gates.catalog.provenance import (
     untracked_files,
 )
 from gates.catalog.rules import load_rules
-from gates.runner.inventory import BoundCheck, plugin_args, project_root
+from gates.runner.inventory import BoundCheck, default_checks_dir, plugin_args, project_root
 from gates.runner.shard import Shard, shard_checks
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
@@ -222,7 +222,9 @@ def _run_pytest(
         shard = [options.shard.index, options.shard.total] if options.shard else None
         # Inline, not a file: pytest takes an existing path argument into its choice of
         # rootdir and configuration file.
-        select = json.dumps({"ids": sorted(chosen), "shard": shard}, separators=(",", ":"))
+        workers = default_workers(options)
+        select = {"ids": sorted(chosen), "shard": shard, "longest_first": bool(workers)}
+        select_arg = json.dumps(select, separators=(",", ":"))
         args = [
             sys.executable,
             "-m",
@@ -233,13 +235,13 @@ def _run_pytest(
             *plugin_args(),
             "--gate-inventory",
             str(inventory_path),
-            f"--gate-select={select}",
+            f"--gate-select={select_arg}",
             "--gate-results",
             str(results_path),
             "--database-info",
             str(database_path),
             f"--hypothesis-seed={seed}",
-            *(["-n", options.workers] if options.workers else []),
+            *(["-n", workers] if workers else []),
             *options.pytest_args,
             str(options.checks_dir),
         ]
@@ -268,6 +270,18 @@ def _run_pytest(
             data = json.loads(results_path.read_text(encoding="utf-8"))
             results = {r["nodeid"]: r for r in data["results"]}
     return PytestOutcome(inventory, results, proc.returncode, postgres)
+
+
+def default_workers(options: RunOptions) -> str | None:
+    """``-n`` as given; else two xdist workers for the whole shipped suite on a machine
+    with two or more cores (a ``--gate``/``--milestone`` selection or another check
+    directory runs in one process: too few checks to pay for the workers' start).
+    ``-n 0`` runs in one process."""
+    if options.workers is not None:
+        return None if options.workers.strip() in ("0", "") else options.workers
+    shipped = options.checks_dir.resolve() == default_checks_dir().resolve()
+    whole = shipped and not options.gates and not options.milestones
+    return "2" if whole and (os.cpu_count() or 1) >= 2 else None
 
 
 def _database_info(path: Path) -> PostgresInfo:

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, settings
 
 from gates.catalog import load_catalog
 from gates.catalog.rules import load_rules
-from gates.runner.shard import Shard, shard_checks
+from gates.runner.shard import Shard, longest_first, shard_checks
 
 BINDING_KEY = "gate_binding"
 EVIDENCE_KEY = "gate_evidence"
@@ -223,6 +223,9 @@ def _select(
         index, total = chosen["shard"]
         keep = set(shard_checks(keep, Shard(int(index), int(total))))
     kept = [i for i in items if i.nodeid in keep]
+    if chosen.get("longest_first"):
+        rank = {n: k for k, n in enumerate(longest_first(keep))}
+        kept.sort(key=lambda i: rank[i.nodeid])
     dropped = [i for i in items if i.nodeid not in keep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)

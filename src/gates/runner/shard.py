@@ -71,6 +71,16 @@ def partition(
     return [sorted(p) for p in parts]
 
 
+def longest_first(
+    nodeids: Iterable[str], durations: Mapping[str, float] | None = None
+) -> list[str]:
+    """``nodeids`` by recorded duration, longest first (ties by id): the order that lets
+    xdist's workers finish together."""
+    table = shipped_durations() if durations is None else durations
+    default = statistics.median(table.values()) if table else DEFAULT_WEIGHT
+    return sorted(set(nodeids), key=lambda n: (-float(table.get(n, default)), n))
+
+
 def shard_checks(
     nodeids: Iterable[str], shard: Shard, durations: Mapping[str, float] | None = None
 ) -> list[str]:
