@@ -108,8 +108,10 @@ def test_scratch_shards_merge_into_the_single_run(
     scratch: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     p1, p2 = _load(scratch["p1"]), _load(scratch["p2"])
-    assert p1.run.shard is not None and p2.run.shard is not None
-    assert p1.run.shard.checks and p2.run.shard.checks
+    assert p1.run.shard is not None
+    assert p2.run.shard is not None
+    assert p1.run.shard.checks
+    assert p2.run.shard.checks
     assert not set(p1.run.shard.checks) & set(p2.run.shard.checks)
     # Parts are JSON only: no rendering shows a partial verdict.
     assert sorted(p.name for p in scratch["p1"].parent.iterdir()) == ["gate-report.json"]
@@ -228,9 +230,7 @@ def test_real_checks_shard_merge_and_verify_against_the_checkout(
     merged = _load(tmp_path / "m" / "gate-report.json")
     assert _essence(merged) == _essence(single)
     assert {g.id for g in merged.gates if g.status.value == "PASS"} == set(REAL_GATES)
-    assert merged.run.command == single.run.command.replace(
-        f" --output {tmp_path / 'single'}", ""
-    )
+    assert merged.run.command == single.run.command.replace(f" --output {tmp_path / 'single'}", "")
     capsys.readouterr()
     root = project_root(default_checks_dir())
     assert main(["verify", "--checkout", str(root), str(tmp_path / "m" / "gate-report.json")]) == 0
