@@ -128,6 +128,29 @@ class Provenance(_Model):
     inventory: list[InventoryEntry]  # every bound check pytest collected
 
 
+class ShardInfo(_Model):
+    """Which part of a sharded run a partial report holds (``run --shard K/N``)."""
+
+    index: int  # K, from 1
+    total: int  # N
+    checks: list[str]  # the node ids this shard ran (a deterministic 1/N of the bound checks)
+
+
+class ShardRun(_Model):
+    """One part a merged report was assembled from (``scheduling-gates merge``)."""
+
+    index: int
+    total: int
+    checks: int  # how many bound checks the part ran
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    platform: str
+    postgres: PostgresInfo
+    command: str
+    pytest_exit_code: int | None
+
+
 class RunMetadata(_Model):
     tool_version: str
     started_at: datetime
@@ -146,6 +169,9 @@ class RunMetadata(_Model):
     command: str
     pytest_exit_code: int | None
     provenance: Provenance | None = None
+    # Added in 1.0 without a version bump (optional, defaulted): sharded runs (ADR 1710).
+    shard: ShardInfo | None = None  # set on a partial report: verify refuses it, merge takes it
+    shards: list[ShardRun] = Field(default_factory=list)  # set on a merged report
 
 
 class Requirements(_Model):

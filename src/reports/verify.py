@@ -42,6 +42,12 @@ def verify_report(
     """Every way the report contradicts the catalog, the ledger or its own checks; with
     a ``context``, also its provenance (and a checkout, when the context names one)."""
     problems: list[str] = []
+    shard = report.run.shard
+    if shard is not None:
+        return [
+            f"a partial report (shard {shard.index}/{shard.total}): its statuses cover only"
+            " its own checks; merge every part with `scheduling-gates merge` and verify that"
+        ]
     if context is not None:
         problems += provenance_problems(report, catalog, context)
     seen = [g.id for g in report.gates]

@@ -26,3 +26,11 @@ def write_reports(report: GateReport, output: Path) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def write_part(report: GateReport, output: Path) -> Path:
+    """A shard's partial report: the JSON only (its statuses wait for ``merge``)."""
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / FILES[0]
+    path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path

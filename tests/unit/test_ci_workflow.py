@@ -51,3 +51,20 @@ def test_its_bar_is_the_one_ci_run_enforces() -> None:
     match = re.search(r"scheduling-gates run --output reports/out (.*)$", ci, re.MULTILINE)
     assert match is not None
     assert match.group(1).strip() == required
+
+
+SHARDED = ROOT / ".github" / "workflows" / "gates-sharded.yml"
+
+
+def test_the_sharded_example_runs_every_shard_with_one_seed_and_merges_them() -> None:
+    data = yaml.safe_load(SHARDED.read_text(encoding="utf-8"))
+    jobs = data["jobs"]
+    shards = jobs["shard"]["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, int(data["env"]["SHARDS"]) + 1))
+    run = "\n".join(str(s.get("run", "")) for s in jobs["shard"]["steps"])
+    assert "--seed ${{ needs.seed.outputs.seed }} $REQUIRE" in run
+    assert "--shard ${{ matrix.shard }}/$SHARDS" in run
+    merge = "\n".join(str(s.get("run", "")) for s in jobs["merge"]["steps"])
+    assert "scheduling-gates merge reports/out parts/gate-part-*/gate-report.json" in merge
+    assert "scheduling-gates verify --checkout . reports/out/gate-report.json" in merge
+    assert data["env"]["REQUIRE"] == _workflow()["jobs"]["gates"]["env"]["REQUIRE"]

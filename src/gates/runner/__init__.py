@@ -12,7 +12,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -28,13 +27,8 @@ from gates.catalog.provenance import (
     untracked_files,
 )
 from gates.catalog.rules import load_rules
-from gates.runner.inventory import (
-    BoundCheck,
-    CollectionError,
-    collect_inventory,
-    plugin_args,
-    project_root,
-)
+from gates.runner.inventory import BoundCheck, default_checks_dir, plugin_args, project_root
+from gates.runner.shard import Shard, shard_checks
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckOutcome,
@@ -45,11 +39,12 @@ from reports.model import (
     Provenance,
     Requirements,
     RunMetadata,
+    ShardInfo,
 )
-from reports.writer import write_reports
+from reports.writer import write_part, write_reports
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.tzdata_info import tzdata_version
-from simulation.provider import acquire_server
+from simulation.provider import ServerInfo
 
 Profile = Literal["quick", "deep"]
 _STDERR_FD = 2  # the fd, not sys.stderr: under pytest that object may have no fileno
@@ -69,6 +64,7 @@ class RunOptions:
     require_complete: list[int] = field(default_factory=list)
     pytest_args: list[str] = field(default_factory=list)
     command: str = ""
+    shard: Shard | None = None  # run only this deterministic part; write a partial report
 
 
 class SelectionError(ValueError):
@@ -107,25 +103,26 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     root = project_root(options.checks_dir)
 
-    pytest_exit: int | None = None
-    postgres = PostgresInfo(error="not started: no selected gate has a bound check")
     inventory: list[BoundCheck] = []
+    bound: list[BoundCheck] = []
     # Digests of the check files as collected (before the run, not after it).
     digests = check_file_digests(options.checks_dir.resolve(), root)
     commit = _git(root, "rev-parse", "HEAD")
     dirty = _dirty(root)
-    try:
-        inventory = collect_inventory(options.checks_dir)
-    except CollectionError as exc:
-        checks = _harness_error(catalog, selected, str(exc))
+    # One pytest process collects the inventory and runs the chosen checks (ADR 1710).
+    outcome = _run_pytest(chosen, options, seed, _environment(options.profile, seed), root)
+    pytest_exit = outcome.exit_code
+    postgres = outcome.postgres
+    if outcome.collection_error is not None:
+        checks = _harness_error(catalog, selected, outcome.collection_error)
+        pytest_exit = None
     else:
+        inventory = outcome.inventory
         bound = [c for c in inventory if c.gate in chosen]
-        with ExitStack() as stack:
-            env = _environment(options.profile, seed)
-            if bound:
-                postgres = _start_database(stack, env)
-            results, pytest_exit = _run_pytest(bound, options, seed, env, root)
-        checks = _merge(bound, results, pytest_exit)
+        if options.shard is not None:
+            mine = set(shard_checks([c.nodeid for c in bound], options.shard))
+            bound = [c for c in bound if c.nodeid in mine]
+        checks = _merge(bound, outcome.results, pytest_exit)
 
     gate_results = build_gate_results(catalog, selected, checks, seed, options.profile)
     provenance = _provenance(options, root, inventory, digests)
@@ -152,14 +149,26 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         command=options.command,
         pytest_exit_code=pytest_exit,
         provenance=provenance,
+        shard=_shard_info(options.shard, bound),
     )
     bar = Requirements(
         ceiling=options.require_ceiling, complete=sorted(set(options.require_complete))
     )
     rule_results = build_rule_results(rules, rules_selected, checks)
     report = build_report(catalog, ledger, gate_results, run, bar, rule_results)
+    if options.shard is not None:
+        # A part's statuses cover only its checks: no verdict, no bar until the merge.
+        report = report.model_copy(update={"requirements": bar})
+        write_part(report, options.output)
+        return report, 0
     write_reports(report, options.output)
     return report, exit_code(report, selected, options.require_ceiling, options.require_complete)
+
+
+def _shard_info(shard: Shard | None, bound: list[BoundCheck]) -> ShardInfo | None:
+    if shard is None:
+        return None
+    return ShardInfo(index=shard.index, total=shard.total, checks=sorted({c.nodeid for c in bound}))
 
 
 def exit_code(
@@ -185,54 +194,107 @@ def _environment(profile: Profile, seed: int) -> dict[str, str]:
     return env
 
 
-def _start_database(stack: ExitStack, env: dict[str, str]) -> PostgresInfo:
-    """One server for the whole run, shared with pytest (and its workers) through env."""
-    try:
-        server = acquire_server()
-    except Exception as exc:  # ProviderUnavailable or a failed start: checks will ERROR
-        return PostgresInfo(error=str(exc))
-    stack.callback(server.close)
-    env["SCHEDULING_DATABASE_URL"] = server.info.dsn
-    env["SCHEDULING_DATABASE_INFO"] = json.dumps(server.info.to_dict())
-    info: dict[str, Any] = server.info.redacted().to_dict()  # no password in a report
-    return PostgresInfo(
-        source=str(info.get("source")),
-        version=str(info.get("version")),
-        durability={str(k): str(v) for k, v in dict(info.get("durability", {})).items()},
-    )
+@dataclass
+class PytestOutcome:
+    """What the one pytest process of a run left behind."""
+
+    inventory: list[BoundCheck]
+    results: dict[str, dict[str, Any]]
+    exit_code: int | None
+    postgres: PostgresInfo
+    collection_error: str | None = None
 
 
 def _run_pytest(
-    bound: list[BoundCheck],
+    chosen: set[str],
     options: RunOptions,
     seed: int,
     env: dict[str, str],
     root: Path,
-) -> tuple[dict[str, dict[str, Any]], int | None]:
-    if not bound:
-        return {}, None
+) -> PytestOutcome:
+    """Collect every check under the check directory (the inventory), deselect all but
+    the bound checks of ``chosen`` (and of the shard), run them. PostgreSQL starts only
+    when a check asks for it (the provider's fixtures; one server for every worker)."""
     with tempfile.TemporaryDirectory(prefix="gate-results-") as tmp:
         results_path = Path(tmp) / "results.json"
+        inventory_path = Path(tmp) / "inventory.json"
+        database_path = Path(tmp) / "database.json"
+        shard = [options.shard.index, options.shard.total] if options.shard else None
+        # Inline, not a file: pytest takes an existing path argument into its choice of
+        # rootdir and configuration file.
+        workers = default_workers(options)
+        select = {"ids": sorted(chosen), "shard": shard, "longest_first": bool(workers)}
+        select_arg = json.dumps(select, separators=(",", ":"))
         args = [
             sys.executable,
             "-m",
             "pytest",
             "-p",
             "no:cacheprovider",
+            f"--rootdir={root}",  # node ids relative to the root, as the check digests are
             *plugin_args(),
+            "--gate-inventory",
+            str(inventory_path),
+            f"--gate-select={select_arg}",
             "--gate-results",
             str(results_path),
+            "--database-info",
+            str(database_path),
             f"--hypothesis-seed={seed}",
-            *(["-n", options.workers] if options.workers else []),
+            *(["-n", workers] if workers else []),
             *options.pytest_args,
-            *sorted({c.nodeid for c in bound}),
+            str(options.checks_dir),
         ]
         # pytest's progress goes to stderr: stdout carries only the verdict (scriptable).
         proc = subprocess.run(args, cwd=root, env=env, check=False, stdout=_STDERR_FD)
-        if not results_path.exists():
-            return {}, proc.returncode
-        data = json.loads(results_path.read_text(encoding="utf-8"))
-    return {r["nodeid"]: r for r in data["results"]}, proc.returncode
+        postgres = _database_info(database_path)
+        if not inventory_path.exists():
+            return PytestOutcome(
+                [],
+                {},
+                proc.returncode,
+                postgres,
+                f"pytest could not collect the gate checks (exit code {proc.returncode});"
+                " its output is above",
+            )
+        inventory_data = json.loads(inventory_path.read_text(encoding="utf-8"))
+        inventory = [
+            BoundCheck(c["nodeid"], c["gate"], c["facet"]) for c in inventory_data["checks"]
+        ]
+        errors = inventory_data.get("errors") or []
+        if errors:
+            message = "pytest could not collect the gate checks:\n" + "\n".join(errors)
+            return PytestOutcome([], {}, proc.returncode, postgres, message[-3000:])
+        results: dict[str, dict[str, Any]] = {}
+        if results_path.exists():
+            data = json.loads(results_path.read_text(encoding="utf-8"))
+            results = {r["nodeid"]: r for r in data["results"]}
+    return PytestOutcome(inventory, results, proc.returncode, postgres)
+
+
+def default_workers(options: RunOptions) -> str | None:
+    """``-n`` as given; else two xdist workers for the whole shipped suite on a machine
+    with two or more cores (a ``--gate``/``--milestone`` selection or another check
+    directory runs in one process: too few checks to pay for the workers' start).
+    ``-n 0`` runs in one process."""
+    if options.workers is not None:
+        return None if options.workers.strip() in ("0", "") else options.workers
+    shipped = options.checks_dir.resolve() == default_checks_dir().resolve()
+    whole = shipped and not options.gates and not options.milestones
+    return "2" if whole and (os.cpu_count() or 1) >= 2 else None
+
+
+def _database_info(path: Path) -> PostgresInfo:
+    """The server the checks used (as the provider plugin recorded it), without secrets."""
+    raw = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not raw:
+        return PostgresInfo(error="not started: no selected check used PostgreSQL")
+    info: dict[str, Any] = ServerInfo.from_dict(raw).redacted().to_dict()  # no password
+    return PostgresInfo(
+        source=str(info.get("source")),
+        version=str(info.get("version")),
+        durability={str(k): str(v) for k, v in dict(info.get("durability", {})).items()},
+    )
 
 
 def _merge(

@@ -21,7 +21,10 @@ from gates.runner.inventory import (
     default_checks_dir,
     project_root,
 )
+from gates.runner.merge_cli import add_parser as add_merge_parser
+from gates.runner.merge_cli import cmd_merge
 from gates.runner.mutate import coverage, load_mutants, run_all
+from gates.runner.shard import Shard, ShardError, parse_shard
 from gates.runner.sweep import add_parser as add_sweep_parser
 from gates.runner.sweep import cmd_sweep
 from reports.model import GateReport
@@ -35,6 +38,13 @@ def _milestone(text: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"not a milestone: {text!r} (use M11 or 11)")
     return int(value)
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return parse_shard(text)
+    except ShardError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="M",
         help="exit 0 only if milestone M is complete (repeatable; with --require-ceiling too)",
     )
+    run.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="K/N",
+        help="run only shard K of N (a deterministic part of the checks) and write a partial"
+        " report; join the parts with `scheduling-gates merge`",
+    )
     run.add_argument("--checks-dir", type=Path, default=None, help=argparse.SUPPRESS)
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
 
@@ -120,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     mutate.add_argument("--output", type=Path, metavar="FILE", help="write the results as JSON")
     add_sweep_parser(sub, _milestone)
     add_diff_parser(sub)
+    add_merge_parser(sub, _milestone)
     return parser
 
 
@@ -137,9 +155,17 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         require_complete=args.require_complete,
         pytest_args=args.pytest_args,
         command=command_line(argv),
+        shard=args.shard,
     )
     report, code = run_gates(options)
     print()
+    if report.run.shard is not None:
+        shard = report.run.shard
+        print(f"Partial report: shard {shard.index}/{shard.total}, {len(shard.checks)} checks")
+        print(
+            f"seed {report.run.seed}; merge the parts with: scheduling-gates merge OUT PART.json..."
+        )
+        return code
     print(f"Verified gate ceiling: {report.ceiling.label}", end="")
     if report.ceiling.held_by:
         print(f" (held by M{report.ceiling.held_by}: {report.ceiling.reason})")
@@ -259,6 +285,8 @@ def _main(argv: list[str]) -> int:
             return cmd_sweep(args)
         if args.command == "diff":
             return cmd_diff(args)
+        if args.command == "merge":
+            return cmd_merge(args)
         print(json.dumps(GateReport.model_json_schema(), indent=2))
         return 0
     except (SelectionError, LedgerError) as exc:

@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, settings
 
 from gates.catalog import load_catalog
 from gates.catalog.rules import load_rules
+from gates.runner.shard import Shard, longest_first, shard_checks
 
 BINDING_KEY = "gate_binding"
 EVIDENCE_KEY = "gate_evidence"
@@ -99,6 +100,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gates", "scheduling gate binding")
     group.addoption("--gate-results", metavar="FILE", help="write gate check results as JSON")
     group.addoption("--gate-inventory", metavar="FILE", help="write collected gate bindings")
+    group.addoption(
+        "--gate-select",
+        metavar="JSON",
+        help='run only the bound checks of these ids, e.g. {"ids": [...], "shard": [1, 2]}'
+        " (shard optional); deselect every other test",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -109,6 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "rule(id): bind this test as a check of a spec rule (gates/catalog/rules.toml)"
     )
     _register_hypothesis_profiles()
+    if config.getoption("--gate-inventory", None):
+        config.pluginmanager.register(CollectErrors(), CollectErrors.NAME)
     if config.getoption("--gate-results", None) and not _is_xdist_worker(config):
         config.pluginmanager.register(ResultCollector(config), "gate_result_collector")
 
@@ -164,15 +173,63 @@ def binding_of(item: pytest.Item) -> tuple[str, str] | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     inventory = []
+    bound: dict[str, str] = {}
     for item in items:
         binding = binding_of(item)
         if binding is None:
             continue
         item.user_properties.append((BINDING_KEY, {"gate": binding[0], "facet": binding[1]}))
         inventory.append({"nodeid": item.nodeid, "gate": binding[0], "facet": binding[1]})
+        bound[item.nodeid] = binding[0]
     path = config.getoption("--gate-inventory", None)
-    if path and not _is_xdist_worker(config):
-        Path(path).write_text(json.dumps({"checks": inventory}, indent=2), encoding="utf-8")
+    if path and _writes_once(config):
+        collector = config.pluginmanager.get_plugin(CollectErrors.NAME)
+        errors = collector.errors if isinstance(collector, CollectErrors) else []
+        payload = {"checks": inventory, "errors": errors}
+        Path(path).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    select = config.getoption("--gate-select", None)
+    if select:
+        _select(config, items, bound, json.loads(select))
+
+
+class CollectErrors:
+    """Collection errors, written into the inventory: the runner reports them."""
+
+    NAME = "gate_collect_errors"
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append(f"{report.nodeid}: {report.longreprtext[-3000:]}")
+
+
+def _writes_once(config: pytest.Config) -> bool:
+    """The process that writes run-wide files: the only one, or xdist's first worker
+    (the controller collects nothing; every worker collects the same items)."""
+    if not _is_xdist_worker(config):
+        return True
+    return bool(getattr(config, "workerinput", {}).get("workerid") == "gw0")
+
+
+def _select(
+    config: pytest.Config, items: list[pytest.Item], bound: dict[str, str], chosen: dict[str, Any]
+) -> None:
+    """Keep the bound checks of the chosen ids (and of the shard); deselect the rest."""
+    ids = set(chosen["ids"])
+    keep = {n for n, gate in bound.items() if gate in ids}
+    if chosen.get("shard"):
+        index, total = chosen["shard"]
+        keep = set(shard_checks(keep, Shard(int(index), int(total))))
+    kept = [i for i in items if i.nodeid in keep]
+    if chosen.get("longest_first"):
+        rank = {n: k for k, n in enumerate(longest_first(keep))}
+        kept.sort(key=lambda i: rank[i.nodeid])
+    dropped = [i for i in items if i.nodeid not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
 
 
 @pytest.fixture
