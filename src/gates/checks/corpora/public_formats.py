@@ -212,4 +212,5 @@ BENIGN = (
     "Summarize branch feature/oauth-login-refresh and its open review comments.",
     "Check the object key reports/2026/11/30/daily-summary.csv in the analytics bucket.",
     "Report the status of order 4f1c8e2a and shipment 7d9b3f60 every evening.",
+    "Re-run the job nightly-export-7f3e2a1b9c8d and tell me whether it finished.",
 )

@@ -364,6 +364,21 @@ DETECTORS += (
         r"\.webhook\.office\.com/webhookb2/[a-z0-9-]{36}@[a-z0-9-]{36}/IncomingWebhook/"
         r"(?P<secret>[a-z0-9]{32})",
     ),
+    _d(
+        "onepassword_secret_key",
+        r"\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}"
+        r"-[A-Z0-9]{5}\b",
+        ignore_case=False,
+    ),
+    _d("facebook_token", r"\b\d{15,16}[|%](?P<secret>[0-9a-z_-]{27,40})\b", looks_random_value),
+    _d("flutterwave_key", r"\bFLW(?:SECK|PUBK)_TEST-[a-h0-9]{12,32}(?:-X)?\b", ignore_case=False),
+    _d(
+        "gitlab_token",
+        r"(?<![A-Za-z0-9_])(?:gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas|glffct)-"
+        r"[A-Za-z0-9_-]{20,1024}",
+        ignore_case=False,
+    ),
+    _d("sendgrid_key", r"(?<![A-Za-z0-9])SG\.[A-Za-z0-9=_.-]{66}", ignore_case=False),
     _d("slack_token", r"(?<![A-Za-z0-9])xapp-\d-[A-Z0-9]{1,32}-\d{1,32}-[a-z0-9]{1,128}"),
     _d(
         "artifactory_token",

@@ -165,9 +165,14 @@ def looks_like_token(value: str) -> bool:
         return False
     if _HEX.match(core) or shannon_entropy(core) < TOKEN_ENTROPY or _encoded_text(core):
         return False
-    if _all_wordlike(core) and not _random_run(core):
-        return False
-    return not _code_like(core) or _random_run(core)
+    # A long random run, not a slug with a short random suffix (``erasure-probe-<hex>``,
+    # ``deploy-3f2a9c1d``): those are names people give things.
+    # A hex run counts when long (32+) and behind a vendor prefix (``pul-<40 hex>``).
+    return any(
+        shannon_entropy(run) >= 3.45
+        and (not _HEX.match(run) or (len(run) >= 32 and len(run) < len(core)))
+        for run in _ALNUM_RUN.findall(core)
+    )
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
