@@ -7,6 +7,7 @@ migrated template from the provider.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from uuid import UUID
 
 import pytest
 
+from gates.checks.contract_calls import CALLS_ENV, LOG, RecordingFactory
 from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.identity import Principal
@@ -43,6 +45,20 @@ BOB = Principal("tenant-a", "bob", frozenset({"schedule.read"}))
 MALLORY = Principal("tenant-b", "alice", frozenset({"schedule.read"}))
 
 
+def _recording(request: pytest.FixtureRequest, factory: Any) -> Any:
+    """``factory`` behind the proxy that records calls into the adapter's own methods
+    for this test's suite (gate.schedule.repository_contract reads the log)."""
+    cls = request.node.cls
+    suite = f"{request.node.path.name}::{'' if cls is None else cls.__name__}"
+    return RecordingFactory(factory, LOG, suite, str(request.param))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get(CALLS_ENV)
+    if target:
+        LOG.write(Path(target))
+
+
 @pytest.fixture(params=ADAPTERS)
 async def uow_factory(request: pytest.FixtureRequest) -> AsyncIterator[UnitOfWorkFactory]:
     """A unit-of-work factory of the registered adapter named by the test parameter."""
@@ -50,13 +66,13 @@ async def uow_factory(request: pytest.FixtureRequest) -> AsyncIterator[UnitOfWor
     if name == "memory":
         memory = MemoryUnitOfWorkFactory()
         await _seed_agent(memory)
-        yield memory
+        yield _recording(request, memory)
     elif name == "postgres":
         url = request.getfixturevalue("pg_url")
         factory = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
         try:
             await _seed_agent(factory)
-            yield factory
+            yield _recording(request, factory)
         finally:
             await factory.dispose()
     else:  # registered without a builder: every suite fails for it (the gate sees that)

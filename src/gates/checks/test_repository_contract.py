@@ -7,8 +7,13 @@ idempotency) are registered, each suite class exists and calls every method of i
 protocol, every adapter named by a port is registered, and every unit-of-work
 factory found under ``scheduling.adapters`` is registered; then (2) runs
 ``tests/contract`` in a subprocess and requires, for every (port, adapter) pair, that
-every test of the suite ran for that adapter and passed. An adapter registered
-without its suite running, or a failing suite, fails the gate.
+every test of the suite ran for that adapter and passed, and that the suite called
+every method of the protocol (read every property) *on that adapter's own object*:
+the contract fixtures hand each test its factory behind the recording proxy of
+``gates.checks.contract_calls``, so a call on another object with the same method name
+(a stub, a helper, another repository) does not count. An adapter registered without
+its suite running, a failing suite, or a protocol member never reached on the adapter
+fails the gate.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from gates.checks.contract_calls import CALLS_ENV, Call, read_calls
 from gates.runner.pytest_plugin import GateEvidence
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout
@@ -101,8 +107,10 @@ def registry_problems(
     results: Results | None,
     contract_dir: Path = CONTRACT_DIR,
     factories: set[str] | None = None,
+    calls: set[Call] | None = None,
 ) -> list[str]:
-    """Everything wrong with the registry and, when given, the contract run's results."""
+    """Everything wrong with the registry and, when given, the contract run's results
+    and the calls recorded into each adapter's own methods."""
     problems: list[str] = []
     adapters = registry.get("adapters", {})
     ports = registry.get("ports", [])
@@ -146,6 +154,14 @@ def registry_problems(
         for adapter in port.get("adapters", []):
             if adapter not in adapters:
                 problems.append(f"{label}: adapter {adapter!r} is not a registered adapter")
+            if protocol is not None and calls is not None:
+                attribute = port.get("attribute", "")
+                for method in _protocol_methods(protocol):
+                    if (suite, adapter, attribute, method) not in calls:
+                        problems.append(
+                            f"{label} on {adapter}: the suite never reached the adapter's"
+                            f" own {method}"
+                        )
             if results is None:
                 continue
             outcome = results.get((suite, adapter), Counter())
@@ -179,8 +195,9 @@ def parse_junit(path: Path) -> Results:
     return results
 
 
-def run_contract_suites(junit: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``tests/contract`` as its own pytest session (no xdist, no gate binding)."""
+def run_contract_suites(junit: Path, calls: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``tests/contract`` as its own pytest session (no xdist, no gate binding);
+    the adapter calls it records are written to ``calls``."""
     return subprocess.run(
         [
             sys.executable,
@@ -195,7 +212,7 @@ def run_contract_suites(junit: Path) -> subprocess.CompletedProcess[str]:
             f"--junitxml={junit}",
         ],
         cwd=ROOT,
-        env=dict(os.environ),
+        env={**os.environ, CALLS_ENV: str(calls)},
         capture_output=True,
         text=True,
         timeout=600,
@@ -213,10 +230,13 @@ def test_every_registered_adapter_passes_its_ports_contract(
     static = registry_problems(registry, None, factories=factories)
     assert static == [], static
     junit = tmp_path / "contract.xml"
-    run = run_contract_suites(junit)
+    calls_file = tmp_path / "calls.json"
+    run = run_contract_suites(junit, calls_file)
     assert junit.is_file(), run.stdout[-2000:] + run.stderr[-2000:]
+    assert calls_file.is_file(), "the contract session recorded no adapter calls"
     results = parse_junit(junit)
-    problems = registry_problems(registry, results, factories=factories)
+    calls = read_calls(calls_file)
+    problems = registry_problems(registry, results, factories=factories, calls=calls)
     assert problems == [], problems
     assert run.returncode == 0, run.stdout[-4000:]
     gate_evidence.record("registry", str(REGISTRY.relative_to(ROOT)))
@@ -227,6 +247,16 @@ def test_every_registered_adapter_passes_its_ports_contract(
         {
             p["name"]: {a: dict(results[(p["suite"], a)]) for a in p["adapters"]}
             for p in registry["ports"]
+        },
+    )
+    gate_evidence.record(
+        "adapter_calls_recorded",
+        {
+            f"{p['name']} on {a}": sum(
+                1 for c in calls if c[:3] == (p["suite"], a, p.get("attribute", ""))
+            )
+            for p in registry["ports"]
+            for a in p["adapters"]
         },
     )
     gate_evidence.record("command", f"{sys.executable} -m pytest tests/contract")

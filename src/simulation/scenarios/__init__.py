@@ -15,6 +15,7 @@ SCENARIO_MODULES: tuple[str, ...] = (
     "simulation.scenarios.demo",
     "simulation.scenarios.ledger_demo",
     "simulation.scenarios.materialize",
+    "simulation.scenarios.materialize_paths",
     "simulation.scenarios.overlap",
     "simulation.scenarios.lifecycle",
 )

@@ -24,7 +24,9 @@ from scheduling.domain.secrets.predicates import (
     is_placeholder,
     is_uuid,
     looks_like_password,
+    looks_like_token,
     looks_random,
+    looks_random_value,
 )
 
 MAX_MATCH_CHARS = 2048
@@ -55,8 +57,14 @@ CONTEXTUAL_KINDS = frozenset(
         "session_cookie",
         "generic_api_key_assignment",
         "high_entropy_assignment",
+        "keyed_high_entropy",
+        # Not keyword-bound, but a run glued from two lines is no pasted token.
+        "opaque_token",
     }
 )
+
+FALLBACK_KINDS = frozenset({"keyed_high_entropy", "opaque_token"})
+"""Kinds recognized by entropy alone; dropped where a named kind covers the same span."""
 """Kinds recognized by a keyword or structure around the value rather than its shape."""
 
 
@@ -107,6 +115,10 @@ def _password_after_equals(value: str) -> bool:
 
 def _password_in_prose(value: str) -> bool:
     return looks_like_password(value, explicit_assignment=False)
+
+
+def _mixed_case_with_digit(value: str) -> bool:
+    return has_digit_and_letter(value) and value.lower() != value and value.upper() != value
 
 
 def _url_password(value: str) -> bool:
@@ -186,7 +198,7 @@ DETECTORS: tuple[Detector, ...] = (
         "slack_webhook",
         r"hooks\.slack\.com/services/T[A-Za-z0-9_]{6,16}/B[A-Za-z0-9_]{6,16}/[A-Za-z0-9]{16,40}",
     ),
-    _d("stripe_key", r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,247}"),
+    _d("stripe_key", r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,247}"),
     _d("stripe_key", r"(?<![A-Za-z0-9])whsec_[A-Za-z0-9]{24,64}"),
     _d("sendgrid_key", r"(?<![A-Za-z0-9])SG\.[" + _B64URL + r"]{22}\.[" + _B64URL + r"]{43}"),
     _d("mailgun_key", r"(?<![A-Za-z0-9])key-[0-9a-z]{32}(?![A-Za-z0-9])", has_digit_and_letter),
@@ -278,6 +290,112 @@ DETECTORS: tuple[Detector, ...] = (
         + _ASSIGN
         + r"(?P<secret>[A-Za-z0-9._~+/=-]{16,512})",
         _random_not_uuid,
+    ),
+)
+
+# Names whose values are identifiers people paste on purpose: a digest, a commit, a
+# version, a URL scheme (``https:``) or a query-string field. Matched as a whole word
+# part at the start of the name (``commit_sha`` is one, ``hashicorp`` is not).
+_IDENTIFIER_NAMES = (
+    r"(?!(?:sha\d{0,3}|md5|commit|digest|checksum|hash|etag|uuid|guid|id|ref|rev|revision"
+    r"|version|build|tag|branch|https?|s?ftp|ssh|git|file|wss?|mailto|v|page|from|to|date"
+    r"|time|limit|format|utm)(?![A-Za-z0-9]))"
+)
+
+DETECTORS += (
+    # Any name, any assignment gitleaks' rules write (``=``, ``:``, ``:=``, ``=>``,
+    # ``?=``, ``||``), a random value: the vendor name is the keyword (``meraki=``,
+    # ``airtable: ``), so no list of vendors is needed (ADR 1812).
+    _d(
+        "keyed_high_entropy",
+        r"(?<![A-Za-z0-9_.-])"
+        + _IDENTIFIER_NAMES
+        + r"[A-Za-z][A-Za-z0-9_.-]{0,40}(?<![_.-]id)(?<!uuid)[\"']?,?\s{0,3}"
+        r"(?::=|=>|\?=|\|\||[:=>])\s{0,4}[\"'`]{0,2}"
+        # A value that is itself ``name=...`` is left to the match at that name.
+        r"(?![A-Za-z_]{1,40}(?::=|=>|[:=]))"
+        r"(?P<secret>[A-Za-z0-9._~+/=-]{12,512})",
+        looks_random_value,
+    ),
+    # A credential with no keyword at all: a vendor token pasted alone (``dapi...``,
+    # ``ATATT3...``, ``glsa_...``); see ``looks_like_token`` for what stays quiet.
+    _d(
+        "opaque_token",
+        r"(?<![A-Za-z0-9_+/=.@%|-])(?<!base64,)"
+        r"(?P<secret>[A-Za-z0-9][A-Za-z0-9_+/=.%|-]{19,511})",
+        looks_like_token,
+        ignore_case=False,
+    ),
+)
+
+# Formats of gitleaks' and detect-secrets' public rules the shapes above miss (ADR 1812).
+DETECTORS += (
+    _d("private_key_block", r"\bBEGIN[ A-Z0-9]{0,32}PRIVATE KEY(?: BLOCK)?\b", ignore_case=False),
+    _d(
+        "telegram_bot_token",
+        r"(?<![A-Za-z0-9])\d{5,16}:(?P<secret>[A-Za-z0-9_-]{34,35})(?![A-Za-z0-9_-])",
+        looks_random,
+    ),
+    _d(
+        "password_in_url",
+        r"://[^\s/@:{}]{1,128}:(?P<secret>[^\s/@{}]{3,256})@",
+        _url_password,
+    ),
+    _d("npm_token", r"_auth(?:Token)?\s{0,4}=\s{0,4}(?P<secret>[^\s\"']{8,512})", _url_password),
+    _d(
+        "slack_webhook",
+        r"hooks\.slack\.com/services/T[A-Za-z0-9_]{1,64}/B[A-Za-z0-9_]{1,64}/[A-Za-z0-9_]{8,64}",
+    ),
+    # gitleaks writes the dots unescaped; so does this, to match what it matches.
+    _d("slack_webhook", r"hooks.slack.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}"),
+    _d(
+        "authorization_header",
+        r"\bcurl\b.{0,100}?(?:-H|--header)[\s=]{0,2}[\"']?(?:Authorization|Token|Key|X-API-Key)"
+        r"\s{0,2}:\s{0,2}(?:(?:Bearer|Basic|Token)\s{1,2})?(?P<secret>[^\s\"']{6,256})",
+        _url_password,
+    ),
+    _d(
+        "password_assignment",
+        r"\bcurl\b.{0,100}?(?:-u|--user)[\s=\"']{0,3}(?P<secret>[^\s:]{1,128}:[^\s]{3,256})",
+        _url_password,
+    ),
+    _d(
+        "teams_webhook",
+        r"\.webhook\.office\.com/webhookb2/[a-z0-9-]{36}@[a-z0-9-]{36}/IncomingWebhook/"
+        r"(?P<secret>[a-z0-9]{32})",
+    ),
+    _d(
+        "onepassword_secret_key",
+        r"\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}"
+        r"-[A-Z0-9]{5}\b",
+        ignore_case=False,
+    ),
+    _d("facebook_token", r"\b\d{15,16}[|%](?P<secret>[0-9a-z_-]{27,40})\b", looks_random_value),
+    _d("flutterwave_key", r"\bFLW(?:SECK|PUBK)_TEST-[a-h0-9]{12,32}(?:-X)?\b", ignore_case=False),
+    _d(
+        "gitlab_token",
+        r"(?<![A-Za-z0-9_])(?:gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas|glffct)-"
+        r"[A-Za-z0-9_-]{20,1024}",
+        ignore_case=False,
+    ),
+    _d("sendgrid_key", r"(?<![A-Za-z0-9])SG\.[A-Za-z0-9=_.-]{66}", ignore_case=False),
+    _d("slack_token", r"(?<![A-Za-z0-9])xapp-\d-[A-Z0-9]{1,32}-\d{1,32}-[a-z0-9]{1,128}"),
+    _d(
+        "artifactory_token",
+        r"(?<![A-Za-z0-9])(?:AKC[A-Za-z0-9]{10,128}|AP[0-9A-F][A-Za-z0-9]{8,128})(?![A-Za-z0-9])",
+        _mixed_case_with_digit,
+        ignore_case=False,
+    ),
+    _d("softlayer_key", r"api.softlayer.com/soap/v3(?:.1)?/(?P<secret>[a-z0-9]{64})"),
+    _d(
+        "sidekiq_secret",
+        r"BUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM[\"']?\s{0,3}(?::=|=>|[:=])\s{0,3}[\"']?"
+        r"(?P<secret>[a-f0-9]{8}:[a-f0-9]{8})",
+    ),
+    _d(
+        "password_assignment",
+        r"key=\"(?:Cleartext)?Password\"\s{0,4}value=\"(?P<secret>[^\"]{4,256})\"",
+        _url_password,
     ),
 )
 

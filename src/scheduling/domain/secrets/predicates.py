@@ -124,3 +124,71 @@ def basic_credentials(value: str) -> bool:
 def has_digit_and_letter(value: str) -> bool:
     """At least one digit and one letter: random tokens almost always have both."""
     return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+_HEX = re.compile(r"^(?:[0-9a-f]+|[0-9A-F]+)$")
+"""Hex in one case: how digests and commit ids are written (mixed case is a token)."""
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]{12,}")
+TOKEN_ENTROPY = 3.5
+"""Bits per character a context-free token must carry (gitleaks' generic threshold)."""
+
+
+def _random_run(value: str) -> bool:
+    """A run of 12+ letters and digits no word has: high entropy (``authentication``
+    and ``configuration`` carry about 3.2 bits a letter; 12 random characters rarely
+    repeat enough to fall under 3.45)."""
+    return any(shannon_entropy(run) >= 3.45 for run in _ALNUM_RUN.findall(value))
+
+
+def _encoded_text(value: str) -> bool:
+    """Base64 of readable text (the scanner decodes and scans it as its own view)."""
+    padded = value + "=" * (-len(value) % 4)
+    try:
+        decoded = base64.b64decode(padded, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    return (
+        decoded.isprintable() and sum(c.isalpha() or c == " " for c in decoded) > len(decoded) * 0.7
+    )
+
+
+def looks_like_token(value: str) -> bool:
+    """A credential on its own, with no keyword around it: a long run of the token
+    alphabet carrying at least ``TOKEN_ENTROPY`` bits per character that is not a
+    plain hex digest or commit id (identifiers people paste in prose), not a UUID, not
+    digits only, not a path or dotted name of words (``reports/2026/daily.csv``).
+    Vendor prefixes (``glsa_``, ``dapi``, ``ATATT``) keep hex bodies reportable."""
+    core = value.rstrip(".=")
+    if len(core) < 20 or is_placeholder(core) or is_uuid(core) or core.isdigit():
+        return False
+    if _assignment(core):
+        return False
+    if _HEX.match(core) or shannon_entropy(core) < TOKEN_ENTROPY or _encoded_text(core):
+        return False
+    # A long random run, not a slug with a short random suffix (``erasure-probe-<hex>``,
+    # ``deploy-3f2a9c1d``): those are names people give things.
+    # A hex run counts when long (32+) and behind a vendor prefix (``pul-<40 hex>``).
+    return any(
+        shannon_entropy(run) >= 3.45
+        and (not _HEX.match(run) or (len(run) >= 32 and len(run) < len(core)))
+        for run in _ALNUM_RUN.findall(core)
+    )
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def _assignment(value: str) -> bool:
+    """``max_tokens=4096``, ``session_id=<uuid>``: another name and value, not a token."""
+    head, sep, _ = value.rstrip("=").partition("=")
+    return bool(sep) and bool(_IDENTIFIER.match(head)) and _all_wordlike(head)
+
+
+def looks_random_value(value: str) -> bool:
+    """A value after a name and an assignment: random-looking (``looks_random``) or,
+    when it reads as words, a run no word has."""
+    if _assignment(value):
+        return False
+    if sum(c.isalpha() for c in value) < 4:
+        return False
+    return looks_random(value) or (not is_placeholder(value) and _random_run(value))

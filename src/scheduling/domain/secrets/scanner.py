@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from scheduling.domain.secrets.detectors import DETECTORS, MAX_MATCH_CHARS, Detector
+from scheduling.domain.secrets.detectors import DETECTORS, FALLBACK_KINDS, MAX_MATCH_CHARS, Detector
 from scheduling.domain.secrets.views import (
     View,
     base64_pieces,
@@ -103,6 +103,18 @@ def _extend(text: str, end: int, alphabet: frozenset[str]) -> int:
     return end
 
 
+def _without_shadowed(findings: list[SecretFinding]) -> list[SecretFinding]:
+    """A fallback finding (no vendor shape, only entropy) that overlaps a finding of a
+    named kind adds nothing: the named one says what the credential is."""
+    named = [f for f in findings if f.kind not in FALLBACK_KINDS]
+    return [
+        f
+        for f in findings
+        if f.kind not in FALLBACK_KINDS
+        or not any(n.start < f.end and f.start < n.end for n in named)
+    ]
+
+
 class SecretScanner:
     """Finds credential-shaped runs in text. Pure: no I/O, no logging, no state kept."""
 
@@ -125,7 +137,9 @@ class SecretScanner:
                 roots.append(unwrapped)
         for root in roots:
             self._scan_tree(root, 0, state)
-        findings = sorted(state.found.values(), key=lambda f: (f.start, f.end, f.kind))
+        findings = _without_shadowed(
+            sorted(state.found.values(), key=lambda f: (f.start, f.end, f.kind))
+        )
         return ScanReport(
             findings=tuple(findings),
             input_chars=len(text),

@@ -1,0 +1,108 @@
+"""gate.schedule.materialize_atomic, facet ``check``: the decisions that write no run.
+
+``test_materialize_race`` sweeps the MATERIALIZED transaction. This sweeps the other
+write paths (scenarios in ``simulation.scenarios.materialize_paths``): MISSED beyond
+grace with five instants coalesced, AUTHORIZATION_FAILED (principal disabled; scope
+revoked), CONFIGURATION_FAILED (pinned agent version deleted, two instants coalesced).
+A fault after every write of each path (lock, occurrence, schedule advance, audit
+events, COMMIT) must leave either nothing or the whole decision; a retry decides it
+exactly once.
+
+Fault kinds: the deep profile fires every kind after every step. The quick profile
+fires one kind per step, rotated by the gate seed, so each path still meets every kind
+(five steps, four kinds) at a quarter of the cost; ``scheduling-sim run --scenario
+<name> --mode crash --seed N`` replays the full product. A declared step never reached
+or a planned fault never fired is ``not_covered`` (ERROR), never PASS.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
+from simulation.engine import evidence, targets
+from simulation.engine.errors import FaultKind
+from simulation.engine.faults import FaultPolicy, FaultSpec
+from simulation.engine.oracles import RandomOracle
+from simulation.engine.scenario import Scenario
+from simulation.engine.simulator import Exploration, Simulator
+from simulation.engine.store import FailureStore
+from simulation.provider import DatabaseServer
+from simulation.scenarios.materialize_paths import NO_RUN_STEPS, PATH_SCENARIOS
+
+pytestmark = pytest.mark.postgres
+
+SEED = gate_seed(7)
+EVERY_KIND = gate_profile() == "deep"
+
+
+def kinds_at(index: int, seed: int, every_kind: bool) -> Sequence[FaultKind]:
+    """The fault kinds fired at the ``index``-th crash point of a sweep."""
+    kinds = tuple(FaultKind)
+    return kinds if every_kind else (kinds[(index + seed) % len(kinds)],)
+
+
+async def crash_sweep(
+    sim: Simulator, scenario: Scenario, seed: int, *, every_kind: bool = EVERY_KIND
+) -> Exploration:
+    """One discovery walk, then a fault after each step it reached (``kinds_at``)."""
+    result = Exploration(scenario, "crash", seed)
+    result.seeds.append(seed)
+    discovery = await sim.run_random(scenario, seed)
+    result.add(discovery)
+    eligible = set(scenario.eligible_fault_steps)
+    points = [d.chosen for d in discovery.decisions if d.chosen.step in eligible]
+    index = 1
+    for number, point in enumerate(points):
+        for kind in kinds_at(number, seed, every_kind):
+            spec = FaultSpec(point.step, kind, point.task, point.visit)
+            policy = FaultPolicy(specs=(spec,))
+            result.add(
+                await sim.execute(
+                    scenario,
+                    seed=seed,
+                    mode="crash",
+                    oracle=RandomOracle(random.Random(seed)),
+                    faults=policy,
+                    index=index,
+                    extra={"crash_point": spec.as_json()},
+                )
+            )
+            index += 1
+            if policy.unfired():
+                result.planned_faults_unfired.append(f"{kind.value}@{point.step}")
+    return result
+
+
+def simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
+    return Simulator(
+        targets.fresh_databases(server, template), store=FailureStore(tmp / "failures")
+    )
+
+
+@pytest.mark.gate("gate.schedule.materialize_atomic", facet="check")
+@pytest.mark.parametrize("path", sorted(PATH_SCENARIOS))
+async def test_crash_after_every_write_of_a_decision_without_a_run(
+    pg_server: DatabaseServer,
+    pg_template: str,
+    tmp_path: Path,
+    gate_evidence: GateEvidence,
+    path: str,
+) -> None:
+    scenario = PATH_SCENARIOS[path]
+    result = await crash_sweep(simulator(pg_server, pg_template, tmp_path), scenario, SEED)
+    evidence.attach_evidence(gate_evidence, result, prefix=f"{path}.")
+    fired = {label.split("@", 1)[1] for label in result.faults_fired}
+    kinds = {label.split("@", 1)[0] for label in result.faults_fired}
+    gate_evidence.record(f"{path}.crash_points_declared", list(NO_RUN_STEPS))
+    gate_evidence.record(f"{path}.fault_kinds_fired", sorted(kinds))
+    replay = f"scheduling-sim run --scenario {scenario.name} --mode crash --seed {SEED}"
+    gate_evidence.record(f"{path}.replay", replay)
+    unfired = sorted(set(NO_RUN_STEPS) - fired)
+    if unfired or len(kinds) < len(FaultKind):
+        gate_evidence.not_covered(f"{path}: steps without a fault {unfired}, kinds {sorted(kinds)}")
+    assert not result.failures, evidence.failure_report(result)
