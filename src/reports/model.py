@@ -128,6 +128,27 @@ class Provenance(_Model):
     inventory: list[InventoryEntry]  # every bound check pytest collected
 
 
+class SensitivityRun(_Model):
+    """What a ``scheduling-gates mutate`` result file says about itself."""
+
+    finished_at: datetime | None  # None: the file predates dated results
+    commit: str | None
+    selection: list[str] | None  # mutant ids asked for; None: every shipped mutant
+    killed: int
+    total: int
+    untargeted: list[str]  # gates and rules no mutant of that run targets
+    not_killed: list[str]  # mutant ids whose verdict was not KILLED
+
+
+class Sensitivity(_Model):
+    """The latest sensitivity run the gate run found (src/gates/runner/sensitivity.py)."""
+
+    path: str  # relative to the project root when inside it
+    sha256: str | None = None
+    run: SensitivityRun | None  # None: no (readable) result file
+    note: str | None  # "no sensitivity run" when there is none
+
+
 class RunMetadata(_Model):
     tool_version: str
     started_at: datetime
@@ -146,6 +167,7 @@ class RunMetadata(_Model):
     command: str
     pytest_exit_code: int | None
     provenance: Provenance | None = None
+    sensitivity: Sensitivity | None = None
 
 
 class Requirements(_Model):

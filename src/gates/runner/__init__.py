@@ -35,6 +35,7 @@ from gates.runner.inventory import (
     plugin_args,
     project_root,
 )
+from gates.runner.sensitivity import latest_sensitivity
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckOutcome,
@@ -69,6 +70,7 @@ class RunOptions:
     require_complete: list[int] = field(default_factory=list)
     pytest_args: list[str] = field(default_factory=list)
     command: str = ""
+    sensitivity: Path | None = None  # the mutate result to link; default reports/out/
 
 
 class SelectionError(ValueError):
@@ -154,6 +156,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         command=options.command,
         pytest_exit_code=pytest_exit,
         provenance=provenance,
+        sensitivity=latest_sensitivity(options.sensitivity, root),
     )
     bar = Requirements(
         ceiling=options.require_ceiling, complete=sorted(set(options.require_complete))
