@@ -1,12 +1,13 @@
 """``scheduling-gates mutate``: sensitivity as evidence.
 
 Each shipped mutant (``mutants.toml``) is applied, one at a time, to a temporary copy
-of the tree (``src``, ``migrations``, ``alembic.ini``, ``pyproject.toml``; the working
-tree is never touched); the mutant's check files run against the copy (its ``src``
-first on ``PYTHONPATH``) with one shared PostgreSQL server; every bound check that
-fails or errors turns its gate or rule red. A mutant is KILLED when every gate and
-rule it declares turned red, SURVIVED when none did, PARTIAL otherwise, STALE when
-its snippet does not occur exactly once (the product moved on: update the mutant).
+of the tree (``src``, ``tests`` for the contract suites, ``alembic.ini``,
+``pyproject.toml``; the working tree is never touched); the mutant's check files run
+against the copy (its ``src`` first on ``PYTHONPATH``) with one shared PostgreSQL
+server; every bound check that fails or errors turns its gate or rule red. A mutant
+is KILLED when every gate and rule it declares turned red, SURVIVED when none did,
+PARTIAL otherwise, STALE when its snippet does not occur exactly once (the product
+moved on: update the mutant).
 """
 
 from __future__ import annotations
