@@ -151,6 +151,27 @@ class ShardRun(_Model):
     pytest_exit_code: int | None
 
 
+class SensitivityRun(_Model):
+    """What a ``scheduling-gates mutate`` result file says about itself."""
+
+    finished_at: datetime | None  # None: the file predates dated results
+    commit: str | None
+    selection: list[str] | None  # mutant ids asked for; None: every shipped mutant
+    killed: int
+    total: int
+    untargeted: list[str]  # gates and rules no mutant of that run targets
+    not_killed: list[str]  # mutant ids whose verdict was not KILLED
+
+
+class Sensitivity(_Model):
+    """The latest sensitivity run the gate run found (src/gates/runner/sensitivity.py)."""
+
+    path: str  # relative to the project root when inside it
+    sha256: str | None = None
+    run: SensitivityRun | None  # None: no (readable) result file
+    note: str | None  # "no sensitivity run" when there is none
+
+
 class RunMetadata(_Model):
     tool_version: str
     started_at: datetime
@@ -172,6 +193,7 @@ class RunMetadata(_Model):
     # Added in 1.0 without a version bump (optional, defaulted): sharded runs (ADR 1710).
     shard: ShardInfo | None = None  # set on a partial report: verify refuses it, merge takes it
     shards: list[ShardRun] = Field(default_factory=list)  # set on a merged report
+    sensitivity: Sensitivity | None = None
 
 
 class Requirements(_Model):

@@ -19,6 +19,7 @@ from reports.first_screen import (
     sections_of,
 )
 from reports.model import GateReport, GateStatus, MilestoneState
+from reports.sensitivity_text import sensitivity_line
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,sans-serif;margin:1rem auto;
@@ -161,7 +162,8 @@ def render_html(report: GateReport) -> str:
         f"profile {escape(run.profile)} · seed {run.seed} · PostgreSQL "
         f"{escape(pg.version or 'unavailable')} ({escape(pg.source or pg.error or 'none')}) · "
         f"tzdata {escape(run.tzdata or 'unknown')} · Python {escape(run.python)} · "
-        f"started {run.started_at.isoformat()} · {run.duration_s:.1f} s"
+        f"started {run.started_at.isoformat()} · {run.duration_s:.1f} s<br>"
+        f"{escape(sensitivity_line(run.sensitivity))}"
     )
     complete_suite = [
         m for m in report.milestones if m.source == "suite" and m.state == MilestoneState.COMPLETE

@@ -11,6 +11,7 @@ import json
 
 from reports.first_screen import Section, bar_line, check_lines, milestone_lines, sections_of
 from reports.model import GateReport, GateStatus
+from reports.sensitivity_text import sensitivity_line
 
 _ICON = {
     GateStatus.PASS: "✅",
@@ -119,6 +120,8 @@ def render_markdown(report: GateReport) -> str:
         f"command `{run.command}`",
         "",
         *_provenance(report),
+        sensitivity_line(run.sensitivity),
+        "",
     ]
     return "\n".join(lines)
 

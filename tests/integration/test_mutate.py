@@ -14,7 +14,7 @@ import pytest
 from gates.catalog import load_catalog
 from gates.catalog.rules import load_rules
 from gates.runner.inventory import default_checks_dir, project_root
-from gates.runner.mutate import load_mutants, run_all
+from gates.runner.mutate import coverage, load_mutants, run_all
 
 pytestmark = pytest.mark.postgres
 
@@ -33,6 +33,11 @@ def test_the_shipped_mutants_name_known_targets_and_files() -> None:
         assert (ROOT / mutant.file).read_text().count(mutant.snippet) == 1, mutant.id
         assert all((ROOT / c).is_file() for c in mutant.checks), mutant.id
     assert set(load_rules()) <= {k for m in MUTANTS.values() for k in m.kills}
+
+
+def test_every_gate_and_rule_is_targeted_by_a_shipped_mutant() -> None:
+    # Declared here; observed (each one turned red) by the mutate lane, `.ci/mutate`.
+    assert coverage(list(MUTANTS.values()), [*load_catalog().ids, *load_rules()]) == []
 
 
 def test_two_mutants_are_killed_on_a_copy() -> None:

@@ -28,6 +28,7 @@ from gates.catalog.provenance import (
 )
 from gates.catalog.rules import load_rules
 from gates.runner.inventory import BoundCheck, default_checks_dir, plugin_args, project_root
+from gates.runner.sensitivity import latest_sensitivity
 from gates.runner.shard import Shard, shard_checks
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
@@ -65,6 +66,7 @@ class RunOptions:
     pytest_args: list[str] = field(default_factory=list)
     command: str = ""
     shard: Shard | None = None  # run only this deterministic part; write a partial report
+    sensitivity: Path | None = None  # the mutate result to link; default reports/out/
 
 
 class SelectionError(ValueError):
@@ -105,8 +107,10 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
 
     inventory: list[BoundCheck] = []
     bound: list[BoundCheck] = []
-    # Digests of the check files as collected (before the run, not after it).
+    # Digests and untracked files of the check directory as collected: before the
+    # run, so a check that stages (or deletes) itself while it runs cannot hide.
     digests = check_file_digests(options.checks_dir.resolve(), root)
+    untracked = untracked_files(options.checks_dir.resolve(), root)
     commit = _git(root, "rev-parse", "HEAD")
     dirty = _dirty(root)
     # One pytest process collects the inventory and runs the chosen checks (ADR 1710).
@@ -125,7 +129,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         checks = _merge(bound, outcome.results, pytest_exit)
 
     gate_results = build_gate_results(catalog, selected, checks, seed, options.profile)
-    provenance = _provenance(options, root, inventory, digests)
+    provenance = _provenance(options, root, inventory, digests, untracked)
     if provenance.untracked:
         dirty = True  # collected files the commit does not hold
     run = RunMetadata(
@@ -150,6 +154,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         pytest_exit_code=pytest_exit,
         provenance=provenance,
         shard=_shard_info(options.shard, bound),
+        sensitivity=latest_sensitivity(options.sensitivity, root),
     )
     bar = Requirements(
         ceiling=options.require_ceiling, complete=sorted(set(options.require_complete))
@@ -344,16 +349,28 @@ def _harness_error(
 
 
 def _provenance(
-    options: RunOptions, root: Path, inventory: list[BoundCheck], digests: dict[str, str]
+    options: RunOptions,
+    root: Path,
+    inventory: list[BoundCheck],
+    digests: dict[str, str],
+    untracked_before: list[str] | None,
 ) -> Provenance:
     checks_dir = options.checks_dir.resolve()
+    # Untracked before collection, plus any file that appeared during the run (a
+    # conftest pytest loaded after the inventory was taken).
+    after = untracked_files(checks_dir, root)
+    untracked = (
+        None
+        if untracked_before is None and after is None
+        else sorted(set(untracked_before or ()) | set(after or ()))
+    )
     return Provenance(
         catalog_sha256=sha256_text(shipped_text("catalog.toml")),
         ledger_sha256=ledger_digest(options.ledger),
         ledger_shipped=options.ledger is None,
         checks_dir=checks_dir.relative_to(root).as_posix(),
         check_files=digests,
-        untracked=untracked_files(checks_dir, root),
+        untracked=untracked,
         inventory=[InventoryEntry(nodeid=c.nodeid, gate=c.gate, facet=c.facet) for c in inventory],
     )
 

@@ -23,13 +23,14 @@ from gates.runner.inventory import (
 )
 from gates.runner.merge_cli import add_parser as add_merge_parser
 from gates.runner.merge_cli import cmd_merge
-from gates.runner.mutate import coverage, load_mutants, run_all
+from gates.runner.mutate import coverage, head_commit, load_mutants, result_payload, run_all
 from gates.runner.shard import Shard, ShardError, parse_shard
 from gates.runner.sweep import add_parser as add_sweep_parser
 from gates.runner.sweep import cmd_sweep
 from reports.model import GateReport
 from reports.provenance_check import VerifyContext
 from reports.verify import load_report, verify_report
+from scheduling.adapters.system_clock import SystemClock
 from scheduling.console import add_version, guarded
 
 
@@ -80,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         help="where the four report files go (default reports/out)",
     )
     run.add_argument("--ledger", type=Path, metavar="FILE", help="a deployment's milestone ledger")
+    run.add_argument(
+        "--sensitivity",
+        type=Path,
+        metavar="FILE",
+        help="the latest `mutate --output` result to link (default reports/out/mutants.json)",
+    )
     run.add_argument(
         "--require-ceiling", type=_milestone, metavar="M", help="exit 0 iff the ceiling >= M"
     )
@@ -135,6 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     mutate.add_argument("--mutant", action="append", default=[], metavar="ID", help="repeatable")
     mutate.add_argument("--mutants", type=Path, metavar="FILE", help="another mutants file")
     mutate.add_argument("--output", type=Path, metavar="FILE", help="write the results as JSON")
+    mutate.add_argument(
+        "--list", action="store_true", help="list the mutants and what each must kill, run none"
+    )
     add_sweep_parser(sub, _milestone)
     add_diff_parser(sub)
     add_merge_parser(sub, _milestone)
@@ -151,6 +161,7 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         profile=args.profile,
         seed=args.seed,
         ledger=args.ledger,
+        sensitivity=args.sensitivity,
         require_ceiling=args.require_ceiling,
         require_complete=args.require_complete,
         pytest_args=args.pytest_args,
@@ -241,25 +252,36 @@ def _cmd_mutate(args: argparse.Namespace) -> int:
         print(f"unknown mutant(s): {', '.join(unknown)}", file=sys.stderr)
         return 2
     chosen = [m for m in mutants if not args.mutant or m.id in args.mutant]
+    if args.list:
+        for m in chosen:
+            print(f"{m.id}  {m.file}  kills {', '.join(m.kills)}")
+        return 0
     source = project_root(default_checks_dir())
+    clock = SystemClock()
+    started = clock.now()
     results = run_all(chosen, source)
+    finished = clock.now()
     for r in results:
         red = ", ".join(r.red) or "nothing"
         print(f"{r.verdict:8} {r.id}: red {red}" + (f" ({r.detail})" if r.detail else ""))
     ids = [*load_catalog().ids, *load_rules()]
     uncovered = coverage(mutants, ids)
     killed = sum(r.verdict == "KILLED" for r in results)
-    print(f"\n{killed} of {len(results)} mutants killed")
+    seconds = (finished - started).total_seconds()
+    print(f"\n{killed} of {len(results)} mutants killed in {seconds:.0f} s")
     print(f"gates and rules no shipped mutant targets ({len(uncovered)} of {len(ids)}):")
     for gate_id in uncovered:
         print(f"  {gate_id}")
     if args.output:
-        payload = {
-            "mutants": [r.as_dict() for r in results],
-            "killed": killed,
-            "total": len(results),
-            "untargeted": uncovered,
-        }
+        payload = result_payload(
+            results,
+            uncovered,
+            selection=args.mutant,
+            started_at=started,
+            finished_at=finished,
+            commit=head_commit(source),
+        )
+        args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(payload, indent=2), encoding="utf-8")
     return 0 if killed == len(results) else 1
 

@@ -1,12 +1,13 @@
 """``scheduling-gates mutate``: sensitivity as evidence.
 
 Each shipped mutant (``mutants.toml``) is applied, one at a time, to a temporary copy
-of the tree (``src``, ``migrations``, ``alembic.ini``, ``pyproject.toml``; the working
-tree is never touched); the mutant's check files run against the copy (its ``src``
-first on ``PYTHONPATH``) with one shared PostgreSQL server; every bound check that
-fails or errors turns its gate or rule red. A mutant is KILLED when every gate and
-rule it declares turned red, SURVIVED when none did, PARTIAL otherwise, STALE when
-its snippet does not occur exactly once (the product moved on: update the mutant).
+of the tree (``src``, ``tests`` for the contract suites, ``alembic.ini``,
+``pyproject.toml``; the working tree is never touched); the mutant's check files run
+against the copy (its ``src`` first on ``PYTHONPATH``) with one shared PostgreSQL
+server; every bound check that fails or errors turns its gate or rule red. A mutant
+is KILLED when every gate and rule it declares turned red, SURVIVED when none did,
+PARTIAL otherwise, STALE when its snippet does not occur exactly once (the product
+moved on: update the mutant).
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from simulation.provider import acquire_server
 
-COPIED = ("src", "alembic.ini", "pyproject.toml")
+COPIED = ("src", "tests", "alembic.ini", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache")
 
 
@@ -154,6 +156,40 @@ def coverage(mutants: Sequence[Mutant], ids: Iterable[str]) -> list[str]:
     """Gate and rule ids no shipped mutant declares it kills."""
     declared = {k for m in mutants for k in m.kills}
     return [i for i in ids if i not in declared]
+
+
+def head_commit(root: Path) -> str | None:
+    """The commit the mutated tree was copied from (None without git)."""
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def result_payload(
+    results: Sequence[MutantResult],
+    uncovered: Sequence[str],
+    *,
+    selection: Sequence[str],
+    started_at: datetime,
+    finished_at: datetime,
+    commit: str | None,
+) -> dict[str, Any]:
+    """The ``--output`` file: what a gate report links as its latest sensitivity run."""
+    return {
+        "mutants": [r.as_dict() for r in results],
+        "killed": sum(r.verdict == "KILLED" for r in results),
+        "total": len(results),
+        "untargeted": list(uncovered),
+        "selection": list(selection) or None,
+        "started_at": started_at.isoformat(),
+        "finished_at": finished_at.isoformat(),
+        "duration_s": round((finished_at - started_at).total_seconds(), 1),
+        "commit": commit,
+    }
 
 
 def run_all(

@@ -4,6 +4,7 @@ catalog and ledger and one check file)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -265,6 +266,77 @@ def test_untracked_check_files_make_the_run_dirty(checkout: Path, tmp_path: Path
 
     found = problems(edited(raw, clean))
     assert any("untracked" in p for p in found), found
+
+
+SNEAKY = textwrap.dedent(
+    """
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    @pytest.mark.gate("gate.schedule.no_overlap")
+    def test_stages_itself():
+        # Staged while the run is under way: a look at git after the run sees it tracked.
+        here = Path(__file__).resolve()
+        root = here.parents[3]
+        subprocess.run(["git", "add", str(here.relative_to(root))], cwd=root, check=True)
+    """
+)
+
+
+def test_a_check_that_stages_itself_during_the_run_still_makes_it_dirty(
+    checkout: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    (copy / "src" / "gates" / "checks" / "test_sneaky.py").write_text(SNEAKY)
+    raw = run_in(copy, tmp_path / "out")
+    # The file was collected untracked; that it was tracked when the run ended (staged
+    # by the check itself) does not hide it: detection runs before collection.
+    outcomes = {c["nodeid"]: c["outcome"] for g in raw["gates"] for c in g["checks"]}
+    assert outcomes["src/gates/checks/test_sneaky.py::test_stages_itself"] == "passed"
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--", "src/gates/checks"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert listed.stdout == ""  # a post-run look would have found nothing untracked
+    assert raw["run"]["provenance"]["untracked"] == ["src/gates/checks/test_sneaky.py"]
+    assert raw["run"]["commit_dirty"] is True
+    assert problems(raw, copy) == []
+
+
+def test_the_report_links_the_latest_sensitivity_run_or_says_there_is_none(
+    honest: dict[str, Any], checkout: Path, tmp_path: Path
+) -> None:
+    assert honest["run"]["sensitivity"]["run"] is None
+    assert honest["run"]["sensitivity"]["note"] == "no sensitivity run"
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy)
+    result = copy / "reports" / "out" / "mutants.json"
+    result.parent.mkdir(parents=True)
+    result.write_text(
+        json.dumps(
+            {
+                "mutants": [{"id": "m", "verdict": "KILLED"}],
+                "killed": 1,
+                "total": 1,
+                "untargeted": [],
+                "finished_at": "2026-12-01T03:00:00+00:00",
+                "commit": "abc",
+            }
+        )
+    )
+    raw = run_in(copy, tmp_path / "out")
+    linked = raw["run"]["sensitivity"]
+    assert linked["path"] == "reports/out/mutants.json"
+    assert linked["sha256"] == hashlib.sha256(result.read_bytes()).hexdigest()
+    assert (linked["run"]["killed"], linked["run"]["total"]) == (1, 1)
+    markdown = (tmp_path / "out" / "gate-report.md").read_text()
+    assert "Sensitivity: latest mutate run reports/out/mutants.json" in markdown
 
 
 def test_a_report_without_provenance_is_refused(honest: dict[str, Any]) -> None:
