@@ -35,25 +35,26 @@ def test_short_fault_soak_passes_and_its_faults_land(
 
 
 def _short(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any]]:
-    code = main(["--processes", "2", "--schedules", "24", "--seconds", "6", "--seed", "7", *extra])
+    code = main(["--processes", "2", "--schedules", "24", "--seconds", "8", "--seed", "7", *extra])
     return code, json.loads(capsys.readouterr().out)
 
 
 def test_short_soak_with_server_crashes_passes_and_the_crashes_land(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # A private durable cluster, crashed at 2.5 s and 5 s (a fixed period: the count is
+    # A private durable cluster, crashed at 3 s and 6 s (a fixed period: the count is
     # known), alternately SIGKILL and immediate shutdown; the same worker processes
-    # ride it out (exit 0) and the unchanged ledger check passes.
-    code, report = _short(
-        capsys, "--server-crash-every", "2.5", "--kill-every", "3", "--terminate-every", "1"
-    )
+    # ride it out (exit 0, no restart) and the unchanged ledger check passes. No
+    # SIGKILLs here (the test above has them): on a loaded CI machine a process killed
+    # every few seconds spends the soak starting up, and a crash then hits no load.
+    code, report = _short(capsys, "--server-crash-every", "3", "--terminate-every", "1")
     assert report["problem_count"] == 0, report["problems"]
     crashes = report["faults_by_kind"]["server_crash"]
     assert crashes["injected"] == 2
     assert crashes["landed_in_transaction"] >= 1, report["faults_landed"]
     assert report["fault_coverage"] == "covered"
     assert report["occurrences"] > 0
+    assert [p["process"] for p in report["process_reports"]] == ["soak-0", "soak-1"]
     assert code == 0
 
 

@@ -27,7 +27,7 @@ import asyncpg
 
 Spawn = Callable[[str], Awaitable[asyncio.subprocess.Process]]
 SERVER_KINDS = ("server_crash", "failover")
-AIM_POLLS = 400
+AIM_SECONDS = 5.0
 AIM_POLL_SECONDS = 0.005
 
 
@@ -124,12 +124,12 @@ class ServerFaults:
     failover_at: float | None = None
 
 
-async def _aim(admin: asyncpg.Connection, backends: list[Any]) -> list[Any]:
-    """Wait (briefly, bounded) for a moment when some client backend is inside a
-    transaction: a server crash is rare and costly, so it should hit one."""
-    for _ in range(AIM_POLLS):
-        if any(b["in_tx"] for b in backends):
-            break
+async def _aim(admin: asyncpg.Connection, backends: list[Any], deadline: float) -> list[Any]:
+    """Wait (bounded by ``AIM_SECONDS`` and the soak's end) for a moment when some
+    client backend is inside a transaction: a server crash is rare and costly, so it
+    should hit one (on a loaded machine the processes may still be starting)."""
+    until = min(deadline, time.monotonic() + AIM_SECONDS)
+    while not any(b["in_tx"] for b in backends) and time.monotonic() < until:
         await asyncio.sleep(AIM_POLL_SECONDS)
         backends = await _open_transactions(admin)
     return backends
@@ -184,7 +184,7 @@ async def run_with_faults(
             await asyncio.sleep(max(upcoming - now, 0.0))
             backends = await _open_transactions(admin)
             if upcoming in (next_crash, next_failover):
-                backends = await _aim(admin, backends)
+                backends = await _aim(admin, backends, deadline)
                 in_tx = any(b["in_tx"] for b in backends)
                 if upcoming == next_crash:
                     assert server.crash is not None
