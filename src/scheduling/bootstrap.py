@@ -446,7 +446,8 @@ def build_scheduler(
             )
         factory, pending = uow, PostgresPendingAccounts(uow)
         if settings.url is not None:
-            listener, notifier = PostgresWakeListener(settings.url), PostgresNotifier(settings.url)
+            listener = PostgresWakeListener(settings.url, clock=clock)
+            notifier = PostgresNotifier(settings.url)
         principals = (
             DurablePrincipalDirectory(uow)
             if settings.principal_directory == "durable"

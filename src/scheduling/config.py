@@ -458,6 +458,10 @@ RUN_WORKER_LOGIN_SHARED = reason(
     "schedule.config.run_worker_login_shared",
     "The run-worker login URL is the migration or the scheduler login; it must be its own",
 )
+RUN_WORKER_LOGIN_MISSING = reason(
+    "schedule.config.run_worker_login_missing",
+    "The run-worker login URL is not set; run workers need their own least-privilege login",
+)
 DRAIN_INVALID = reason(
     "schedule.config.drain_invalid", "The run worker's drain timeout is not finite and positive"
 )
@@ -484,7 +488,14 @@ def reliability_problems(settings: Settings) -> list[str]:
         )
     if not 0 < settings.run_drain_seconds < math.inf:
         problems.append(f"{DRAIN_INVALID}: {PREFIX}RUN_DRAIN_SECONDS must be finite and positive")
-    if settings.run_worker_database_url and settings.run_worker_database_url in (
+    if not settings.run_worker_database_url:
+        # Required like the scheduler's (ADR 1914): a run worker on the migration
+        # login would hold every privilege of the schema.
+        problems.append(
+            f"{RUN_WORKER_LOGIN_MISSING}: {PREFIX}RUN_WORKER_DATABASE_URL must name the"
+            " run-worker login"
+        )
+    elif settings.run_worker_database_url in (
         settings.database_url,
         settings.scheduler_database_url,
     ):

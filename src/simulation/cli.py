@@ -18,6 +18,7 @@ from typing import Any
 from scheduling.console import add_version, guarded, progress
 from simulation.engine.errors import Divergence, FaultKind, SimulationError
 from simulation.engine.evidence import failure_report
+from simulation.engine.faults import CLIENT_FAULT_KINDS
 from simulation.engine.scenario import Scenario
 from simulation.engine.shrink import shrink
 from simulation.engine.simulator import MODES, Execution, Simulator, replay_command
@@ -78,8 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--fault-rate", type=float, default=0.0, help="random mode fault rate")
     run.add_argument(
         "--kinds",
-        default=",".join(k.value for k in FaultKind),
-        help="comma-separated fault kinds to inject (default: all)",
+        default=",".join(k.value for k in CLIENT_FAULT_KINDS),
+        help="comma-separated fault kinds to inject (default: every client-side kind)",
     )
     run.add_argument("--store", type=Path, default=None, help="failing-trace folder")
     run.add_argument("--no-store", action="store_true", help="neither replay nor save failures")
@@ -153,7 +154,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     scenario = get_scenario(args.scenario)
-    known = {k.value for k in FaultKind}
+    known = {k.value for k in CLIENT_FAULT_KINDS}
     bad = [k for k in args.kinds.split(",") if k and k not in known]
     if bad:
         raise UsageError(

@@ -38,8 +38,9 @@ pytestmark = pytest.mark.postgres
 WHO = principal("bootstrap-owner")
 
 
-def production_env(admin_url: str, scheduler_url: str) -> dict[str, str]:
+def production_env(admin_url: str, scheduler_url: str, run_worker_url: str = "") -> dict[str, str]:
     env = {
+        "AGENT_SCHEDULE_RUN_WORKER_DATABASE_URL": run_worker_url,
         "AGENT_SCHEDULE_ENVIRONMENT": "production",
         "AGENT_SCHEDULE_API_ENABLED": "1",
         "AGENT_SCHEDULE_WORKER_ENABLED": "1",
@@ -76,11 +77,21 @@ async def sql(url: str, statement: str, **params: Any) -> list[dict[str, Any]]:
 @pytest.fixture
 async def scheduler_login(pg_url: str) -> AsyncIterator[str]:
     """A LOGIN holding exactly the scheduler group role (the release allowlist)."""
-    name = f"boot_sched_{secrets.token_hex(4)}"
+    async for url in _login(pg_url, "boot_sched", role_names().scheduler):
+        yield url
+
+
+@pytest.fixture
+async def run_worker_login(pg_url: str) -> AsyncIterator[str]:
+    """A LOGIN holding exactly the run-worker group role (its release allowlist)."""
+    async for url in _login(pg_url, "boot_run", role_names().run_worker):
+        yield url
+
+
+async def _login(pg_url: str, prefix: str, group: str) -> AsyncIterator[str]:
+    name = f"{prefix}_{secrets.token_hex(4)}"
     password = secrets.token_hex(12)
-    await sql(
-        pg_url, f"CREATE ROLE {name} LOGIN PASSWORD '{password}' IN ROLE {role_names().scheduler}"
-    )
+    await sql(pg_url, f"CREATE ROLE {name} LOGIN PASSWORD '{password}' IN ROLE {group}")
     try:
         yield (
             make_url(pg_url)
@@ -92,8 +103,10 @@ async def scheduler_login(pg_url: str) -> AsyncIterator[str]:
         await sql(pg_url, f"DROP ROLE {name}")
 
 
-async def test_production_roles_end_to_end(pg_url: str, scheduler_login: str) -> None:
-    settings = Settings.from_env(production_env(pg_url, scheduler_login))
+async def test_production_roles_end_to_end(
+    pg_url: str, scheduler_login: str, run_worker_login: str
+) -> None:
+    settings = Settings.from_env(production_env(pg_url, scheduler_login, run_worker_login))
     assert await release_problems(settings) == []
     admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
     await seed_durable(admin, [WHO], at=START)
@@ -147,6 +160,9 @@ async def test_production_roles_end_to_end(pg_url: str, scheduler_login: str) ->
         outcome = await asynchronous.worker.run_once()
         assert outcome is not None
         assert (outcome.run_id, outcome.status) == (str(run_id), "COMPLETED")
+        # The run worker's own login cannot touch schedules: the scheduler's sweep
+        # accounts the run.
+        assert await scheduler.worker.account() == 1
         accounted = await sql(
             pg_url,
             "SELECT payload FROM process_events WHERE event_type = 'schedule.run_accounted'",

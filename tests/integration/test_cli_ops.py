@@ -35,8 +35,9 @@ SCRIPT = str(Path(sys.executable).parent / "scheduling")
 WHO = principal("cli-owner")
 
 
-def production_env(admin_url: str, scheduler_url: str) -> dict[str, str]:
+def production_env(admin_url: str, scheduler_url: str, run_worker_url: str = "") -> dict[str, str]:
     env = {
+        "AGENT_SCHEDULE_RUN_WORKER_DATABASE_URL": run_worker_url,
         "AGENT_SCHEDULE_ENVIRONMENT": "production",
         "AGENT_SCHEDULE_API_ENABLED": "1",
         "AGENT_SCHEDULE_WORKER_ENABLED": "1",
@@ -112,8 +113,9 @@ def terminate(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-async def fresh(pg_empty_url: str) -> AsyncIterator[tuple[str, str]]:
-    """(admin URL, scheduler login URL) of an empty database migrated by the CLI."""
+async def fresh(pg_empty_url: str) -> AsyncIterator[tuple[str, str, str]]:
+    """(admin URL, scheduler login URL, run-worker login URL) of an empty database
+    migrated by the CLI."""
     migrated = cli("migrate", "--url", pg_empty_url, env=production_env(pg_empty_url, ""))
     assert migrated.returncode == 0, migrated.stderr
     assert "migration head" in migrated.stdout
@@ -124,11 +126,22 @@ async def fresh(pg_empty_url: str) -> AsyncIterator[tuple[str, str]]:
         f"CREATE ROLE {name} LOGIN PASSWORD '{password}' IN ROLE {role_names().scheduler}",
     )
     login = make_url(pg_empty_url).set(username=name, password=password)
+    runner = f"cli_run_{secrets.token_hex(4)}"
+    await sql(
+        pg_empty_url,
+        f"CREATE ROLE {runner} LOGIN PASSWORD '{password}' IN ROLE {role_names().run_worker}",
+    )
+    run_login = make_url(pg_empty_url).set(username=runner, password=password)
     try:
-        yield pg_empty_url, login.render_as_string(hide_password=False)
+        yield (
+            pg_empty_url,
+            login.render_as_string(hide_password=False),
+            run_login.render_as_string(hide_password=False),
+        )
     finally:
-        await sql(pg_empty_url, f"DROP OWNED BY {name}")
-        await sql(pg_empty_url, f"DROP ROLE {name}")
+        for role in (name, runner):
+            await sql(pg_empty_url, f"DROP OWNED BY {role}")
+            await sql(pg_empty_url, f"DROP ROLE {role}")
 
 
 def test_release_check_fails_on_a_default_off_split(pg_empty_url: str) -> None:
@@ -139,9 +152,9 @@ def test_release_check_fails_on_a_default_off_split(pg_empty_url: str) -> None:
     assert "PROBLEM: schedule.config.flags_split" in done.stderr
 
 
-async def test_operator_commands_against_a_fresh_database(fresh: tuple[str, str]) -> None:
-    admin_url, login_url = fresh
-    env = production_env(admin_url, login_url)
+async def test_operator_commands_against_a_fresh_database(fresh: tuple[str, str, str]) -> None:
+    admin_url, login_url, run_login_url = fresh
+    env = production_env(admin_url, login_url, run_login_url)
 
     clean = cli("release-check", env=env)
     assert (clean.returncode, clean.stderr) == (0, ""), clean.stderr

@@ -1,6 +1,7 @@
-"""Failover to a synchronous standby loses, duplicates and tears nothing (issue 13
-item 2), and the same worker keeps going; the test of the test is an asynchronous
-standby with a forced replication delay, which loses committed occurrences."""
+"""Tests of the test of the failover facet of materialize_atomic
+(src/gates/checks/test_materialize_failover.py): an asynchronous standby with a forced
+replication delay loses committed occurrences, and the ledger check finds a torn
+occurrence and an undecided schedule; plus the replica pair's own mechanics."""
 
 from __future__ import annotations
 
@@ -12,20 +13,6 @@ from simulation.provider._replica import STANDBY_NAME, replica_pair
 from simulation.worlds.failover import FailoverOutcome, failover_under_load, ledger_problems
 
 pytestmark = pytest.mark.postgres
-
-
-async def test_failover_to_a_synchronous_standby_keeps_every_committed_occurrence() -> None:
-    with replica_pair(synchronous=True) as pair:
-        outcome = await failover_under_load(pair)
-        tampered = await _tampered_problems(outcome)
-    assert outcome.killed
-    assert outcome.committed_before_kill > 0, "the kill must come after committed work"
-    assert outcome.decided_after_kill > 0, "the same worker must continue after the failover"
-    assert outcome.transient_retries > 0, "the in-flight work must have been retried"
-    assert outcome.problems == []
-    # The ledger check itself can fail: a torn occurrence and an undecided schedule.
-    assert any("is partial: no checkpoint" in p for p in tampered), tampered
-    assert any("never decided" in p for p in tampered), tampered
 
 
 async def _tampered_problems(outcome: FailoverOutcome) -> list[str]:
@@ -49,9 +36,14 @@ async def _tampered_problems(outcome: FailoverOutcome) -> list[str]:
 async def test_failover_to_a_lagging_asynchronous_standby_is_caught_losing_commits() -> None:
     with replica_pair(synchronous=False) as pair:
         outcome = await failover_under_load(pair, stop_streaming=True)
+        tampered = await _tampered_problems(outcome)
     assert outcome.killed
     lost = [p for p in outcome.problems if "(lost)" in p]
     assert len(lost) == outcome.committed_before_kill > 0, outcome.problems
+    # The ledger check itself can fail on the promoted server: a torn occurrence and
+    # an undecided schedule.
+    assert any("is partial: no checkpoint" in p for p in tampered), tampered
+    assert any("never decided" in p for p in tampered), tampered
 
 
 @pytest.mark.parametrize(("synchronous", "state"), [(True, "sync"), (False, "async")])

@@ -138,8 +138,12 @@ async def test_the_gate_service_and_run_worker_are_the_production_ones(harness: 
         assert differences(api.service, harness.world.service) == []
         gate_runner = run_worker(harness.admin, harness.clock, "w", capacity=QueueCapacity(4, 1, 1))
         found = differences(runs.worker, gate_runner)
-        assert found == []
-        assert type(vars(runs.worker)["_on_finished"]) is type(vars(gate_runner)["_on_finished"])
+        # The one intended difference: production's run worker logs in as its own
+        # least-privilege login (required by release validation, ADR 1914), which cannot
+        # touch schedules, so post-run accounting is the scheduler's sweep; the gates'
+        # runner on the trusted login accounts at once through the hook.
+        assert found == ["_on_finished: production NoneType, harness AccountingHook"]
+        assert vars(runs.worker)["_on_finished"] is None
     finally:
         await api.close()
         await runs.close()

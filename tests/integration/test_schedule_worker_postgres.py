@@ -105,7 +105,7 @@ async def _wait_for(predicate: Any, seconds: float) -> bool:
 
 async def test_notify_wakes_a_sleeping_worker(pg_url: str) -> None:
     h = await Harness.open(pg_url)
-    listener = PostgresWakeListener(pg_url)
+    listener = PostgresWakeListener(pg_url, clock=SystemClock())
     await listener.start()
     try:
         sid = await h.create()

@@ -13,7 +13,7 @@ from gates.runner.pytest_plugin import GateEvidence, GateNotCovered
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import FaultKind, InjectedAckLoss, injected_fault_of
 from simulation.engine.evidence import attach_evidence, failure_report
-from simulation.engine.faults import FaultSpec
+from simulation.engine.faults import CLIENT_FAULT_KINDS, FaultSpec
 from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
 from simulation.engine.shrink import shrink
 from simulation.engine.simulator import Simulator
@@ -211,10 +211,10 @@ async def test_crash_sweep_fires_every_fault_kind_after_every_write(simulator: S
     result = await simulator.explore(RETRY, mode="crash", seed=5)
     assert result.failures == [], failure_report(result)
     assert result.not_covered() == []
-    for kind in FaultKind:
+    for kind in CLIENT_FAULT_KINDS:
         for step in (INSERTED, COMMITTED):
             assert result.faults_fired[f"{kind.value}@{step}"] == 2  # once per worker
-    assert result.executions == 1 + 2 * 2 * len(FaultKind)
+    assert result.executions == 1 + 2 * 2 * len(CLIENT_FAULT_KINDS)
     sink = GateEvidence()
     attach_evidence(sink, result)
     assert sink.values["faults_fired"] == result.faults_fired

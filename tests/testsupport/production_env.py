@@ -2,6 +2,7 @@
 
 ADMIN = "postgresql://owner:pw@db:5432/scheduling"
 SCHEDULER = "postgresql://sched_worker:pw@db:5432/scheduling"
+RUN_WORKER = "postgresql://run_worker:pw@db:5432/scheduling"
 
 GOOD: dict[str, str] = {
     "AGENT_SCHEDULE_ENVIRONMENT": "production",
@@ -12,6 +13,7 @@ GOOD: dict[str, str] = {
     "AGENT_SCHEDULE_ADMISSION": "postgres",
     "AGENT_SCHEDULE_DATABASE_URL": ADMIN,
     "AGENT_SCHEDULE_SCHEDULER_DATABASE_URL": SCHEDULER,
+    "AGENT_SCHEDULE_RUN_WORKER_DATABASE_URL": RUN_WORKER,
     "AGENT_SCHEDULE_TOTAL_SLOTS": "4",
     "AGENT_SCHEDULE_INTERACTIVE_RESERVED_SLOTS": "1",
     "AGENT_SCHEDULE_ASYNC_RESERVED_SLOTS": "1",

@@ -57,6 +57,7 @@ from scheduling.domain.recurrence.engine import next_after
 from simulation.engine import evidence, targets
 from simulation.engine.checkers import check_linearizable_per_key
 from simulation.engine.errors import FaultKind
+from simulation.engine.faults import CLIENT_FAULT_KINDS
 from simulation.engine.simulator import Simulator
 from simulation.engine.store import FailureStore
 from simulation.provider import DatabaseServer
@@ -86,7 +87,7 @@ SIM_SEEDS = {"quick": 20, "deep": 400}[gate_profile()]
 # four kinds take about 20 s on the loaded 2-core box, over the quick budget).
 CRASH_KINDS = {
     "quick": (FaultKind.RAISE, FaultKind.LOSE_COMMIT_ACK),
-    "deep": tuple(FaultKind),
+    "deep": CLIENT_FAULT_KINDS,
 }[gate_profile()]
 # A scan, then pause and resume, then update and cancel, then the stale writes: each
 # task whole, so every declared step of lifecycle.race is reached.

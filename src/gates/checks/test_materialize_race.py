@@ -37,7 +37,7 @@ import pytest
 from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from simulation.engine import evidence, targets
 from simulation.engine.checkers.violation import Violation
-from simulation.engine.errors import FaultKind
+from simulation.engine.faults import CLIENT_FAULT_KINDS
 from simulation.engine.scenario import ExecutionView, Scenario, World
 from simulation.engine.simulator import Exploration, Simulator
 from simulation.engine.store import FailureStore
@@ -162,12 +162,12 @@ async def test_crash_after_every_write(
     pg_server: DatabaseServer, pg_template: str, tmp_path: Path, gate_evidence: GateEvidence
 ) -> None:
     sim = _simulator(pg_server, pg_template, tmp_path)
-    result = await sim.explore(ATOMIC, mode="crash", seed=SEED, kinds=tuple(FaultKind))
+    result = await sim.explore(ATOMIC, mode="crash", seed=SEED, kinds=CLIENT_FAULT_KINDS)
     evidence.attach_evidence(gate_evidence, result)
-    expected = {f"{kind.value}@{step}" for kind in FaultKind for step in STEPS}
+    expected = {f"{kind.value}@{step}" for kind in CLIENT_FAULT_KINDS for step in STEPS}
     fired = set(result.faults_fired)
     gate_evidence.record("crash_points_declared", list(STEPS))
-    gate_evidence.record("fault_kinds", [k.value for k in FaultKind])
+    gate_evidence.record("fault_kinds", [k.value for k in CLIENT_FAULT_KINDS])
     gate_evidence.record("crash_points_unfired", sorted(expected - fired))
     gate_evidence.record(
         "replay", f"scheduling-sim run --scenario materialize.atomic --mode crash --seed {SEED}"

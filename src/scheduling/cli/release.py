@@ -1,6 +1,6 @@
-"""``scheduling release-check``: configuration validation plus the scheduler login's
-privilege check (connecting as that login). Exit 0 only when both are clean; every
-problem is printed on its own ``PROBLEM:`` line."""
+"""``scheduling release-check``: configuration validation plus the privilege checks of
+the scheduler login and the run-worker login (connecting as each). Exit 0 only when
+all are clean; every problem is printed on its own ``PROBLEM:`` line."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 async def release_problems(
     settings: Settings, scheduler_url: str | None = None, run_worker_url: str | None = None
 ) -> list[str]:
-    """Every configuration problem, then every privilege problem of the scheduler login
-    and (when configured) of the run-worker login."""
+    """Every configuration problem, then every privilege problem of the run-worker
+    login and of the scheduler login (both required when scheduling is on)."""
     problems = validate_release(settings)
     worker_url = run_worker_url or settings.run_worker_database_url
     if worker_url and (settings.api_enabled or settings.worker_enabled):
@@ -74,7 +74,11 @@ async def release_problems(
     return problems + [f"{SCHEDULER_PRIVILEGES}: {problem}" for problem in found]
 
 
-@command("release-check", "validate release configuration and the scheduler login", _configure)
+@command(
+    "release-check",
+    "validate release configuration and the scheduler and run-worker logins",
+    _configure,
+)
 def release_check(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:

@@ -69,6 +69,7 @@ STATUS: dict[str, int] = {
     "schedule.config.failure_backoff_invalid": 503,
     "schedule.config.retry_invalid": 503,
     "schedule.config.run_worker_login_shared": 503,
+    "schedule.config.run_worker_login_missing": 503,
     "schedule.config.run_worker_privileges": 503,
     "schedule.config.run_worker_unreachable": 503,
     "schedule.logins.admin_url_missing": 500,

@@ -29,6 +29,11 @@ class FaultKind(StrEnum):
     LOSE_COMMIT_ACK = "lose_commit_ack"
     """Drop the connection and raise an indeterminate error: at a step after COMMIT the
     write committed, before it the write rolled back; the worker cannot tell which."""
+    CRASH_SERVER = "crash_server"
+    """Crash the PostgreSQL server itself (SIGKILL or immediate shutdown of the
+    postmaster) and restart it: every connection of every task dies, and what was not
+    committed (and flushed) is gone; the workers continue and meet it. Needs a server
+    the simulator may crash (``Simulator(server=...)``): never the shared one."""
 
 
 class InjectedFault(Exception):

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from simulation.engine.errors import FaultKind
 
 ALL_FAULT_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
+# What one client's connection can suffer; any server, the shared one included.
+SERVER_FAULT_KINDS: tuple[FaultKind, ...] = (FaultKind.CRASH_SERVER,)
+CLIENT_FAULT_KINDS: tuple[FaultKind, ...] = tuple(
+    k for k in FaultKind if k not in SERVER_FAULT_KINDS
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -56,7 +61,7 @@ class FaultPolicy:
 
     specs: tuple[FaultSpec, ...] = ()
     rate: float = 0.0
-    kinds: tuple[FaultKind, ...] = ALL_FAULT_KINDS
+    kinds: tuple[FaultKind, ...] = CLIENT_FAULT_KINDS
     eligible_steps: frozenset[str] = frozenset()
     rng: random.Random | None = None
 

@@ -9,23 +9,37 @@ from typing import Any
 
 import asyncpg
 
-from simulation.engine.errors import SimulationStuck
+from simulation.engine.errors import SimulationError, SimulationStuck
 
 
 class PgObserver:
     """Admin-side queries over one dedicated connection (never a worker's)."""
 
-    def __init__(self, connection: Any, *, gone_timeout: float = 10.0) -> None:
+    def __init__(
+        self, connection: Any, *, gone_timeout: float = 10.0, url: str | None = None
+    ) -> None:
         self._conn = connection
         self._gone_timeout = gone_timeout
+        self._url = url
 
     @classmethod
     async def connect(cls, url: str) -> PgObserver:
-        conn = await asyncpg.connect(url, server_settings={"application_name": "sim-admin"})
-        return cls(conn)
+        return cls(await cls._open(url), url=url)
+
+    @staticmethod
+    async def _open(url: str) -> Any:
+        return await asyncpg.connect(url, server_settings={"application_name": "sim-admin"})
+
+    async def reconnect(self) -> None:
+        """A new admin connection after the server crashed (the old one died with it)."""
+        if self._url is None:
+            raise SimulationError("the observer cannot reconnect: it was given no URL")
+        old, self._conn = self._conn, await self._open(self._url)
+        old.terminate()
 
     async def close(self) -> None:
-        await self._conn.close()
+        if not self._conn.is_closed():
+            await self._conn.close()
 
     async def blocked(self, pids: Sequence[int]) -> set[int]:
         """The subset of ``pids`` whose backend waits on a lock held by another."""

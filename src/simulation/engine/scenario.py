@@ -146,6 +146,7 @@ class ExecutionView:
 
 Check = Callable[[World, ExecutionView], Awaitable[list[Violation]]]
 Quiet = Callable[[World, ExecutionView], Awaitable[None]]
+Recovered = Callable[[World, Transition], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,9 @@ class Scenario:
     execution (e.g. the migrated schema); ``None`` reuses one empty database."""
     allow_worker_errors: bool = False
     """If False, a worker that raises (other than after an injected fault) is a violation."""
+    recovered: Recovered | None = None
+    """Called after a ``crash_server`` fault once the server is back, before any task
+    moves (given the transition the crash interrupted): read what survived recovery."""
 
     @property
     def eligible_fault_steps(self) -> tuple[str, ...]:

@@ -28,12 +28,14 @@ from simulation.engine.errors import (
     InjectedAckLoss,
     InjectedConnectionLoss,
     InjectedFault,
+    SimulationError,
     SimulationStuck,
     injected_fault_of,
 )
 from simulation.engine.faults import FaultPolicy, Transition
 from simulation.engine.history import History, StepRecord
 from simulation.engine.pg_observer import PgObserver
+from simulation.engine.server import ServerCrash
 
 START_STEP = "sim.start"
 WAKE_STEP = "sim.wake"
@@ -137,7 +139,9 @@ _FAULT_EXCEPTIONS: dict[FaultKind, type[InjectedFault] | None] = {
     FaultKind.DROP_CONNECTION: InjectedConnectionLoss,
     FaultKind.TERMINATE_BACKEND: None,
     FaultKind.LOSE_COMMIT_ACK: InjectedAckLoss,
+    FaultKind.CRASH_SERVER: None,
 }
+Recovered = Callable[[Transition], Awaitable[None]]
 
 
 class Scheduler:
@@ -154,8 +158,12 @@ class Scheduler:
         max_steps: int,
         poll_interval: float = 0.002,
         stuck_timeout: float = 30.0,
+        server: ServerCrash | None = None,
+        recovered: Recovered | None = None,
     ) -> None:
         self.clock = clock
+        self._server = server
+        self._recovered = recovered
         self._observer = observer
         self._oracle = oracle
         self._faults = faults
@@ -329,6 +337,8 @@ class Scheduler:
             for backend in task.backends:
                 backend.drop()
             await self._observer.wait_gone(pids)
+        elif fault is FaultKind.CRASH_SERVER:
+            await self._crash_server(task)
         elif fault is FaultKind.TERMINATE_BACKEND:
             await self._observer.terminate(pids)
             # The driver notices the server's goodbye at a time of its own choosing, and
@@ -338,6 +348,30 @@ class Scheduler:
                 backend.drop()
         await asyncio.sleep(0)
         return _FAULT_EXCEPTIONS[fault]
+
+    async def _crash_server(self, task: SimTask) -> None:
+        """Crash and restart the server; every task's connections died with it."""
+        if self._server is None:
+            raise SimulationError(
+                f"a {FaultKind.CRASH_SERVER.value} fault needs a server the simulator may"
+                " crash (Simulator(server=ServerCrash(...))), never the shared one"
+            )
+        self._server.crash_and_restart()
+        for other in self._tasks:
+            if other.backends:
+                # Close the client side now, as for a terminated backend: the next
+                # statement of every task meets a closed connection, whenever its
+                # driver would have noticed the server's death. The pids are of the
+                # dead server; a new one may reuse them, so they are forgotten.
+                for backend in other.backends:
+                    backend.drop()
+                other.backends.clear()
+                other.faulted = other.faulted or FaultKind.CRASH_SERVER
+        task.faulted = FaultKind.CRASH_SERVER
+        await self._observer.reconnect()
+        if self._recovered is not None and task.parked is not None:
+            # Before any task moves: what survived crash recovery, read fresh.
+            await self._recovered(task.parked.transition)
 
     async def _wait_change(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

@@ -19,7 +19,7 @@ from simulation.engine.clock import VirtualClock
 from simulation.engine.environment import code_commit, tzdata_version
 from simulation.engine.errors import Divergence, FaultKind, SimulationError
 from simulation.engine.faults import (
-    ALL_FAULT_KINDS,
+    CLIENT_FAULT_KINDS,
     FaultPolicy,
     FaultSpec,
     Transition,
@@ -41,6 +41,7 @@ from simulation.engine.scheduler import (
     Scheduler,
     WorkerMain,
 )
+from simulation.engine.server import ServerCrash
 from simulation.engine.store import FailureStore
 from simulation.engine.targets import DatabaseTarget
 from simulation.engine.trace import FORMAT, TraceKey, read_trace, trace_text
@@ -169,7 +170,10 @@ def replay_command(path: Path | str) -> str:
 
 
 class Simulator:
-    """Runs scenarios against real PostgreSQL databases from ``databases``."""
+    """Runs scenarios against real PostgreSQL databases from ``databases``.
+
+    ``server``: how to crash the server those databases live on, for the
+    ``crash_server`` fault kind (only ever a cluster of the caller's own)."""
 
     def __init__(
         self,
@@ -179,8 +183,10 @@ class Simulator:
         poll_interval: float = 0.002,
         stuck_timeout: float = 30.0,
         on_execution: Callable[[Execution], None] | None = None,
+        server: ServerCrash | None = None,
     ) -> None:
         self._databases = databases
+        self._server = server
         self._store = store
         self._on_execution = on_execution
         self._poll = poll_interval
@@ -223,6 +229,10 @@ class Simulator:
                 max_steps=scenario.max_steps,
                 poll_interval=self._poll,
                 stuck_timeout=self._stuck_timeout,
+                server=self._server,
+                recovered=(
+                    None if scenario.recovered is None else partial(scenario.recovered, world)
+                ),
             )
             clock.attach(scheduler)
             workers: list[tuple[Any, WorkerMain]] = []
@@ -270,7 +280,7 @@ class Simulator:
         seed: int,
         *,
         fault_rate: float = 0.0,
-        kinds: Sequence[FaultKind] = ALL_FAULT_KINDS,
+        kinds: Sequence[FaultKind] = CLIENT_FAULT_KINDS,
     ) -> Execution:
         """One seeded random walk: the trace is a function of (seed, code)."""
         policy = self._policy(scenario, seed, fault_rate, kinds)
@@ -290,7 +300,7 @@ class Simulator:
         seed: int = 0,
         executions: int = 20,
         fault_rate: float = 0.0,
-        kinds: Sequence[FaultKind] = ALL_FAULT_KINDS,
+        kinds: Sequence[FaultKind] = CLIENT_FAULT_KINDS,
         replay_saved: bool = True,
     ) -> Exploration:
         """Random: ``executions`` seeds from ``seed``. Exhaustive: every interleaving

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import json
 import random
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -53,9 +56,12 @@ from scheduling.service.schedule_worker import ScheduleWorker
 from simulation.engine.checkers import check_ledger
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
+from simulation.engine.server import CRASH_MODES
 from simulation.provider import acquire_server
+from simulation.provider._private import private_cluster
+from simulation.provider._replica import replica_pair
 from simulation.provider.templates import migrated_template
-from simulation.scenarios.soak_faults import run_with_faults
+from simulation.scenarios.soak_faults import ServerFaults, run_with_faults
 from simulation.worlds.service import (
     build_world,
     ceiling_env,
@@ -342,14 +348,44 @@ def _walk(cadence: Any, lo: datetime, hi: datetime) -> list[datetime]:
     return out
 
 
+def _database(args: argparse.Namespace, stack: ExitStack) -> tuple[str, ServerFaults | None]:
+    """The soak's database URL, and the server faults its server can suffer: a private
+    durable cluster for ``--server-crash-every``, a primary with a synchronous standby
+    (multi-host URL) for ``--failover``; else ``--url`` or a clone on the provider's
+    server. Every cluster is stopped and removed when ``stack`` closes."""
+    if args.failover:
+        pair = stack.enter_context(replica_pair(synchronous=True))
+        database = pair.primary.create_database(template=migrated_template(pair.primary))
+
+        def fail_over() -> None:
+            pair.kill_primary()
+            pair.promote()
+
+        return pair.multi_host_url(database), ServerFaults(
+            fail_over=fail_over, failover_at=args.seconds / 2
+        )
+    if args.server_crash_every > 0:
+        private = stack.enter_context(private_cluster(durable=True))
+        url = private.server.create_database(template=migrated_template(private.server))
+        # Alternate SIGKILL of the postmaster and PostgreSQL's immediate shutdown.
+        modes = itertools.cycle(CRASH_MODES)
+
+        def crash() -> None:
+            private.crash(next(modes))
+            private.restart()
+
+        return url, ServerFaults(crash=crash, crash_every=args.server_crash_every)
+    if args.url is not None:
+        return str(args.url), None
+    server = stack.enter_context(contextlib.closing(acquire_server()))
+    url = server.create_database(template=migrated_template(server))
+    stack.callback(server.drop_database, url)
+    return url, None
+
+
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
-    server = None
-    url = args.url
-    if url is None:
-        server = acquire_server()
-        template = migrated_template(server)
-        url = server.create_database(template=template)
-    try:
+    with ExitStack() as stack:
+        url, server_faults = _database(args, stack)
         hours = args.seconds * args.speed / 3600
         first = await setup(url, args.schedules, args.seed, hours)
         wall = SystemClock()
@@ -377,6 +413,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             kill_every=args.kill_every,
             terminate_every=args.terminate_every,
             seed=args.seed,
+            server=server_faults,
         )
         outputs = [(out, None) for out in faults.outputs]
         codes = faults.exit_codes
@@ -397,6 +434,12 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 f"python -m simulation.scenarios.soak --processes {args.processes} --schedules "
                 f"{args.schedules} --seconds {args.seconds} --speed {args.speed} --seed {args.seed}"
                 f" --kill-every {args.kill_every} --terminate-every {args.terminate_every}"
+                + (
+                    f" --server-crash-every {args.server_crash_every}"
+                    if args.server_crash_every
+                    else ""
+                )
+                + (" --failover" if args.failover else "")
             ),
             **faults.summary(),
         )
@@ -404,10 +447,6 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             report["problem_count"] += 1
             report["problems"].append(f"a worker process failed: exit codes {codes}")
         return report
-    finally:
-        if server is not None:
-            server.drop_database(url)
-            server.close()
 
 
 def _lag_percentiles(outputs: list[tuple[bytes, None]]) -> dict[str, float] | None:
@@ -445,8 +484,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="mean wall seconds between pg_terminate_backend of a worker connection; 0: none",
     )
+    parser.add_argument(
+        "--server-crash-every",
+        type=float,
+        default=0.0,
+        help="crash the PostgreSQL server itself every N wall seconds (alternately SIGKILL of"
+        " the postmaster and immediate shutdown) and restart it, on a private durable"
+        " cluster; 0: never",
+    )
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help="run on a primary with a synchronous standby (multi-host URL); halfway through,"
+        " kill the primary and promote the standby",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if (args.server_crash_every > 0 or args.failover) and args.url is not None:
+        parser.error("--server-crash-every and --failover start their own servers; drop --url")
+    if args.server_crash_every > 0 and args.failover:
+        parser.error("--server-crash-every and --failover are separate soaks")
     if args.worker is not None:
         result = asyncio.run(worker_process(WorkerPlan(**json.loads(args.worker))))
         print(json.dumps(result))
@@ -455,7 +512,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps(report, indent=2, default=str))
     if report["problem_count"]:
         return 1
-    faulty = args.kill_every > 0 or args.terminate_every > 0
+    faulty = (
+        args.kill_every > 0
+        or args.terminate_every > 0
+        or args.server_crash_every > 0
+        or args.failover
+    )
     # Faults asked for but none landed inside a transaction: not covered (exit 3).
     return 3 if faulty and report["fault_coverage"] != "covered" else 0
 

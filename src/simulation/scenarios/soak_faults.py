@@ -1,12 +1,14 @@
 """Real faults for the soak: SIGKILL of worker processes (restarted at once) and
-terminated backends, at seeded random wall-clock intervals.
+terminated backends, at seeded random wall-clock intervals; optionally crashes of the
+PostgreSQL server itself (at a fixed period) and one failover to a standby.
 
 Each fault is recorded with whether it *landed*: a backend terminated while its
 transaction was open (``xact_start`` set), or a process killed while one of its
 connections had a transaction open (its sockets are matched to
-``pg_stat_activity.client_port`` through ``/proc``). A soak whose faults never landed
-inside a transaction proved nothing about atomicity: the report says
-``not_covered``.
+``pg_stat_activity.client_port`` through ``/proc``), or a server crash or failover
+while any client backend of the soak database had a transaction open. A soak whose
+faults never landed inside a transaction proved nothing about atomicity: the report
+says ``not_covered``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from typing import Any
 import asyncpg
 
 Spawn = Callable[[str], Awaitable[asyncio.subprocess.Process]]
+SERVER_KINDS = ("server_crash", "failover")
+AIM_SECONDS = 5.0
+AIM_POLL_SECONDS = 0.005
 
 
 @dataclass
@@ -56,11 +61,19 @@ class FaultReport:
             entry = by_kind.setdefault(fault.kind, {"injected": 0, "landed_in_transaction": 0})
             entry["injected"] += 1
             entry["landed_in_transaction"] += fault.in_transaction
+        # A server crash or failover asked for must itself have hit an open
+        # transaction: the other kinds landing says nothing about it.
+        server_missed = [
+            kind
+            for kind in SERVER_KINDS
+            if kind in by_kind and not by_kind[kind]["landed_in_transaction"]
+        ]
         return {
             "faults_injected": len(self.faults),
             "faults_landed_in_transaction": len(landed),
             "faults_by_kind": by_kind,
-            "fault_coverage": "covered" if landed else "not_covered",
+            "fault_coverage": "covered" if landed and not server_missed else "not_covered",
+            "server_faults_not_landed": server_missed,
             "faults_landed": [f.as_json() for f in landed],
         }
 
@@ -99,6 +112,29 @@ async def _open_transactions(conn: asyncpg.Connection) -> list[Any]:
     )
 
 
+@dataclass(frozen=True)
+class ServerFaults:
+    """The server-side faults of a soak: ``crash`` (crash and restart the server: a
+    private durable cluster) every ``crash_every`` wall seconds, and ``fail_over``
+    (kill the primary, promote its synchronous standby) once at ``failover_at``."""
+
+    crash: Callable[[], None] | None = None
+    crash_every: float = 0.0
+    fail_over: Callable[[], None] | None = None
+    failover_at: float | None = None
+
+
+async def _aim(admin: asyncpg.Connection, backends: list[Any], deadline: float) -> list[Any]:
+    """Wait (bounded by ``AIM_SECONDS`` and the soak's end) for a moment when some
+    client backend is inside a transaction: a server crash is rare and costly, so it
+    should hit one (on a loaded machine the processes may still be starting)."""
+    until = min(deadline, time.monotonic() + AIM_SECONDS)
+    while not any(b["in_tx"] for b in backends) and time.monotonic() < until:
+        await asyncio.sleep(AIM_POLL_SECONDS)
+        backends = await _open_transactions(admin)
+    return backends
+
+
 async def run_with_faults(
     *,
     url: str,
@@ -108,12 +144,18 @@ async def run_with_faults(
     kill_every: float,
     terminate_every: float,
     seed: int,
+    server: ServerFaults | None = None,
 ) -> FaultReport:
     """Run the worker processes ``names`` for ``wall_seconds``, injecting faults with
     exponential gaps of mean ``kill_every`` / ``terminate_every`` seconds (0: none);
-    a killed process is restarted at once under a new name (its ids stay unique)."""
+    a killed process is restarted at once under a new name (its ids stay unique).
+    ``server`` adds server crashes at a fixed period (their count is known in advance:
+    each is a restart of the whole database) and one failover; the supervisor's own
+    connection reconnects after either (through ``url``, which must reach the new
+    primary after a failover)."""
     rng = random.Random(seed)
     report = FaultReport()
+    server = server or ServerFaults()
     live = {name: await spawn(name) for name in names}
     current = {name: name for name in names}  # base name -> its live incarnation
     restarts = dict.fromkeys(names, 0)
@@ -125,16 +167,38 @@ async def run_with_faults(
 
     next_kill = started + gap(kill_every)
     next_term = started + gap(terminate_every)
+    crash_period = server.crash_every if server.crash is not None else 0.0
+    next_crash = started + crash_period if crash_period > 0 else float("inf")
+    next_failover = (
+        started + server.failover_at
+        if server.fail_over is not None and server.failover_at is not None
+        else float("inf")
+    )
     admin = await asyncpg.connect(url)
     try:
         while True:
             now = time.monotonic()
-            upcoming = min(next_kill, next_term)
+            upcoming = min(next_kill, next_term, next_crash, next_failover)
             if upcoming >= deadline:
                 break
             await asyncio.sleep(max(upcoming - now, 0.0))
             backends = await _open_transactions(admin)
-            if next_kill <= next_term:
+            if upcoming in (next_crash, next_failover):
+                backends = await _aim(admin, backends, deadline)
+                in_tx = any(b["in_tx"] for b in backends)
+                if upcoming == next_crash:
+                    assert server.crash is not None
+                    next_crash += crash_period
+                    await asyncio.to_thread(server.crash)
+                    report.faults.append(Fault("server_crash", now - started, "postmaster", in_tx))
+                else:
+                    assert server.fail_over is not None
+                    next_failover = float("inf")
+                    await asyncio.to_thread(server.fail_over)
+                    report.faults.append(Fault("failover", now - started, "primary", in_tx))
+                admin.terminate()
+                admin = await asyncpg.connect(url)
+            elif next_kill <= next_term:
                 next_kill = time.monotonic() + gap(kill_every)
                 base = rng.choice(sorted(restarts))
                 victim = current[base]
@@ -164,7 +228,7 @@ async def run_with_faults(
                     Fault("terminate_backend", now - started, str(chosen["pid"]), chosen["in_tx"])
                 )
     finally:
-        await admin.close()
+        admin.terminate()
     for proc in live.values():
         out, _ = await proc.communicate()
         report.outputs.append(out or b"")

@@ -53,10 +53,13 @@ class FailoverOutcome:
     decided_after_kill: int = 0
     killed: bool = False
     transient_retries: int = 0
+    """The workers' prompt retries (the reconnections that rode out the failover)."""
     promoted_url: str = ""
     """The database on the promoted server (the standby), for a re-check."""
     seeded: list[UUID] = field(default_factory=list)
-    """The worker's prompt retries (the reconnections that rode out the failover)."""
+    workers: int = 1
+    workers_continued: int = 0
+    """Workers (the same objects) that made a pass without an error after the kill."""
 
 
 class FailOverAt:
@@ -114,9 +117,15 @@ async def _stop_streaming(pair: ReplicaPair) -> None:
 
 
 async def failover_under_load(
-    pair: ReplicaPair, *, schedules: int = 24, kill_after: int = 8, stop_streaming: bool = False
+    pair: ReplicaPair,
+    *,
+    schedules: int = 24,
+    kill_after: int = 8,
+    stop_streaming: bool = False,
+    workers: int = 1,
 ) -> FailoverOutcome:
-    """Run the load, fail over mid-way, and check the promoted server's ledger."""
+    """Run the load on ``workers`` schedule workers at once, fail over mid-way, and
+    check the promoted server's ledger."""
     url = pair.primary.create_database()
     await upgrade_to_head(url)
     h = await Harness.open(pair.multi_host_url(url))
@@ -133,28 +142,46 @@ async def failover_under_load(
         if stop_streaming:
             await _stop_streaming(pair)
         probe = FailOverAt(pair, kill_after)
-        worker = h.worker(
-            h.materializer(probe=probe), expect_errors=True, transient_retry=RETRY, concurrency=2
-        )
+        loads = [
+            h.worker(
+                h.materializer(probe=probe),
+                expect_errors=True,
+                transient_retry=RETRY,
+                concurrency=2,
+            )
+            for _ in range(workers)
+        ]
+        clean_after_kill: set[int] = set()
         for _ in range(MAX_PASSES):
-            report = await worker.run_once()
-            for result in report.results:
-                if result.status is MaterializeStatus.DECIDED and result.occurrence is not None:
-                    outcome.reported[result.occurrence.id] = result.schedule_id
-            if probe.killed and not report.scanned and not report.errors:
+            killed_before_pass = probe.killed
+            reports = await asyncio.gather(*(worker.run_once() for worker in loads))
+            for index, report in enumerate(reports):
+                for result in report.results:
+                    if result.status is MaterializeStatus.DECIDED and result.occurrence is not None:
+                        outcome.reported[result.occurrence.id] = result.schedule_id
+                if killed_before_pass and not report.errors:
+                    clean_after_kill.add(index)
+            if probe.killed and not any(r.scanned or r.errors for r in reports):
                 break
             # A schedule set aside by the failure backoff becomes due again.
-            h.clock.advance(worker.settings.failure_backoff_seconds + 1)
+            h.clock.advance(loads[0].settings.failure_backoff_seconds + 1)
         outcome.killed = probe.killed
-        outcome.transient_retries = worker.metrics.transient_retries
+        outcome.transient_retries = sum(w.metrics.transient_retries for w in loads)
         outcome.committed_before_kill = min(probe.commits, kill_after)
         outcome.decided_after_kill = probe.commits - outcome.committed_before_kill
+        outcome.workers = workers
+        outcome.workers_continued = len(clean_after_kill)
         if not probe.killed:
             outcome.problems.append("the primary was never killed")
             return outcome
         outcome.promoted_url = pair.standby.url_for(database_of(url))
         outcome.seeded = seeded
         outcome.problems += await ledger_problems(outcome.promoted_url, outcome.reported, seeded)
+        if outcome.workers_continued != workers:
+            outcome.problems.append(
+                f"only {outcome.workers_continued} of {workers} workers made a clean pass"
+                " after the failover"
+            )
         return outcome
     finally:
         await h.close()

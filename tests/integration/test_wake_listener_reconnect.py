@@ -1,0 +1,156 @@
+"""The wake listener's LISTEN connection comes back after it drops (issue 13): its
+backend terminated on the shared server, or the whole server crashed (SIGKILL of a
+private cluster's postmaster, down for a while, restarted). After recovery a NOTIFY
+wakes the sleeping schedule worker promptly (its fallback poll is 60 s). The test of
+the test: a listener that does not reconnect sleeps through that NOTIFY."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from scheduling.adapters.postgres.notify import (
+    PostgresNotifier,
+    PostgresWakeListener,
+    ReconnectSettings,
+)
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+from simulation.provider._private import private_cluster
+from simulation.provider.templates import migrated_template
+from simulation.worlds.materialize import Harness
+
+pytestmark = pytest.mark.postgres
+
+PROMPT = 5.0  # seconds: far below the 60 s fallback poll
+FAST = ReconnectSettings(base_seconds=0.05, cap_seconds=0.4)
+
+
+class CountingWorker(ScheduleWorker):
+    passes = 0
+
+    async def run_once(self) -> Any:
+        self.passes += 1
+        return await super().run_once()
+
+
+class NoReconnect(PostgresWakeListener):
+    """Wrong on purpose: the listener before this change (a dropped LISTEN stays gone)."""
+
+    def _on_lost(self, conn: object) -> None:
+        self.lost += 1
+
+
+async def _until(predicate: Callable[[], bool], seconds: float) -> bool:
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return True
+        await asyncio.sleep(0.02)
+    return predicate()
+
+
+async def _terminate_listener(url: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        killed = await conn.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+        )
+    finally:
+        await conn.close()
+    assert killed == 1
+
+
+async def _worker_woken_after(
+    url: str, listener: PostgresWakeListener, fault: Callable[[], Awaitable[None]]
+) -> bool:
+    """A sleeping worker, the fault, recovery, then a NOTIFY: did it wake promptly?"""
+    h = await Harness.open(url)
+    await listener.start()
+    stop = asyncio.Event()
+    task: asyncio.Task[None] | None = None
+    try:
+        sid = await h.create()
+        # Out of reach of the real clock: the worker has nothing to do and sleeps.
+        await h.sql(
+            "UPDATE schedules SET next_fire_at = :t WHERE id = :i",
+            t=SystemClock().now() + timedelta(days=1),
+            i=sid,
+        )
+        worker = CountingWorker(
+            uow=h.scheduler,
+            materializer=h.materializer(clock=SystemClock()),
+            clock=SystemClock(),
+            settings=WorkerSettings(fallback_poll_seconds=60),
+            wake=listener,
+        )
+        task = asyncio.create_task(worker.run(stop))
+        assert await _until(lambda: worker.passes == 1, PROMPT)
+        await fault()
+        # A reconnection wakes the worker once (notifications may have been lost).
+        await _until(lambda: listener.reconnects == 1 and worker.passes == 2, PROMPT)
+        settled = worker.passes
+        await asyncio.sleep(0.2)
+        await PostgresNotifier(url).schedule_changed(sid)
+        woken = await _until(lambda: worker.passes > settled, PROMPT if listener.reconnects else 1)
+        return woken
+    finally:
+        stop.set()
+        await listener.close()
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await h.close()
+
+
+async def test_a_terminated_listen_backend_is_reconnected_and_a_notify_wakes_the_worker(
+    pg_url: str,
+) -> None:
+    listener = PostgresWakeListener(pg_url, clock=SystemClock(), reconnect=FAST)
+    woken = await _worker_woken_after(pg_url, listener, lambda: _terminate_listener(pg_url))
+    assert (listener.lost, listener.reconnects) == (1, 1)
+    assert woken, "a NOTIFY after the reconnection did not wake the worker"
+    assert listener.received == 1
+
+
+async def test_of_the_test_a_listener_that_does_not_reconnect_sleeps_through_the_notify(
+    pg_url: str,
+) -> None:
+    listener = NoReconnect(pg_url, clock=SystemClock(), reconnect=FAST)
+    woken = await _worker_woken_after(pg_url, listener, lambda: _terminate_listener(pg_url))
+    assert listener.lost == 1
+    assert not woken
+    assert listener.received == 0
+
+
+@pytest.fixture(scope="module")
+def crashable() -> Any:
+    with private_cluster(durable=True) as private:
+        yield private, migrated_template(private.server)
+
+
+async def test_a_server_crash_is_ridden_out_with_bounded_backoff(crashable: Any) -> None:
+    private, template = crashable
+    url = private.server.create_database(template=template)
+    listener = PostgresWakeListener(url, clock=SystemClock(), reconnect=FAST)
+
+    async def crash_and_stay_down() -> None:
+        private.crash("kill")
+        # Down long enough for several refused attempts (0.05 s doubling to 0.4 s).
+        await asyncio.sleep(0.8)
+        await asyncio.to_thread(private.restart)
+
+    try:
+        woken = await _worker_woken_after(url, listener, crash_and_stay_down)
+    finally:
+        private.server.drop_database(url)
+    assert (listener.lost, listener.reconnects) == (1, 1)
+    assert woken, "a NOTIFY after the server's restart did not wake the worker"
+    assert listener.received == 1
+    assert listener.failed_reconnects > 0, "the server was down: attempts must have failed"
+    assert private.crashes == 1
