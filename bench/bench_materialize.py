@@ -113,8 +113,10 @@ def drain_run(
     del started
     seconds = max(r.seconds for r in results)
     statements: Counter[str] = Counter()
+    control: Counter[str] = Counter()
     for r in results:
         statements.update(r.statements)
+        control.update(r.control)
     total = sum(statements.values())
     lags = [lag for r in results for lag in r.lags]
     return {
@@ -126,6 +128,8 @@ def drain_run(
         "rate_per_second": round(decided / seconds, 1),
         "statements_per_materialization": round(total / decided, 2),
         "statements_by_verb": dict(sorted(statements.items())),
+        "round_trips_per_materialization": round((total + sum(control.values())) / decided, 2),
+        "transaction_control_by_verb": dict(sorted(control.items())),
         "transactions_per_materialization": round(
             sum(r.transactions for r in results) / decided, 3
         ),

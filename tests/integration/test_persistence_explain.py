@@ -72,10 +72,13 @@ class ExplainingTransaction(Transaction):
     async def execute(
         self, statement: Executable, params: Mapping[str, Any] | None = None
     ) -> CursorResult[Any]:
-        compiled = statement.compile(  # type: ignore[attr-defined]
+        # Values bound first: rendering post-compile parameters needs every value,
+        # including those of statements built once with bound parameters.
+        bound: Any = statement.params(dict(params)) if params else statement  # type: ignore[attr-defined]
+        compiled = bound.compile(
             dialect=self.conn.dialect, compile_kwargs={"render_postcompile": True}
         )
-        values = compiled.construct_params(params)
+        values = compiled.construct_params()
         ordered = tuple(values[name] for name in compiled.positiontup)
         explained = await self.conn.exec_driver_sql(
             "EXPLAIN (FORMAT JSON) " + str(compiled), ordered

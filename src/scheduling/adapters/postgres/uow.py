@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
 
+import asyncpg
 from sqlalchemy import Executable, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import DBAPIError
@@ -22,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from scheduling.adapters.postgres.errors import broken_connection, translate
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.domain.errors import UnavailableError, ValidationError
@@ -56,6 +58,36 @@ class Transaction:
         except DBAPIError as exc:
             await discard_if_broken(self._conn, exc)
             raise translate(exc) from exc
+
+    async def fetch(
+        self, prepared: Prepared, params: Mapping[str, Any] | None = None
+    ) -> list[asyncpg.Record]:
+        """Run a hot-path statement on the driver connection (ADR 1740); a driver error
+        becomes the same domain error ``execute`` would raise."""
+        conn = self._conn
+        if conn is None:
+            raise UnavailableError(CLOSED, "the unit of work is not open")
+        sql = prepared.compile(conn.dialect)
+        args = prepared.args(params or {})
+        fairy = await conn.get_raw_connection()
+        adapted: Any = fairy.dbapi_connection
+        driver: Any = fairy.driver_connection
+        try:
+            async with adapted._execute_mutex:
+                if not adapted._started:  # SQLAlchemy begins lazily, at the first statement
+                    await adapted._start_transaction()
+                try:
+                    rows: list[asyncpg.Record] = await driver.fetch(sql, *args)
+                except Exception as error:
+                    adapted._handle_exception(error)  # raises the dialect's DB-API error
+                    raise  # pragma: no cover - _handle_exception always raises
+        except conn.dialect.loaded_dbapi.Error as error:
+            wrapped = DBAPIError.instance(
+                sql, args, error, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
+            )
+            await discard_if_broken(conn, wrapped)
+            raise translate(wrapped) from wrapped
+        return rows
 
 
 async def discard_if_broken(conn: AsyncConnection, exc: BaseException) -> None:
