@@ -22,8 +22,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Numeric, and_, bindparam, case, cast, func, or_, select
+from sqlalchemy import BigInteger, Numeric, and_, any_, bindparam, case, cast, func, or_, select
+from sqlalchemy.dialects.postgresql import array
 
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import advisory_key
 from scheduling.adapters.postgres.tables import runs
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
@@ -51,7 +53,9 @@ def admission_lock_key(tenant_id: str) -> int:
 
 def _usage_query() -> Any:
     """The usage read, built once with bound instants (every call binds only values)."""
-    active = runs.c.status.in_(ACTIVE)
+    # = ANY(ARRAY[...]) is what PostgreSQL makes of IN (...); unlike SQLAlchemy's
+    # expanding IN it compiles to fixed SQL a prepared statement can keep.
+    active = runs.c.status == any_(array(ACTIVE))
     finished = runs.c.finished_at
     rate_since = bindparam("rate_since", type_=runs.c.created_at.type)
     day_since = bindparam("day_since", type_=finished.type)
@@ -76,7 +80,8 @@ def _usage_query() -> Any:
     )
 
 
-_USAGE = _usage_query()
+_USAGE = Prepared(_usage_query())
+_LOCK = Prepared(select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger))))
 
 
 async def tenant_usage(uow: PostgresUnitOfWork, tenant_id: str, now: datetime) -> TenantUsage:
@@ -87,7 +92,7 @@ async def tenant_usage(uow: PostgresUnitOfWork, tenant_id: str, now: datetime) -
         "day_since": now - DAY,
         "month_since": now - MONTH,
     }
-    row = (await uow.tx.execute(_USAGE, params)).one()
+    (row,) = await uow.tx.fetch(_USAGE, params)
     return TenantUsage(
         active_runs=int(row[0]),
         materialized_last_minute=int(row[1]),
@@ -126,4 +131,4 @@ class PostgresAdmissionController:
 
     async def _lock(self, uow: PostgresUnitOfWork, tenant_id: str) -> None:
         """Serialize the tenant's admissions until this transaction ends."""
-        await uow.tx.execute(select(func.pg_advisory_xact_lock(admission_lock_key(tenant_id))))
+        await uow.tx.fetch(_LOCK, {"key": admission_lock_key(tenant_id)})

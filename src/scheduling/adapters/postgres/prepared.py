@@ -41,7 +41,10 @@ class Prepared:
                 (name, processors.get(name), None if binds[name].required else binds[name].value)
                 for name in compiled.positiontup
             )
-            self._sql = str(compiled.string)
+            sql = str(compiled.string)
+            if "__[POSTCOMPILE_" in sql:
+                raise ValueError("a prepared statement cannot hold an expanding IN parameter")
+            self._sql = sql
         return self._sql
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:

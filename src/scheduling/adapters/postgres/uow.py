@@ -36,6 +36,8 @@ _SCOPE = text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)")
 _SCOPE_AS_ROLE = text(
     "SELECT set_config('role', :r, true), set_config(:t, :tv, true), set_config(:p, :pv, true)"
 )
+_SCOPE_PREPARED = Prepared(_SCOPE)
+_SCOPE_AS_ROLE_PREPARED = Prepared(_SCOPE_AS_ROLE)
 
 
 class Transaction:
@@ -150,9 +152,9 @@ class PostgresUnitOfWork:
                 "pv": self._principal_id or "",
             }
             if self._assume_role is not None:
-                await self.tx.execute(_SCOPE_AS_ROLE, {**scope, "r": self._assume_role})
+                await self.tx.fetch(_SCOPE_AS_ROLE_PREPARED, {**scope, "r": self._assume_role})
             else:
-                await self.tx.execute(_SCOPE, scope)
+                await self.tx.fetch(_SCOPE_PREPARED, scope)
         except BaseException:
             await self._close()
             raise
