@@ -126,6 +126,9 @@ def drain_run(
         "decided": decided,
         "seconds": round(seconds, 3),
         "rate_per_second": round(decided / seconds, 1),
+        "client_cpu_ms_per_materialization": round(
+            1000 * sum(r.cpu_seconds for r in results) / decided, 3
+        ),
         "statements_per_materialization": round(total / decided, 2),
         "statements_by_verb": dict(sorted(statements.items())),
         "round_trips_per_materialization": round((total + sum(control.values())) / decided, 2),

@@ -154,6 +154,8 @@ async def server_counters(dsn: str) -> dict[str, int]:
 class DrainResult:
     decided: int
     seconds: float
+    cpu_seconds: float
+    """Client CPU (user + system) of the worker process during the drain."""
     statements: dict[str, int]
     control: dict[str, int]
     """BEGIN / COMMIT / ROLLBACK sent by the driver (round trips, not statements)."""
@@ -220,6 +222,7 @@ async def drain(
     worker = role.worker
     await asyncio.sleep(max(0.0, real_start - time.monotonic()))  # the start barrier
     started = time.perf_counter()
+    cpu_started = time.process_time()
     passes = not_due = 0
     rss_at: dict[int, int] = {}
     checkpoints = [1_000, 10_000, 100_000]
@@ -234,6 +237,7 @@ async def drain(
             if not report.scanned:
                 break
         seconds = time.perf_counter() - started
+        cpu_seconds = time.process_time() - cpu_started
     finally:
         await uow.dispose()
     gc.collect()
@@ -241,6 +245,7 @@ async def drain(
     return DrainResult(
         decided=sum(metrics.dispositions.values()),
         seconds=seconds,
+        cpu_seconds=cpu_seconds,
         statements=dict(statements),
         control=dict(control),
         transactions=transactions,
