@@ -29,7 +29,7 @@ class Prepared:
     def __init__(self, statement: ClauseElement) -> None:
         self.statement = statement
         self._sql: str | None = None
-        self._order: tuple[tuple[str, Processor | None, Any], ...] = ()
+        self._order: tuple[tuple[str, Processor | None, bool, Any], ...] = ()
 
     def compile(self, dialect: Dialect) -> str:
         """The statement's SQL for ``dialect`` (compiled once)."""
@@ -38,7 +38,7 @@ class Prepared:
             processors: Mapping[str, Processor] = compiled._bind_processors
             binds = compiled.binds
             self._order = tuple(
-                (name, processors.get(name), None if binds[name].required else binds[name].value)
+                (name, processors.get(name), binds[name].required, binds[name].value)
                 for name in compiled.positiontup
             )
             sql = str(compiled.string)
@@ -48,9 +48,10 @@ class Prepared:
         return self._sql
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
-        """Positional arguments for ``params`` (literal binds keep their own value)."""
+        """Positional arguments for ``params`` (literal binds keep their own value; a
+        missing required one raises ``KeyError`` rather than binding NULL)."""
         out: list[Any] = []
-        for name, processor, default in self._order:
-            value = params.get(name, default)
+        for name, processor, required, default in self._order:
+            value = params[name] if required else params.get(name, default)
             out.append(value if processor is None or value is None else processor(value))
         return out
