@@ -7,6 +7,8 @@ invalidated so the pool never hands it out again.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from sqlalchemy import text
 
@@ -57,6 +59,28 @@ async def test_fetch_on_a_killed_backend_is_unavailable_and_discarded(pg_url: st
             with pytest.raises(UnavailableError):
                 await uow.tx.fetch(PID)
         async with factory.begin() as uow:  # the pool opened a fresh connection
+            assert isinstance(uow, PostgresUnitOfWork)
+            (fresh,) = await uow.tx.fetch(PID)
+            assert fresh["pid"] != row["pid"]
+    finally:
+        await factory.dispose()
+
+
+SLEEP = Prepared(text("SELECT pg_sleep(30)"))
+
+
+async def test_fetch_cancelled_mid_statement_discards_the_connection(pg_url: str) -> None:
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    try:
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            (row,) = await uow.tx.fetch(PID)
+            sleeping = asyncio.ensure_future(uow.tx.fetch(SLEEP))
+            await asyncio.sleep(0.3)
+            sleeping.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await sleeping
+        async with factory.begin() as uow:  # not the connection left mid-statement
             assert isinstance(uow, PostgresUnitOfWork)
             (fresh,) = await uow.tx.fetch(PID)
             assert fresh["pid"] != row["pid"]

@@ -89,6 +89,13 @@ class Transaction:
             )
             await discard_if_broken(conn, wrapped)
             raise translate(wrapped) from wrapped
+        except BaseException as exit_:
+            # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
+            # connection never returns to the pool (what SQLAlchemy does for execute).
+            if not isinstance(exit_, Exception) and not conn.invalidated:
+                with contextlib.suppress(Exception):
+                    await conn.invalidate()
+            raise
         return rows
 
 
