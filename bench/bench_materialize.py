@@ -113,8 +113,10 @@ def drain_run(
     del started
     seconds = max(r.seconds for r in results)
     statements: Counter[str] = Counter()
+    control: Counter[str] = Counter()
     for r in results:
         statements.update(r.statements)
+        control.update(r.control)
     total = sum(statements.values())
     lags = [lag for r in results for lag in r.lags]
     return {
@@ -124,8 +126,13 @@ def drain_run(
         "decided": decided,
         "seconds": round(seconds, 3),
         "rate_per_second": round(decided / seconds, 1),
+        "client_cpu_ms_per_materialization": round(
+            1000 * sum(r.cpu_seconds for r in results) / decided, 3
+        ),
         "statements_per_materialization": round(total / decided, 2),
         "statements_by_verb": dict(sorted(statements.items())),
+        "round_trips_per_materialization": round((total + sum(control.values())) / decided, 2),
+        "transaction_control_by_verb": dict(sorted(control.items())),
         "transactions_per_materialization": round(
             sum(r.transactions for r in results) / decided, 3
         ),

@@ -6,7 +6,8 @@ Measures look-up throughput (next_after, latest_at_or_before, count_inclusive ov
 month) on random reference instants, the cost of counting missed daily occurrences over
 one day versus one hundred years, and how often the two libraries disagree (rrule works
 in wall time with zoneinfo's fold=0 answer, so it differs in DST gaps and folds).
-Timings are wall-clock measurements on a shared machine: compare ratios, not absolutes.
+Timings are wall-clock measurements on a shared machine: compare ratios, not absolutes;
+each rate is the median of five rounds that alternate between the two libraries.
 The operation counts are exact and machine-independent.
 """
 
@@ -111,6 +112,26 @@ def _rate(function: Callable[[datetime], object], references: list[datetime]) ->
     return round(len(references) / elapsed, 1)
 
 
+ROUNDS = 5
+
+
+def _rates(
+    functions: dict[str, tuple[Callable[[datetime], object], Callable[[datetime], object]]],
+    references: list[datetime],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median rates of each (ours, theirs) pair over ``ROUNDS`` alternating rounds, so a
+    burst of load from other processes on a shared machine hits both sides alike."""
+    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in functions}
+    for _ in range(ROUNDS):
+        for name, (ours, theirs) in functions.items():
+            samples[name][0].append(_rate(ours, references))
+            samples[name][1].append(_rate(theirs, references))
+    return (
+        {k: statistics.median(v[0]) for k, v in samples.items()},
+        {k: statistics.median(v[1]) for k, v in samples.items()},
+    )
+
+
 def _timed(function: Callable[[], object], repeat: int = 3) -> float:
     samples = []
     for _ in range(repeat):
@@ -128,20 +149,23 @@ def _measure(
     zone = load_zone(cadence.timezone or "UTC")
     rule = _rule(cadence, kwargs)
     month = timedelta(days=31)
-    ours = {
-        "next_after_per_s": _rate(lambda x: next_after(cadence, x), references),
-        "latest_at_or_before_per_s": _rate(lambda x: latest_at_or_before(cadence, x), references),
-        "count_inclusive_31d_per_s": _rate(
-            lambda x: count_inclusive(cadence, x, x + month), references
-        ),
-    }
-    theirs = {
-        "next_after_per_s": _rate(lambda x: _rr_next(rule, zone, x), references),
-        "latest_at_or_before_per_s": _rate(lambda x: _rr_latest(rule, zone, x), references),
-        "count_inclusive_31d_per_s": _rate(
-            lambda x: _rr_count(rule, zone, x, x + month), references
-        ),
-    }
+    ours, theirs = _rates(
+        {
+            "next_after_per_s": (
+                lambda x: next_after(cadence, x),
+                lambda x: _rr_next(rule, zone, x),
+            ),
+            "latest_at_or_before_per_s": (
+                lambda x: latest_at_or_before(cadence, x),
+                lambda x: _rr_latest(rule, zone, x),
+            ),
+            "count_inclusive_31d_per_s": (
+                lambda x: count_inclusive(cadence, x, x + month),
+                lambda x: _rr_count(rule, zone, x, x + month),
+            ),
+        },
+        references,
+    )
     disagreements = [
         {"reference": x.isoformat(), "ours": str(a), "rrule": str(b)}
         for x in references

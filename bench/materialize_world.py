@@ -9,9 +9,12 @@ admission controller, the durable directories, ceilings high enough that admissi
 admits everything) on a clock shifted so that the real start of the drain is
 ``nominal + 30 s``; the due-to-decided lag is therefore real decision latency.
 
-Statements and transactions are counted with SQLAlchemy engine events inside each
-worker process (``before_cursor_execute``, ``begin``, ``commit``); new server sessions
-(connections) and commits are read from ``pg_stat_database`` around the drain.
+Statements and transactions are counted inside each worker process: SQLAlchemy engine
+events (``before_cursor_execute``, ``begin``) for statements SQLAlchemy executes, and an
+asyncpg query logger on every pooled connection for the hot path's prepared statements
+(``Transaction.fetch``, ADR 1740) and the driver's own BEGIN/COMMIT/ROLLBACK, which are
+round trips but not statements. New server sessions (connections) and commits are read
+from ``pg_stat_database`` around the drain.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from simulation.worlds.service import (
 )
 
 OFFSET = timedelta(seconds=30)
+CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 HUGE = 10**9
 
 
@@ -150,7 +154,11 @@ async def server_counters(dsn: str) -> dict[str, int]:
 class DrainResult:
     decided: int
     seconds: float
+    cpu_seconds: float
+    """Client CPU (user + system) of the worker process during the drain."""
     statements: dict[str, int]
+    control: dict[str, int]
+    """BEGIN / COMMIT / ROLLBACK sent by the driver (round trips, not statements)."""
     transactions: int
     lags: list[float]
     rss_kib: int
@@ -183,11 +191,26 @@ async def drain(
     )
     uow: Any = role.uow
     statements: Counter[str] = Counter()
+    control: Counter[str] = Counter()
     transactions = 0
+    logged: set[int] = set()
+
+    def verb(statement: str) -> str:
+        return statement.split(None, 1)[0].upper().rstrip(";")
 
     def on_execute(*args: Any) -> None:
         statement: str = args[2]
-        statements[statement.split(None, 1)[0].upper()] += 1
+        statements[verb(statement)] += 1
+
+    def on_query(record: Any) -> None:
+        name = verb(record.query)
+        (control if name in CONTROL else statements)[name] += 1
+
+    def on_checkout(dbapi_connection: Any, *_: Any) -> None:
+        driver = dbapi_connection.driver_connection
+        if id(driver) not in logged:
+            logged.add(id(driver))
+            driver.add_query_logger(on_query)
 
     def on_begin(*_: Any) -> None:
         nonlocal transactions
@@ -195,9 +218,11 @@ async def drain(
 
     event.listen(uow.engine.sync_engine, "before_cursor_execute", on_execute)
     event.listen(uow.engine.sync_engine, "begin", on_begin)
+    event.listen(uow.engine.sync_engine, "checkout", on_checkout)
     worker = role.worker
     await asyncio.sleep(max(0.0, real_start - time.monotonic()))  # the start barrier
     started = time.perf_counter()
+    cpu_started = time.process_time()
     passes = not_due = 0
     rss_at: dict[int, int] = {}
     checkpoints = [1_000, 10_000, 100_000]
@@ -212,6 +237,7 @@ async def drain(
             if not report.scanned:
                 break
         seconds = time.perf_counter() - started
+        cpu_seconds = time.process_time() - cpu_started
     finally:
         await uow.dispose()
     gc.collect()
@@ -219,7 +245,9 @@ async def drain(
     return DrainResult(
         decided=sum(metrics.dispositions.values()),
         seconds=seconds,
+        cpu_seconds=cpu_seconds,
         statements=dict(statements),
+        control=dict(control),
         transactions=transactions,
         lags=[lag - OFFSET.total_seconds() for lag in metrics.lags],
         rss_kib=_rss_kib(),

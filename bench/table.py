@@ -33,7 +33,10 @@ def materialize_rows(m: dict[str, Any]) -> list[str]:
             _row(
                 f"drain, {n} worker(s)",
                 f"{d['rate_per_second']:.0f}/s ({d['statements_per_materialization']} stmts,"
-                f" {d['transactions_per_materialization']} tx per materialization)",
+                f" {d.get('round_trips_per_materialization', '?')} round trips,"
+                f" {d['transactions_per_materialization']} tx,"
+                f" {d.get('client_cpu_ms_per_materialization', '?')} ms client CPU"
+                " per materialization)",
                 f"pgbench({n}) {tps[n]:.0f} TPS",
                 ratio,
                 "≥ 0.5",

@@ -15,11 +15,13 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from asyncpg import Record
 from sqlalchemy import Executable, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gates.checks.persistence_support import admin_connection
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
 from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
@@ -69,13 +71,26 @@ class ExplainingTransaction(Transaction):
         self.conn = conn
         self.plans: list[tuple[str, Any]] = []
 
+    async def fetch(
+        self, prepared: Prepared, params: Mapping[str, Any] | None = None
+    ) -> list[Record]:
+        await self._explain(prepared.statement, params)
+        return await super().fetch(prepared, params)
+
     async def execute(
         self, statement: Executable, params: Mapping[str, Any] | None = None
     ) -> CursorResult[Any]:
-        compiled = statement.compile(  # type: ignore[attr-defined]
+        await self._explain(statement, params)
+        return await super().execute(statement, params)
+
+    async def _explain(self, statement: Any, params: Mapping[str, Any] | None) -> None:
+        # Values bound first: rendering post-compile parameters needs every value,
+        # including those of statements built once with bound parameters.
+        bound: Any = statement.params(dict(params)) if params else statement  # type: ignore[attr-defined]
+        compiled = bound.compile(
             dialect=self.conn.dialect, compile_kwargs={"render_postcompile": True}
         )
-        values = compiled.construct_params(params)
+        values = compiled.construct_params()
         ordered = tuple(values[name] for name in compiled.positiontup)
         explained = await self.conn.exec_driver_sql(
             "EXPLAIN (FORMAT JSON) " + str(compiled), ordered
@@ -84,7 +99,6 @@ class ExplainingTransaction(Transaction):
         if isinstance(document, str):
             document = json.loads(document)
         self.plans.append((str(compiled), document[0]["Plan"]))
-        return await super().execute(statement, params)
 
 
 def _nodes(plan: Any) -> list[dict[str, Any]]:

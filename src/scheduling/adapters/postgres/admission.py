@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import Numeric, and_, case, cast, func, or_, select
+from sqlalchemy import BigInteger, Numeric, and_, any_, bindparam, case, cast, func, or_, select
+from sqlalchemy.dialects.postgresql import array
 
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import advisory_key
 from scheduling.adapters.postgres.tables import runs
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
@@ -48,29 +51,48 @@ def admission_lock_key(tenant_id: str) -> int:
     return advisory_key(f"scheduling.admission:{tenant_id}")
 
 
-async def tenant_usage(uow: PostgresUnitOfWork, tenant_id: str, now: datetime) -> TenantUsage:
-    """The tenant's committed scheduled-run usage at ``now`` (one statement)."""
-    active = runs.c.status.in_(ACTIVE)
+def _usage_query() -> Any:
+    """The usage read, built once with bound instants (every call binds only values)."""
+    # = ANY(ARRAY[...]) is what PostgreSQL makes of IN (...); unlike SQLAlchemy's
+    # expanding IN it compiles to fixed SQL a prepared statement can keep.
+    active = runs.c.status == any_(array(ACTIVE))
     finished = runs.c.finished_at
+    rate_since = bindparam("rate_since", type_=runs.c.created_at.type)
+    day_since = bindparam("day_since", type_=finished.type)
+    month_since = bindparam("month_since", type_=finished.type)
     # The reservation is the run's pinned max_cost (RunLimits JSON: a decimal string).
     reserve = func.coalesce(cast(runs.c.limits["max_cost"].astext, Numeric(18, 6)), 0)
     zero = Decimal(0)
-    query = select(
+    return select(
         func.count().filter(active),
-        func.count().filter(runs.c.created_at > now - timedelta(minutes=1)),
+        func.count().filter(runs.c.created_at > rate_since),
         func.coalesce(func.sum(case((active, reserve), else_=zero)), zero),
         func.coalesce(
-            func.sum(case((and_(~active, finished > now - DAY), runs.c.cost), else_=zero)), zero
+            func.sum(case((and_(~active, finished > day_since), runs.c.cost), else_=zero)), zero
         ),
         func.coalesce(
-            func.sum(case((and_(~active, finished > now - MONTH), runs.c.cost), else_=zero)), zero
+            func.sum(case((and_(~active, finished > month_since), runs.c.cost), else_=zero)), zero
         ),
     ).where(
-        runs.c.tenant_id == tenant_id,
-        or_(active, finished > now - MONTH, runs.c.created_at > now - timedelta(minutes=1)),
+        runs.c.tenant_id == bindparam("tenant_id", type_=runs.c.tenant_id.type),
+        or_(active, finished > month_since, runs.c.created_at > rate_since),
         runs.c.metadata.has_key("schedule_id"),
     )
-    row = (await uow.tx.execute(query)).one()
+
+
+_USAGE = Prepared(_usage_query())
+_LOCK = Prepared(select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger))))
+
+
+async def tenant_usage(uow: PostgresUnitOfWork, tenant_id: str, now: datetime) -> TenantUsage:
+    """The tenant's committed scheduled-run usage at ``now`` (one statement)."""
+    params = {
+        "tenant_id": tenant_id,
+        "rate_since": now - timedelta(minutes=1),
+        "day_since": now - DAY,
+        "month_since": now - MONTH,
+    }
+    (row,) = await uow.tx.fetch(_USAGE, params)
     return TenantUsage(
         active_runs=int(row[0]),
         materialized_last_minute=int(row[1]),
@@ -109,4 +131,4 @@ class PostgresAdmissionController:
 
     async def _lock(self, uow: PostgresUnitOfWork, tenant_id: str) -> None:
         """Serialize the tenant's admissions until this transaction ends."""
-        await uow.tx.execute(select(func.pg_advisory_xact_lock(admission_lock_key(tenant_id))))
+        await uow.tx.fetch(_LOCK, {"key": admission_lock_key(tenant_id)})

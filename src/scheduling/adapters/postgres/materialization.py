@@ -15,6 +15,9 @@ the prepared statement per pooled connection):
   CTEs) and the three session events in one INSERT; foreign keys are checked at the
   end of the statement;
 * process events are one multi-row INSERT.
+
+Every statement runs through ``Transaction.fetch`` as a ``Prepared`` (ADR 1740):
+compiled once, sent by asyncpg directly, rows read as records.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from asyncpg import Record
 from sqlalchemy import Insert, Select, Table, and_, bindparam, insert, literal, select, true
 
-from scheduling.adapters.postgres.repositories.schedules import to_schedule
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import (
     agent_versions,
     principals,
@@ -144,6 +148,11 @@ QUEUE_RUN: Insert = _rows(session_events, "e", SESSION_EVENTS).add_cte(
 )
 
 _EVENT_STATEMENTS: dict[int, Insert] = {}
+_PREPARED_EVENTS: dict[int, Prepared] = {}
+_LOCK_DUE = Prepared(LOCK_DUE)
+_CONTEXT = Prepared(CONTEXT)
+_QUEUE_RUN = Prepared(QUEUE_RUN)
+_SCHEDULE_COLUMNS = tuple(c.name for c in schedules.columns)
 
 
 def append_events_statement(count: int) -> Insert:
@@ -152,6 +161,17 @@ def append_events_statement(count: int) -> Insert:
     if statement is None:
         statement = _EVENT_STATEMENTS.setdefault(count, _rows(process_events, "p", count))
     return statement
+
+
+def _append_events_prepared(count: int) -> Prepared:
+    prepared = _PREPARED_EVENTS.get(count)
+    if prepared is None:
+        prepared = _PREPARED_EVENTS.setdefault(count, Prepared(append_events_statement(count)))
+    return prepared
+
+
+def _schedule(row: Record) -> Schedule:
+    return Schedule(**{name: row[name] for name in _SCHEDULE_COLUMNS})
 
 
 def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -173,19 +193,20 @@ class PostgresMaterializationStore:
         self, uow: UnitOfWork, schedule_id: UUID, now: datetime
     ) -> tuple[Schedule, ScheduleRevision] | None:
         pg = _pg(uow)
-        row = (await pg.tx.execute(LOCK_DUE, {"schedule_id": schedule_id, "now": now})).first()
-        if row is None:
+        rows = await pg.tx.fetch(_LOCK_DUE, {"schedule_id": schedule_id, "now": now})
+        if not rows:
             return None
-        schedule = to_schedule(row)
-        if row.r_definition is None:  # committed after this statement's snapshot
+        row = rows[0]
+        schedule = _schedule(row)
+        if row["r_definition"] is None:  # committed after this statement's snapshot
             revision = await pg.schedules.get_revision(schedule_id, schedule.current_revision, None)
         else:
             revision = ScheduleRevision.from_definition(
                 schedule.id,
                 schedule.current_revision,
-                row.r_created_by_principal_id,
-                row.r_created_at,
-                row.r_definition,
+                row["r_created_by_principal_id"],
+                row["r_created_at"],
+                row["r_definition"],
             )
         return schedule, revision
 
@@ -199,33 +220,33 @@ class PostgresMaterializationStore:
             "agent_id": revision.agent_id,
             "agent_version": revision.agent_version,
         }
-        row = (await _pg(uow).tx.execute(CONTEXT, params)).one()
+        (row,) = await _pg(uow).tx.fetch(_CONTEXT, params)
         authority = None
-        if row.principal_found is not None:
-            scopes = frozenset(row.scopes)
+        if row["principal_found"] is not None:
+            scopes = frozenset(row["scopes"])
             authority = AuthoritySnapshot(
                 tenant_id=schedule.tenant_id,
                 principal_id=schedule.principal_id,
-                enabled=row.enabled,
+                enabled=row["enabled"],
                 scopes=scopes,
                 authority_version=authority_version(
                     schedule.tenant_id,
                     schedule.principal_id,
-                    row.enabled,
+                    row["enabled"],
                     scopes,
-                    row.authority_inputs,
+                    row["authority_inputs"],
                 ),
             )
         agent = None
-        if row.agent_found is not None:
+        if row["agent_found"] is not None:
             agent = AgentSpec(
                 agent_id=revision.agent_id,
                 version=revision.agent_version,
-                policy_profile=row.policy_profile,
-                limits=RunLimits.model_validate(row.limits),
-                content_hash=row.content_hash,
+                policy_profile=row["policy_profile"],
+                limits=RunLimits.model_validate(row["limits"]),
+                content_hash=row["content_hash"],
             )
-        status = None if row.run_status is None else RunStatus(row.run_status)
+        status = None if row["run_status"] is None else RunStatus(row["run_status"])
         return FiringContext(authority, agent, status)
 
     async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
@@ -239,7 +260,7 @@ class PostgresMaterializationStore:
         _values(queued.checkpoint, "c_", params)
         for i, event in enumerate(queued.events):
             _values(event, f"e{i}_", params)
-        await _pg(uow).tx.execute(QUEUE_RUN, params)
+        await _pg(uow).tx.fetch(_QUEUE_RUN, params)
 
     async def append_events(self, uow: UnitOfWork, events: Sequence[ProcessEvent]) -> None:
         if not events:
@@ -247,4 +268,4 @@ class PostgresMaterializationStore:
         params: dict[str, Any] = {}
         for i, event in enumerate(events):
             _values(event, f"p{i}_", params)
-        await _pg(uow).tx.execute(append_events_statement(len(events)), params)
+        await _pg(uow).tx.fetch(_append_events_prepared(len(events)), params)

@@ -23,6 +23,7 @@ from uuid import UUID
 import asyncpg
 from sqlalchemy import text
 
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
 from scheduling.ports.clock import Clock
 from scheduling.ports.unit_of_work import UnitOfWork
@@ -32,6 +33,7 @@ RUN_CHANNEL = "scheduling_run_queued"
 
 _log = logging.getLogger(__name__)
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+_NOTIFY_PREPARED = Prepared(_NOTIFY)
 
 
 def to_libpq_url(url: str) -> str:
@@ -55,7 +57,7 @@ class PostgresNotifier:
         """Queue the notification in ``uow``'s transaction (delivered at its commit)."""
         if not isinstance(uow, PostgresUnitOfWork):
             raise TypeError("run_queued_in needs the PostgreSQL unit of work")
-        await uow.tx.execute(_NOTIFY, {"channel": RUN_CHANNEL, "payload": str(run_id)})
+        await uow.tx.fetch(_NOTIFY_PREPARED, {"channel": RUN_CHANNEL, "payload": str(run_id)})
 
     async def _send(self, channel: str, payload: str) -> None:
         try:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
 
+import asyncpg
 from sqlalchemy import Executable, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import DBAPIError
@@ -22,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from scheduling.adapters.postgres.errors import broken_connection, translate
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.domain.errors import UnavailableError, ValidationError
@@ -34,6 +36,8 @@ _SCOPE = text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)")
 _SCOPE_AS_ROLE = text(
     "SELECT set_config('role', :r, true), set_config(:t, :tv, true), set_config(:p, :pv, true)"
 )
+_SCOPE_PREPARED = Prepared(_SCOPE)
+_SCOPE_AS_ROLE_PREPARED = Prepared(_SCOPE_AS_ROLE)
 
 
 class Transaction:
@@ -56,6 +60,43 @@ class Transaction:
         except DBAPIError as exc:
             await discard_if_broken(self._conn, exc)
             raise translate(exc) from exc
+
+    async def fetch(
+        self, prepared: Prepared, params: Mapping[str, Any] | None = None
+    ) -> list[asyncpg.Record]:
+        """Run a hot-path statement on the driver connection (ADR 1740); a driver error
+        becomes the same domain error ``execute`` would raise."""
+        conn = self._conn
+        if conn is None:
+            raise UnavailableError(CLOSED, "the unit of work is not open")
+        sql = prepared.compile(conn.dialect)
+        args = prepared.args(params or {})
+        fairy = await conn.get_raw_connection()
+        adapted: Any = fairy.dbapi_connection
+        driver: Any = fairy.driver_connection
+        try:
+            async with adapted._execute_mutex:
+                if not adapted._started:  # SQLAlchemy begins lazily, at the first statement
+                    await adapted._start_transaction()
+                try:
+                    rows: list[asyncpg.Record] = await driver.fetch(sql, *args)
+                except Exception as error:
+                    adapted._handle_exception(error)  # raises the dialect's DB-API error
+                    raise  # pragma: no cover - _handle_exception always raises
+        except conn.dialect.loaded_dbapi.Error as error:
+            wrapped = DBAPIError.instance(
+                sql, args, error, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
+            )
+            await discard_if_broken(conn, wrapped)
+            raise translate(wrapped) from wrapped
+        except BaseException as exit_:
+            # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
+            # connection never returns to the pool (what SQLAlchemy does for execute).
+            if not isinstance(exit_, Exception) and not conn.invalidated:
+                with contextlib.suppress(Exception):
+                    await conn.invalidate()
+            raise
+        return rows
 
 
 async def discard_if_broken(conn: AsyncConnection, exc: BaseException) -> None:
@@ -118,9 +159,9 @@ class PostgresUnitOfWork:
                 "pv": self._principal_id or "",
             }
             if self._assume_role is not None:
-                await self.tx.execute(_SCOPE_AS_ROLE, {**scope, "r": self._assume_role})
+                await self.tx.fetch(_SCOPE_AS_ROLE_PREPARED, {**scope, "r": self._assume_role})
             else:
-                await self.tx.execute(_SCOPE, scope)
+                await self.tx.fetch(_SCOPE_PREPARED, scope)
         except BaseException:
             await self._close()
             raise

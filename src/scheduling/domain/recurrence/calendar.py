@@ -5,15 +5,17 @@ Each selector answers in bounded work, independent of how many dates a span hold
 * ``first_on_or_after`` / ``last_on_or_before`` scan at most a handful of weeks, 13
   months or 9 years (February 29 may be 8 years away across a non-leap century);
 * ``count(a, b)`` is a prefix difference ``F(b) - F(a - 1)`` where ``F`` counts selected
-  dates since 0001-01-01 in closed form (Gregorian leap-year formula), plus at most 11
-  months of the final year.
+  dates since 0001-01-01 in closed form (Gregorian leap-year formula) plus a table of
+  the selected dates before each month of a common or leap year (ADR 1741: built once
+  per selector, so a count never walks the months of its final year).
 """
 
 from __future__ import annotations
 
-import calendar as _calendar
+from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import cache
 from typing import Protocol
 
 from scheduling.domain.cadence import (
@@ -29,8 +31,11 @@ from scheduling.domain.recurrence.counter import OperationCounter
 _ONE_DAY = timedelta(days=1)
 
 
+_MONTH_LENGTHS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def is_leap(year: int) -> bool:
-    return _calendar.isleap(year)
+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
 
 
 def leaps_through(year: int) -> int:
@@ -39,7 +44,9 @@ def leaps_through(year: int) -> int:
 
 
 def month_length(year: int, month: int) -> int:
-    return _calendar.monthrange(year, month)[1]
+    if month == 2 and is_leap(year):
+        return 29
+    return _MONTH_LENGTHS[month - 1]
 
 
 def _add_months(year: int, month: int, n: int) -> tuple[int, int]:
@@ -112,23 +119,44 @@ class Weekly:
 
 
 @dataclass(frozen=True)
+class _MonthTable:
+    """A monthly selection precomputed for every month length (28..31)."""
+
+    by_length: dict[int, tuple[int, ...]]
+    """The selected days of a month of that length, ascending, each once."""
+    before: tuple[tuple[int, ...], tuple[int, ...]]
+    """Selected dates before month ``m`` (index ``m - 1``) of a common, a leap year."""
+    per_year: tuple[int, int]
+    """Selected dates in a whole common, leap year."""
+
+
+@cache
+def _month_table(days: tuple[int, ...], last_day: bool) -> _MonthTable:
+    by_length = {
+        n: tuple(sorted({d for d in days if d <= n} | ({n} if last_day else set())))
+        for n in (28, 29, 30, 31)
+    }
+    before: list[tuple[int, ...]] = []
+    for leap in (False, True):
+        running, cumulative = 0, []
+        for month in range(1, 13):
+            cumulative.append(running)
+            length = 29 if leap and month == 2 else _MONTH_LENGTHS[month - 1]
+            running += len(by_length[length])
+        before.append(tuple(cumulative))
+    common = before[0][11] + len(by_length[31])
+    leap_year = before[1][11] + len(by_length[31])
+    return _MonthTable(by_length, (before[0], before[1]), (common, leap_year))
+
+
+@dataclass(frozen=True)
 class Monthly:
     days: tuple[int, ...]
     last_day: bool
 
-    def selected_in(self, year: int, month: int) -> list[int]:
+    def selected_in(self, year: int, month: int) -> tuple[int, ...]:
         """Selected days of one month, ascending, each once."""
-        length = month_length(year, month)
-        chosen = {d for d in self.days if d <= length}
-        if self.last_day:
-            chosen.add(length)
-        return sorted(chosen)
-
-    def _per_length(self, length: int) -> int:
-        chosen = {d for d in self.days if d <= length}
-        if self.last_day:
-            chosen.add(length)
-        return len(chosen)
+        return _month_table(self.days, self.last_day).by_length[month_length(year, month)]
 
     def first_on_or_after(self, day: date, counter: OperationCounter) -> date | None:
         year, month = day.year, day.month
@@ -158,16 +186,17 @@ class Monthly:
 
     def count_through(self, day: date, counter: OperationCounter) -> int:
         counter.calendar_steps += 1
+        table = _month_table(self.days, self.last_day)
         full_years = day.year - 1
         leaps = leaps_through(full_years)
-        per_year = 7 * self._per_length(31) + 4 * self._per_length(30)
-        total = full_years * per_year
-        total += leaps * self._per_length(29) + (full_years - leaps) * self._per_length(28)
-        for month in range(1, day.month):  # at most 11 months of the final year
-            counter.calendar_steps += 1
-            total += self._per_length(month_length(day.year, month))
-        total += sum(1 for d in self.selected_in(day.year, day.month) if d <= day.day)
-        return total
+        common, leap_year = table.per_year
+        total = (full_years - leaps) * common + leaps * leap_year
+        leap = is_leap(day.year)
+        total += table.before[leap][day.month - 1]
+        this_month = table.by_length[
+            29 if leap and day.month == 2 else _MONTH_LENGTHS[day.month - 1]
+        ]
+        return total + bisect_right(this_month, day.day)
 
 
 @dataclass(frozen=True)

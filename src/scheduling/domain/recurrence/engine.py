@@ -13,6 +13,13 @@ its own date on the wall clock, or the next one when a gap runs past midnight. S
   do not exist in the zone (whole-day gaps such as Pacific/Apia 2011-12-30), located
   through the zone's transitions in the span by binary search.
 
+Quiet references (ADR 1741): when no transition changes the zone's offset within three
+days of a reference instant, every wall time within a day of its wall clock exists
+exactly once at that offset. Then the first date after the reference is known from the
+wall clock alone (next/latest start there instead of two days away), and a count whose
+two ends are both quiet needs no resolution at all: its first and last dates follow from
+comparing the cadence's wall time with each end's wall clock.
+
 Every instant in and out is aware UTC; a naive argument raises ``ValidationError``.
 """
 
@@ -28,7 +35,7 @@ from scheduling.domain.reasons import reason
 from scheduling.domain.recurrence.calendar import DateSelector, count_between, selector_for
 from scheduling.domain.recurrence.counter import OperationCounter, ensure
 from scheduling.domain.recurrence.resolve import Firing, Resolution, resolve
-from scheduling.domain.recurrence.tzif import Transition, zone_transitions
+from scheduling.domain.recurrence.tzif import Transition, quiet, zone_transitions
 from scheduling.domain.recurrence.zones import load_zone
 
 NAIVE_REFERENCE = reason(
@@ -43,6 +50,14 @@ _TICK = timedelta(microseconds=1)
 _SLACK = 2
 # A defensive ceiling on resolutions per look-up; real look-ups need fewer than ten.
 _MAX_STEPS = 64
+# No offset change this close to a reference: wall times within a day of its wall clock
+# resolve exactly at its offset, and none of them recurs elsewhere (a fold that far
+# would need an offset change of more than two days).
+_QUIET_SECONDS = 3 * 86400
+# Counts this close to datetime's range take the general path (no date arithmetic
+# can overflow there).
+_EDGE = datetime.combine(date.min, time(0)) + timedelta(days=3)
+_FAR = datetime.combine(date.max, time(0)) - timedelta(days=3)
 
 
 def utc_instant(value: datetime, field: str) -> datetime:
@@ -71,6 +86,23 @@ def _local_date(cadence: CivilCadence, instant: datetime, counter: OperationCoun
         return instant.date()
 
 
+def _quiet_wall(
+    cadence: CivilCadence, instant: datetime, counter: OperationCounter
+) -> datetime | None:
+    """The (naive) wall clock at ``instant`` if the zone's offset is constant within
+    ``_QUIET_SECONDS`` of it, else ``None``."""
+    counter.zone_lookups += 1
+    counter.transitions_scanned += 1
+    try:
+        local = instant.astimezone(load_zone(cadence.timezone))
+        seconds = int(instant.timestamp())
+    except OverflowError:
+        return None
+    if not quiet(cadence.timezone, seconds - _QUIET_SECONDS, seconds + _QUIET_SECONDS):
+        return None
+    return local.replace(tzinfo=None)
+
+
 def _shift(day: date, days: int) -> date | None:
     try:
         return day + timedelta(days=days)
@@ -94,7 +126,11 @@ def next_firing(
     if isinstance(cadence, OnceCadence):
         return _once_firing(cadence) if cadence.at > instant else None
     selector = selector_for(cadence)
-    day = _shift(_local_date(cadence, instant, ops), -_SLACK)
+    wall = _quiet_wall(cadence, instant, ops)
+    if wall is None:
+        day = _shift(_local_date(cadence, instant, ops), -_SLACK)
+    else:  # every earlier date's wall time is at or before ``wall``: not after instant
+        day = _shift(wall.date(), 0 if cadence.local_time > wall.time() else 1)
     candidate = None if day is None else selector.first_on_or_after(day, ops)
     for _ in range(_MAX_STEPS):
         if candidate is None:
@@ -116,7 +152,11 @@ def latest_firing(
     if isinstance(cadence, OnceCadence):
         return _once_firing(cadence) if cadence.at <= instant else None
     selector = selector_for(cadence)
-    day = _shift(_local_date(cadence, instant, ops), _SLACK)
+    wall = _quiet_wall(cadence, instant, ops)
+    if wall is None:
+        day = _shift(_local_date(cadence, instant, ops), _SLACK)
+    else:  # every later date's wall time is after ``wall``: after instant
+        day = _shift(wall.date(), 0 if cadence.local_time <= wall.time() else -1)
     candidate = selector.last_on_or_before(day or date.max, ops)
     for _ in range(_MAX_STEPS):
         if candidate is None:
@@ -158,7 +198,24 @@ def count_inclusive(
     cadence: Cadence, start: datetime, end: datetime, counter: OperationCounter | None = None
 ) -> int:
     """How many nominal instants ``n`` satisfy ``start <= n <= end``."""
-    return span_inclusive(cadence, start, end, counter)[0]
+    start = utc_instant(start, "start")
+    end = utc_instant(end, "end")
+    ops = ensure(counter)
+    if isinstance(cadence, OnceCadence) or end < start:
+        return span_inclusive(cadence, start, end, ops)[0]
+    first_wall = _quiet_wall(cadence, start, ops)
+    last_wall = None if first_wall is None else _quiet_wall(cadence, end, ops)
+    if first_wall is None or last_wall is None or not _EDGE < first_wall < last_wall < _FAR:
+        return span_inclusive(cadence, start, end, ops)[0]
+    # Both ends quiet: the first date whose wall time is at or after start's wall
+    # clock, the last one at or before end's; no resolution needed.
+    first = _shift(first_wall.date(), 0 if cadence.local_time >= first_wall.time() else 1)
+    last = _shift(last_wall.date(), 0 if cadence.local_time <= last_wall.time() else -1)
+    if first is None or last is None or last < first:
+        return 0
+    selector = selector_for(cadence)
+    selected = count_between(selector, first, last, ops)
+    return selected - _missing_dates(cadence, selector, first, last, start, end, ops)
 
 
 def span_inclusive(
@@ -182,27 +239,32 @@ def span_inclusive(
         return 0, None, None
     selector = selector_for(cadence)
     selected = count_between(selector, first.local_date, last.local_date, ops)
-    count = selected - _missing_dates(cadence, selector, first, last, ops)
+    count = selected - _missing_dates(
+        cadence, selector, first.local_date, last.local_date, first.instant, last.instant, ops
+    )
     return count, first.instant, last.instant
 
 
 def _missing_dates(
     cadence: CivilCadence,
     selector: DateSelector,
-    first: Firing,
-    last: Firing,
+    first_date: date,
+    last_date: date,
+    start: datetime,
+    end: datetime,
     counter: OperationCounter,
 ) -> int:
-    """Selected dates strictly between ``first`` and ``last`` that do not exist in the zone."""
+    """Selected dates strictly between ``first_date`` and ``last_date`` that do not exist
+    in the zone (located by the whole-day gaps between ``start`` and ``end``)."""
     missing = 0
-    for gap in _whole_day_gaps(cadence.timezone, first.instant, last.instant, counter):
+    for gap in _whole_day_gaps(cadence.timezone, start, end, counter):
         day = gap.wall_before().date()
         if gap.wall_before().time() != time(0):
             day += _DAY
         while datetime.combine(day + _DAY, time(0)) <= gap.wall_after():
             counter.calendar_steps += 1
             if (
-                first.local_date < day < last.local_date
+                first_date < day < last_date
                 and selector.first_on_or_after(day, counter) == day
                 and _firing(cadence, day, counter) is None
             ):

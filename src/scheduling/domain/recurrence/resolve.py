@@ -92,10 +92,16 @@ def resolve(zone: ZoneInfo, day: date, wall_time: time, counter: OperationCounte
     """The nominal instant of ``wall_time`` on local ``day`` in ``zone`` (None: no such date)."""
     counter.resolutions += 1
     wall = datetime.combine(day, wall_time)
-    utc_candidates = {
-        wall - _offset(zone, wall.replace(fold=0), counter),
-        wall - _offset(zone, wall.replace(fold=1), counter),
-    }
+    earlier = _offset(zone, wall.replace(fold=0), counter)
+    later = _offset(zone, wall.replace(fold=1), counter)
+    if earlier == later:
+        # The common case (ADR 1741): one candidate, so the general path below would
+        # find exactly this (EXACT) or fall into its gap search with low == high.
+        utc = wall - earlier
+        local = _local(zone, utc, counter)
+        if local.replace(tzinfo=None, fold=0) == wall:
+            return _firing(utc, local, day, wall_time, Resolution.EXACT, zone)
+    utc_candidates = {wall - earlier, wall - later}
     valid = sorted(
         (u, local)
         for u in utc_candidates

@@ -17,7 +17,7 @@ import struct
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 
 from scheduling.domain.recurrence.zones import zone_bytes
 
@@ -211,3 +211,38 @@ def _rule_transitions(rule: _Rule, year: int) -> list[Transition]:
 
 def _days(day: date) -> int:
     return (day.toordinal() - date(1970, 1, 1).toordinal()) * 86400
+
+
+# The footer rule's years around a span: a year is at most 31,622,400 s long; one year
+# of margin either side covers a local-date rule shifted by any UTC offset.
+_MEAN_YEAR = 31_556_952
+
+
+@cache
+def _offset_changes(key: str) -> tuple[tuple[int, ...], int | None, _Rule | None]:
+    zone = zone_transitions(key)
+    changes = tuple(t.at for t in zone.explicit if t.before != t.after)
+    last = zone.explicit[-1].at if zone.explicit else None
+    return changes, last, zone.rule
+
+
+@lru_cache(maxsize=4096)
+def _rule_changes(rule: _Rule, year: int) -> tuple[int, ...]:
+    return tuple(t.at for t in _rule_transitions(rule, year) if t.before != t.after)
+
+
+def quiet(key: str, lo: int, hi: int) -> bool:
+    """Whether no transition of ``key`` changes the UTC offset at a UTC second in
+    ``lo .. hi`` (seconds since 1970): two binary searches, plus the footer rule's
+    transitions of at most a few years when the span passes the explicit ones."""
+    changes, last, rule = _offset_changes(key)
+    if bisect_left(changes, lo) != bisect_right(changes, hi):
+        return False
+    if rule is None or (last is not None and hi <= last):
+        return True
+    first_year = max(lo // _MEAN_YEAR + 1970 - 1, 1)
+    for year in range(first_year, min(hi // _MEAN_YEAR + 1970 + 1, 9998) + 1):
+        for at in _rule_changes(rule, year):
+            if (last is None or at > last) and lo <= at <= hi:
+                return False
+    return True

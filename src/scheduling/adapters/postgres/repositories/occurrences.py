@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import owned_by
 from scheduling.adapters.postgres.tables import schedule_occurrences, schedules
 from scheduling.domain.errors import NotFoundError, ValidationError
@@ -42,6 +43,23 @@ def to_occurrence(row: Any) -> ScheduleOccurrence:
     )
 
 
+def _insert_statement() -> Prepared:
+    """The hot-path INSERT, built once (ADR 1740): a conflict on the idempotency key
+    inserts nothing and returns no row."""
+    bound = {c.name: bindparam(c.name, type_=c.type) for c in schedule_occurrences.columns}
+    return Prepared(
+        statement=(
+            insert(schedule_occurrences)
+            .values(bound)
+            .on_conflict_do_nothing(index_elements=["schedule_id", "nominal_fire_at"])
+            .returning(_occ.id)
+        )
+    )
+
+
+_INSERT = _insert_statement()
+
+
 def _visible(principal: Principal | None) -> Any:
     return _occ.schedule_id.in_(select(schedules.c.id).where(owned_by(principal)))
 
@@ -51,13 +69,7 @@ class PostgresOccurrenceRepository:
         self._tx = tx
 
     async def insert(self, occurrence: ScheduleOccurrence) -> ScheduleOccurrence:
-        statement = (
-            insert(schedule_occurrences)
-            .values(occurrence_row(occurrence))
-            .on_conflict_do_nothing(index_elements=["schedule_id", "nominal_fire_at"])
-            .returning(_occ.id)
-        )
-        if (await self._tx.execute(statement)).first() is not None:
+        if await self._tx.fetch(_INSERT, occurrence_row(occurrence)):
             return occurrence
         existing = select(schedule_occurrences).where(
             _occ.schedule_id == occurrence.schedule_id,

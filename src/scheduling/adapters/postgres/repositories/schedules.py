@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from sqlalchemy import and_, delete, func, insert, select, true, tuple_, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, true, tuple_, update
 
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import (
     schedule_idempotency_keys,
     schedule_occurrences,
@@ -48,6 +49,26 @@ _MUTABLE = (
     "updated_at",
 )
 TERMINAL = ("COMPLETED", "CANCELLED")
+_TRUSTED_CAS: dict[tuple[str, ...], Prepared] = {}
+
+
+def _trusted_cas(changed: tuple[str, ...]) -> Prepared:
+    """The trusted-scope CAS UPDATE that writes ``changed`` (built once per column set;
+    ADR 1740): the same predicate as ``mutate``'s, every value bound."""
+    prepared = _TRUSTED_CAS.get(changed)
+    if prepared is None:
+        c = schedules.c
+        matches = [
+            c[n].is_not_distinct_from(bindparam(f"w_{n}", type_=c[n].type)) for n in _MUTABLE
+        ]
+        statement = (
+            update(schedules)
+            .where(c.id == bindparam("w_id", type_=c.id.type), *matches)
+            .values({n: bindparam(f"v_{n}", type_=c[n].type) for n in changed})
+            .returning(c.id)
+        )
+        prepared = _TRUSTED_CAS.setdefault(changed, Prepared(statement))
+    return prepared
 
 
 def schedule_row(schedule: Schedule) -> dict[str, Any]:
@@ -203,13 +224,19 @@ class PostgresScheduleRepository:
         # Only changed columns are written, so a role with column-level UPDATE (the
         # scheduler) can advance its fields; the CAS predicate still covers them all.
         changed = [name for name in _MUTABLE if expected[name] != updated[name]] or ["updated_at"]
-        statement = (
-            update(schedules)
-            .where(schedules.c.id == command.updated.id, owned_by(command.principal), *matches)
-            .values({name: updated[name] for name in changed})
-        )
-        result = await self._tx.execute(statement)
-        if result.rowcount != 1:
+        if command.principal is None:  # the scheduler's hot path: one prepared statement
+            params = {"w_id": command.updated.id}
+            params.update({f"w_{name}": expected[name] for name in _MUTABLE})
+            params.update({f"v_{name}": updated[name] for name in changed})
+            rowcount = len(await self._tx.fetch(_trusted_cas(tuple(changed)), params))
+        else:
+            statement = (
+                update(schedules)
+                .where(schedules.c.id == command.updated.id, owned_by(command.principal), *matches)
+                .values({name: updated[name] for name in changed})
+            )
+            rowcount = (await self._tx.execute(statement)).rowcount
+        if rowcount != 1:
             current = await self.get(command.updated.id, command.principal)
             raise ConflictError(
                 STALE,

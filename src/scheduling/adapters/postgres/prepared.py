@@ -1,0 +1,57 @@
+"""Hot-path statements compiled once and run on the driver connection (ADR 1740).
+
+A ``Prepared`` wraps a SQLAlchemy construct that has only bound parameters. On first use
+it is compiled with the connection's dialect into asyncpg's own SQL (``$n``
+placeholders, the same casts SQLAlchemy renders), the bound names in order, and their
+bind processors (JSON serialization). ``Transaction.fetch`` then sends the SQL through
+asyncpg directly: asyncpg keeps it prepared per connection, and SQLAlchemy's per-call
+work (cache key, execution context, result wrapping, the greenlet hop) disappears. The
+transaction itself is still begun, committed and rolled back by SQLAlchemy on the same
+connection, and driver errors are translated exactly as for ``Transaction.execute``.
+Rows are asyncpg records (``row["name"]``); JSON arrives decoded by the codec
+SQLAlchemy's dialect installs on every pooled connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.sql import ClauseElement
+
+Processor = Callable[[Any], Any]
+
+
+class Prepared:
+    """One statement, compiled for asyncpg on first use."""
+
+    def __init__(self, statement: ClauseElement) -> None:
+        self.statement = statement
+        self._sql: str | None = None
+        self._order: tuple[tuple[str, Processor | None, bool, Any], ...] = ()
+
+    def compile(self, dialect: Dialect) -> str:
+        """The statement's SQL for ``dialect`` (compiled once)."""
+        if self._sql is None:
+            compiled: Any = self.statement.compile(dialect=dialect)
+            processors: Mapping[str, Processor] = compiled._bind_processors
+            binds = compiled.binds
+            self._order = tuple(
+                (name, processors.get(name), binds[name].required, binds[name].value)
+                for name in compiled.positiontup
+            )
+            sql = str(compiled.string)
+            if "__[POSTCOMPILE_" in sql:
+                raise ValueError("a prepared statement cannot hold an expanding IN parameter")
+            self._sql = sql
+        return self._sql
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        """Positional arguments for ``params`` (literal binds keep their own value; a
+        missing required one raises ``KeyError`` rather than binding NULL)."""
+        out: list[Any] = []
+        for name, processor, required, default in self._order:
+            value = params[name] if required else params.get(name, default)
+            out.append(value if processor is None or value is None else processor(value))
+        return out
