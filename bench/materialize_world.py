@@ -10,11 +10,11 @@ admits everything) on a clock shifted so that the real start of the drain is
 ``nominal + 30 s``; the due-to-decided lag is therefore real decision latency.
 
 Statements and transactions are counted inside each worker process: SQLAlchemy engine
-events (``before_cursor_execute``, ``begin``) for statements SQLAlchemy executes, and an
-asyncpg query logger on every pooled connection for the hot path's prepared statements
-(``Transaction.fetch``, ADR 1740) and the driver's own BEGIN/COMMIT/ROLLBACK, which are
-round trips but not statements. New server sessions (connections) and commits are read
-from ``pg_stat_database`` around the drain.
+events (``before_cursor_execute``, ``begin``) for every statement, the hot path's prepared
+statements (``Transaction.fetch``, ADR 1740) included since it fires the same events, and
+an asyncpg query logger on every pooled connection for the driver's own
+BEGIN/COMMIT/ROLLBACK, which are round trips but not statements. New server sessions
+(connections) and commits are read from ``pg_stat_database`` around the drain.
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ async def drain(
 
     def on_query(record: Any) -> None:
         name = verb(record.query)
-        (control if name in CONTROL else statements)[name] += 1
+        if name in CONTROL:  # statements arrive through the engine's cursor events
+            control[name] += 1
 
     def on_checkout(dbapi_connection: Any, *_: Any) -> None:
         driver = dbapi_connection.driver_connection

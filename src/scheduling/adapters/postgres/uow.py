@@ -20,6 +20,7 @@ from sqlalchemy import Executable, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util import greenlet_spawn
 
 from scheduling.adapters.postgres.errors import broken_connection, translate
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
@@ -71,6 +72,23 @@ class Transaction:
             raise UnavailableError(CLOSED, "the unit of work is not open")
         sql = prepared.compile(conn.dialect)
         args = prepared.args(params or {})
+        # The engine's cursor events fire for these statements too, so every statement
+        # observer (the gates' EXPLAIN and lock instruments) sees the hot path; with no
+        # listener (production) this costs one truth test.
+        dispatch: Any = conn.sync_connection.dispatch if conn.sync_connection else None
+        observed = dispatch is not None and bool(
+            dispatch.before_cursor_execute or dispatch.after_cursor_execute
+        )
+        if observed:
+            await greenlet_spawn(
+                dispatch.before_cursor_execute,
+                conn.sync_connection,
+                None,
+                sql,
+                tuple(args),
+                None,
+                False,
+            )
         fairy = await conn.get_raw_connection()
         adapted: Any = fairy.dbapi_connection
         driver: Any = fairy.driver_connection
@@ -96,6 +114,16 @@ class Transaction:
                 with contextlib.suppress(Exception):
                     await conn.invalidate()
             raise
+        if observed:
+            await greenlet_spawn(
+                dispatch.after_cursor_execute,
+                conn.sync_connection,
+                None,
+                sql,
+                tuple(args),
+                None,
+                False,
+            )
         return rows
 
 
