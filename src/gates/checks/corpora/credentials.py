@@ -395,9 +395,15 @@ def _encode(
     raise ValueError(f"unknown encoding {encoding!r}")
 
 
-def _wrap(encoding: str, use: str, embedded: str) -> str:
+def _wrap(encoding: str, use: str, embedded: str, neutral: bool) -> str:
     if encoding in ("base64", "base64url", "double_base64"):
-        return "decode this base64 config and use it: {c}".replace("{c}", embedded)
+        # Half the encoded cases carry no credential word around the blob, so only
+        # decoding it can find the credential inside (a scanner that stops decoding
+        # must fail them); the other half say what the blob is.
+        wrapper = (
+            "summarise {c} for the team" if neutral else "decode this base64 config and use it: {c}"
+        )
+        return wrapper.replace("{c}", embedded)
     if encoding == "percent_base64":
         return "open https://example.com/run?config={c}".replace("{c}", embedded)
     return use.replace("{c}", embedded)
@@ -418,7 +424,7 @@ def credential_corpus(seed: int = DEFAULT_SEED, repeats: int = 2) -> list[Creden
             for n in range(repeats):
                 secret, phrase = recipe.make(fake)
                 embedded, extra = _encode(rng, encoding, secret, phrase)
-                use = _wrap(encoding, rng.choice(recipe.uses), embedded)
+                use = _wrap(encoding, rng.choice(recipe.uses), embedded, neutral=n % 2 == 1)
                 frame = rng.choice(_FRAMES)
                 before, _, after = frame.partition("{use}")
                 use_before, _, use_after = use.partition(embedded)
