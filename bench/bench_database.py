@@ -28,7 +28,7 @@ from simulation.provider import DatabaseServer, acquire_server
 from simulation.provider._binaries import find_embedded, find_local
 from simulation.provider._cluster import Cluster, make_root, remove_root
 from simulation.provider._info import SHM_DIR
-from simulation.provider.pytest_plugin import build_migrated, migrated_template_key
+from simulation.provider.templates import build_migrated, migrated_template_key
 
 
 def summary(samples: list[float]) -> dict[str, Any]:
