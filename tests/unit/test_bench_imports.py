@@ -17,7 +17,8 @@ SCRIPTS = sorted(p for p in BENCH.glob("*.py"))
 def test_benchmark_script_imports(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCH))  # the scripts import their sibling modules
     spec = importlib.util.spec_from_file_location(f"bench_import_{script.stem}", script)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)  # runs only the imports and definitions (__main__ guard)
