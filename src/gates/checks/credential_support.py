@@ -13,13 +13,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from sqlalchemy import text
+
+import scheduling.adapters.postgres.tables as tables_module
 from gates.checks.corpora import CredentialCase
+from scheduling.adapters.postgres.roles import role_names
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import SchedulingError
 from scheduling.domain.identity import Principal
 from scheduling.domain.revision import MAX_TITLE
 from scheduling.domain.secrets import SECRET_DETECTED
 from scheduling.service import SchedulePatch
-from simulation.worlds.service import World, definition
+from simulation.worlds.service import World, build_world, definition, principal, seed_durable
 
 PATHS = ("create.instruction", "create.title", "patch.instruction", "update.instruction")
 
@@ -85,9 +90,9 @@ async def run_corpus(
                 report.leaked_in_errors.append(case.case_id)
         else:
             report.accepted.append(f"{case.case_id} via {path}")
-    for index, text in enumerate(benign):
+    for index, control in enumerate(benign):
         try:
-            await world.service.create(who, f"benign-{index}", definition(instruction=text))
+            await world.service.create(who, f"benign-{index}", definition(instruction=control))
             report.benign_accepted += 1
         except SchedulingError as exc:
             report.benign_rejected.append(f"benign-{index}: {exc.code}")
@@ -118,3 +123,34 @@ async def _submit(
         else:
             changed = definition(instruction=case.instruction)
             await service.update(who, detail.schedule.id, revision, changed)
+
+
+async def run_corpus_on_postgres(
+    pg_url: str,
+    cases: Sequence[CredentialCase],
+    benign: Sequence[str],
+    *,
+    log_text: Callable[[], str],
+) -> CorpusReport:
+    """``run_corpus`` through the API role on the database at ``pg_url``; the search of
+    stored state reads every row of every table of the persistence metadata as text."""
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
+    who = principal("alice")
+    try:
+        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+        await seed_durable(admin, [who])
+        world = build_world(api, durable_directory=api)
+
+        async def dump_database() -> str:
+            parts: list[str] = []
+            async with admin.engine.connect() as conn:
+                for name in sorted(tables_module.metadata.tables):
+                    rows = await conn.execute(text(f"SELECT t::text FROM {name} t"))
+                    parts.extend(row[0] for row in rows)
+            return "\n".join(parts)
+
+        return await run_corpus(
+            world, who, cases, benign, dump_database=dump_database, log_text=log_text
+        )
+    finally:
+        await admin.dispose()

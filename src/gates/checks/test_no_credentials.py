@@ -20,16 +20,12 @@ import logging
 from dataclasses import dataclass
 
 import pytest
-from sqlalchemy import text
 
 import scheduling.adapters.postgres.tables as tables_module
 from gates.checks.corpora import benign_corpus, credential_corpus
-from gates.checks.credential_support import run_corpus
+from gates.checks.credential_support import run_corpus_on_postgres
 from gates.checks.credential_walk import credential_fields, discover_models
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from simulation.worlds.service import build_world, principal, seed_durable
 
 GATE = "gate.schedule.no_credentials"
 # The whole product: domain values, port records, service results, adapter models.
@@ -66,26 +62,7 @@ async def test_credential_corpus_is_rejected_and_never_stored_or_logged(
     caplog.set_level(logging.INFO, logger="sqlalchemy.engine")
     cases = credential_corpus(CORPUS_SEED)
     benign = benign_corpus(CORPUS_SEED)[:BENIGN]
-    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
-    who = principal("alice")
-    try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        await seed_durable(admin, [who])
-        world = build_world(api, durable_directory=api)
-
-        async def dump_database() -> str:
-            parts: list[str] = []
-            async with admin.engine.connect() as conn:
-                for name in sorted(tables_module.metadata.tables):
-                    rows = await conn.execute(text(f"SELECT t::text FROM {name} t"))
-                    parts.extend(row[0] for row in rows)
-            return "\n".join(parts)
-
-        report = await run_corpus(
-            world, who, cases, benign, dump_database=dump_database, log_text=lambda: caplog.text
-        )
-    finally:
-        await admin.dispose()
+    report = await run_corpus_on_postgres(pg_url, cases, benign, log_text=lambda: caplog.text)
     gate_evidence.record("corpus_seed", CORPUS_SEED)
     gate_evidence.record("cases", report.cases)
     gate_evidence.record("rejected", report.rejected)

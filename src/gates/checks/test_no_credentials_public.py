@@ -16,9 +16,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from sqlalchemy import text
 
-import scheduling.adapters.postgres.tables as tables_module
 from gates.checks.corpora.public_formats import (
     BENIGN,
     FORMATS_FILE,
@@ -26,11 +24,8 @@ from gates.checks.corpora.public_formats import (
     load_rules,
     vendor_cases,
 )
-from gates.checks.credential_support import run_corpus
+from gates.checks.credential_support import run_corpus_on_postgres
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from simulation.worlds.service import build_world, principal, seed_durable
 
 GATE = "gate.schedule.no_credentials"
 CORPUS_SEED = 20261201
@@ -46,26 +41,7 @@ async def test_public_format_corpus_is_rejected_and_never_stored_or_logged(
     sources, rules = load_rules()
     vendor, skipped = vendor_cases(CORPUS_SEED)
     cases = vendor + entropy_cases(CORPUS_SEED)
-    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
-    who = principal("alice")
-    try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        await seed_durable(admin, [who])
-        world = build_world(api, durable_directory=api)
-
-        async def dump_database() -> str:
-            parts: list[str] = []
-            async with admin.engine.connect() as conn:
-                for name in sorted(tables_module.metadata.tables):
-                    rows = await conn.execute(text(f"SELECT t::text FROM {name} t"))
-                    parts.extend(row[0] for row in rows)
-            return "\n".join(parts)
-
-        report = await run_corpus(
-            world, who, cases, BENIGN, dump_database=dump_database, log_text=lambda: caplog.text
-        )
-    finally:
-        await admin.dispose()
+    report = await run_corpus_on_postgres(pg_url, cases, BENIGN, log_text=lambda: caplog.text)
     gate_evidence.record("corpus_seed", CORPUS_SEED)
     gate_evidence.record("formats_file", FORMATS_FILE.name)
     gate_evidence.record("sources", sources)
