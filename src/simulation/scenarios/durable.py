@@ -26,7 +26,6 @@ server of ``scheduling-sim run`` never is; the gate check builds its own.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
@@ -45,6 +44,7 @@ from simulation.scenarios.materialize import (
     SCHEDULING_TABLES,
     STEPS,
     complete_ledger,
+    rows_of,
     scheduler_factory,
     setup_at,
 )
@@ -56,26 +56,6 @@ WRITTEN = tuple(t for t in SCHEDULING_TABLES if t != "schedules")
 # before any task moves, so the first retry already meets a server in service.
 RETRY = RetrySettings(attempts=4, base_delay_seconds=0.05, max_delay_seconds=0.5)
 PASSES = 2
-
-
-async def rows_of(world: World) -> dict[str, list[dict[str, Any]]]:
-    """Every row of the scheduling tables, through a new connection."""
-    conn = await world.connect()
-    try:
-        out: dict[str, list[dict[str, Any]]] = {}
-        for table in SCHEDULING_TABLES:
-            out[table] = [dict(r) for r in await conn.fetch(f"SELECT * FROM {table}")]  # noqa: S608
-        for row in out["sessions"]:
-            row["metadata"] = _json(row["metadata"])
-        for row in out["session_events"]:
-            row["payload"] = _json(row["payload"])
-        return out
-    finally:
-        await conn.close()
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def worker_for(*, split_commit: bool) -> Any:

@@ -195,7 +195,8 @@ def _summary(result: MaterializeResult) -> dict[str, Any]:
     }
 
 
-async def _rows(world: World) -> dict[str, list[dict[str, Any]]]:
+async def rows_of(world: World) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the scheduling tables, through a new connection."""
     conn = await world.connect()
     try:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -268,7 +269,7 @@ def winners(world: World) -> list[str]:
 
 
 async def check_once(world: World, view: ExecutionView) -> list[Violation]:
-    rows = await _rows(world)
+    rows = await rows_of(world)
     found = complete_ledger(
         rows, world.vars["schedule_id"], world.vars["nominal"], world.vars["coalesced"]
     )
@@ -300,7 +301,7 @@ async def check_once(world: World, view: ExecutionView) -> list[Violation]:
 
 async def quiet_atomic(world: World, view: ExecutionView) -> None:
     """Record what survived the crash, then retry once without faults."""
-    world.vars["after_crash"] = await _rows(world)
+    world.vars["after_crash"] = await rows_of(world)
     engine_factory = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
     try:
         retry = build_materializer(
@@ -349,9 +350,9 @@ async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:
                 "materialize.retry", f"retry returned {result.status.value}, not {expected_status}"
             )
         )
-    found += complete_ledger(await _rows(world), sid, nominal, folded)
+    found += complete_ledger(await rows_of(world), sid, nominal, folded)
     if result.occurrence is not None and not found:
-        stored = (await _rows(world))["schedule_occurrences"][0]
+        stored = (await rows_of(world))["schedule_occurrences"][0]
         if stored["id"] != result.occurrence.id or stored["run_id"] != result.occurrence.run_id:
             found.append(Violation("materialize.retry", "retry returned another occurrence"))
     return found
@@ -421,7 +422,7 @@ async def ontime_worker(ctx: WorkerContext) -> None:
 
 
 async def check_not_early(world: World, view: ExecutionView) -> list[Violation]:
-    rows = await _rows(world)
+    rows = await rows_of(world)
     nominal = world.vars["nominal"]
     found = complete_ledger(rows, world.vars["schedule_id"], nominal)
     for occ in rows["schedule_occurrences"]:
