@@ -17,17 +17,13 @@ or a planned fault never fired is ``not_covered`` (ERROR), never PASS.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from simulation.engine import evidence, targets
-from simulation.engine.errors import FaultKind
-from simulation.engine.faults import CLIENT_FAULT_KINDS, FaultPolicy, FaultSpec
-from simulation.engine.oracles import RandomOracle
+from simulation.engine.faults import CLIENT_FAULT_KINDS
 from simulation.engine.scenario import Scenario
 from simulation.engine.simulator import Exploration, Simulator
 from simulation.engine.store import FailureStore
@@ -40,42 +36,19 @@ SEED = gate_seed(7)
 EVERY_KIND = gate_profile() == "deep"
 
 
-def kinds_at(index: int, seed: int, every_kind: bool) -> Sequence[FaultKind]:
-    """The fault kinds fired at the ``index``-th crash point of a sweep."""
-    kinds = CLIENT_FAULT_KINDS  # a server crash has its own facet (durable)
-    return kinds if every_kind else (kinds[(index + seed) % len(kinds)],)
-
-
 async def crash_sweep(
     sim: Simulator, scenario: Scenario, seed: int, *, every_kind: bool = EVERY_KIND
 ) -> Exploration:
-    """One discovery walk, then a fault after each step it reached (``kinds_at``)."""
-    result = Exploration(scenario, "crash", seed)
-    result.seeds.append(seed)
-    discovery = await sim.run_random(scenario, seed)
-    result.add(discovery)
-    eligible = set(scenario.eligible_fault_steps)
-    points = [d.chosen for d in discovery.decisions if d.chosen.step in eligible]
-    index = 1
-    for number, point in enumerate(points):
-        for kind in kinds_at(number, seed, every_kind):
-            spec = FaultSpec(point.step, kind, point.task, point.visit)
-            policy = FaultPolicy(specs=(spec,))
-            result.add(
-                await sim.execute(
-                    scenario,
-                    seed=seed,
-                    mode="crash",
-                    oracle=RandomOracle(random.Random(seed)),
-                    faults=policy,
-                    index=index,
-                    extra={"crash_point": spec.as_json()},
-                )
-            )
-            index += 1
-            if policy.unfired():
-                result.planned_faults_unfired.append(f"{kind.value}@{point.step}")
-    return result
+    """One discovery walk, then a fault after each step it reached: every client kind
+    (deep), or one kind per step rotated by the seed (quick)."""
+    return await sim.explore(
+        scenario,
+        mode="crash",
+        seed=seed,
+        kinds=CLIENT_FAULT_KINDS,
+        rotate_kinds=not every_kind,
+        replay_saved=False,
+    )
 
 
 def simulator(server: DatabaseServer, template: str, tmp: Path) -> Simulator:
