@@ -28,6 +28,8 @@ import asyncpg
 Spawn = Callable[[str], Awaitable[asyncio.subprocess.Process]]
 SERVER_KINDS = ("server_crash", "failover")
 AIM_SECONDS = 5.0
+# A termination aimed at an open transaction waits at most this long for one.
+TERMINATE_AIM_SECONDS = 1.0
 AIM_POLL_SECONDS = 0.005
 
 
@@ -124,11 +126,13 @@ class ServerFaults:
     failover_at: float | None = None
 
 
-async def _aim(admin: asyncpg.Connection, backends: list[Any], deadline: float) -> list[Any]:
-    """Wait (bounded by ``AIM_SECONDS`` and the soak's end) for a moment when some
-    client backend is inside a transaction: a server crash is rare and costly, so it
-    should hit one (on a loaded machine the processes may still be starting)."""
-    until = min(deadline, time.monotonic() + AIM_SECONDS)
+async def _aim(
+    admin: asyncpg.Connection, backends: list[Any], deadline: float, seconds: float = AIM_SECONDS
+) -> list[Any]:
+    """Wait (bounded by ``seconds`` and the soak's end) for a moment when some client
+    backend is inside a transaction: a fault meant for one should hit one (on a loaded
+    machine the processes may still be starting)."""
+    until = min(deadline, time.monotonic() + seconds)
     while not any(b["in_tx"] for b in backends) and time.monotonic() < until:
         await asyncio.sleep(AIM_POLL_SECONDS)
         backends = await _open_transactions(admin)
@@ -216,12 +220,16 @@ async def run_with_faults(
                 live[name] = await spawn(name)
             else:
                 next_term = time.monotonic() + gap(terminate_every)
+                # Half the terminations are aimed at an open transaction (waiting briefly
+                # for one): a terminate that lands mid-transaction is the interesting one,
+                # and aiming makes landing one a matter of construction, not of load.
+                aimed = rng.random() < 0.5
+                if aimed:
+                    backends = await _aim(admin, backends, deadline, TERMINATE_AIM_SECONDS)
                 if not backends:
                     continue
-                # Prefer a backend inside a transaction half the time: a terminate
-                # that lands mid-transaction is the interesting one.
                 open_tx = [b for b in backends if b["in_tx"]]
-                pool = open_tx if open_tx and rng.random() < 0.5 else backends
+                pool = open_tx if open_tx and aimed else backends
                 chosen = rng.choice(pool)
                 await admin.execute("SELECT pg_terminate_backend($1)", chosen["pid"])
                 report.faults.append(
