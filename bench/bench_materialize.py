@@ -131,7 +131,7 @@ def drain_run(
         ),
         "statements_per_materialization": round(total / decided, 2),
         "statements_by_verb": dict(sorted(statements.items())),
-        "round_trips_per_materialization": round((total + sum(control.values())) / decided, 2),
+        "round_trips_per_materialization": round(sum(r.round_trips for r in results) / decided, 2),
         "transaction_control_by_verb": dict(sorted(control.items())),
         "transactions_per_materialization": round(
             sum(r.transactions for r in results) / decided, 3

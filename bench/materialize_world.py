@@ -9,12 +9,16 @@ admission controller, the durable directories, ceilings high enough that admissi
 admits everything) on a clock shifted so that the real start of the drain is
 ``nominal + 30 s``; the due-to-decided lag is therefore real decision latency.
 
-Statements and transactions are counted inside each worker process: SQLAlchemy engine
-events (``before_cursor_execute``, ``begin``) for every statement, the hot path's prepared
-statements (``Transaction.fetch``, ADR 1740) included since it fires the same events, and
-an asyncpg query logger on every pooled connection for the driver's own
-BEGIN/COMMIT/ROLLBACK, which are round trips but not statements. New server sessions
-(connections) and commits are read from ``pg_stat_database`` around the drain.
+Statements and transactions are counted inside each worker process without slowing the
+path production runs: an asyncpg query logger on every pooled connection sees what the
+driver sends itself (the hot path's ``Transaction.fetch`` statements, ADR 1740, and
+BEGIN/COMMIT/ROLLBACK, which are round trips but not statements), and the engine's
+``before_execute`` and ``begin`` events see what SQLAlchemy sends (through asyncpg
+prepared statements, which the query logger does not see). No ``before_cursor_execute``
+listener is installed: it would make every hot-path statement take two greenlet hops
+(``Transaction.fetch`` serves statement observers such as the gates' instruments). New
+server sessions (connections) and commits are read from ``pg_stat_database`` around the
+drain.
 """
 
 from __future__ import annotations
@@ -160,6 +164,8 @@ class DrainResult:
     control: dict[str, int]
     """BEGIN / COMMIT / ROLLBACK sent by the driver (round trips, not statements)."""
     transactions: int
+    round_trips: int
+    """Messages sent and answered: each query-logger record and each SQLAlchemy execute."""
     lags: list[float]
     rss_kib: int
     passes: int
@@ -192,20 +198,26 @@ async def drain(
     uow: Any = role.uow
     statements: Counter[str] = Counter()
     control: Counter[str] = Counter()
-    transactions = 0
+    transactions = round_trips = 0
     logged: set[int] = set()
 
     def verb(statement: str) -> str:
         return statement.split(None, 1)[0].upper().rstrip(";")
 
-    def on_execute(*args: Any) -> None:
-        statement: str = args[2]
-        statements[verb(statement)] += 1
+    def on_execute(conn: Any, clauseelement: Any, *_: Any) -> None:
+        nonlocal round_trips
+        round_trips += 1
+        statements[verb(str(clauseelement))] += 1
 
     def on_query(record: Any) -> None:
-        name = verb(record.query)
-        if name in CONTROL:  # statements arrive through the engine's cursor events
-            control[name] += 1
+        # One record is one round trip; a simple query may carry several statements
+        # (the unit of work's ``BEGIN; SELECT set_config(...)``, ADR 1750).
+        nonlocal round_trips
+        round_trips += 1
+        parts = [part for part in record.query.split(";") if part.strip()]
+        for part in parts if not record.args else [record.query]:
+            name = verb(part)
+            (control if name in CONTROL else statements)[name] += 1
 
     def on_checkout(dbapi_connection: Any, *_: Any) -> None:
         driver = dbapi_connection.driver_connection
@@ -217,7 +229,7 @@ async def drain(
         nonlocal transactions
         transactions += 1
 
-    event.listen(uow.engine.sync_engine, "before_cursor_execute", on_execute)
+    event.listen(uow.engine.sync_engine, "before_execute", on_execute)
     event.listen(uow.engine.sync_engine, "begin", on_begin)
     event.listen(uow.engine.sync_engine, "checkout", on_checkout)
     worker = role.worker
@@ -250,6 +262,7 @@ async def drain(
         statements=dict(statements),
         control=dict(control),
         transactions=transactions,
+        round_trips=round_trips,
         lags=[lag - OFFSET.total_seconds() for lag in metrics.lags],
         rss_kib=_rss_kib(),
         passes=passes,

@@ -220,7 +220,6 @@ class PostgresScheduleRepository:
     async def mutate(self, command: ScheduleCommand) -> Schedule:
         expected = schedule_row(command.expected)
         updated = schedule_row(command.updated)
-        matches = [schedules.c[name].is_not_distinct_from(expected[name]) for name in _MUTABLE]
         # Only changed columns are written, so a role with column-level UPDATE (the
         # scheduler) can advance its fields; the CAS predicate still covers them all.
         changed = [name for name in _MUTABLE if expected[name] != updated[name]] or ["updated_at"]
@@ -230,6 +229,7 @@ class PostgresScheduleRepository:
             params.update({f"v_{name}": updated[name] for name in changed})
             rowcount = len(await self._tx.fetch(_trusted_cas(tuple(changed)), params))
         else:
+            matches = [schedules.c[name].is_not_distinct_from(expected[name]) for name in _MUTABLE]
             statement = (
                 update(schedules)
                 .where(schedules.c.id == command.updated.id, owned_by(command.principal), *matches)
