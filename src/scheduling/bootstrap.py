@@ -447,7 +447,7 @@ def build_scheduler(
         factory, pending = uow, PostgresPendingAccounts(uow)
         if settings.url is not None:
             listener = PostgresWakeListener(settings.url, clock=clock)
-            notifier = PostgresNotifier(settings.url)
+        # No queue notifier: the runs insert trigger notifies at commit (ADR 1750).
         principals = (
             DurablePrincipalDirectory(uow)
             if settings.principal_directory == "durable"

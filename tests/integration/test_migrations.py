@@ -57,7 +57,11 @@ async def test_empty_database_to_head_and_back_to_base(pg_empty_url: str) -> Non
     assert await current_revision(pg_empty_url) == head_revision()
     at_head = await _objects(pg_empty_url)
     assert "schedule_occurrences" in at_head["tables"]
-    assert len(at_head["functions"]) == 2
+    assert at_head["functions"] == [
+        "scheduling_reject_event_update",
+        "scheduling_reject_revision_update",
+        "scheduling_run_queued_notify",
+    ]
     await downgrade_to_base(pg_empty_url)
     assert await current_revision(pg_empty_url) is None
     at_base = await _objects(pg_empty_url)

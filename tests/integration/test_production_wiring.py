@@ -42,14 +42,12 @@ from simulation.worlds.runtime import run_worker
 from testsupport.production_env import GOOD
 
 # assume_role: production logs in as the scheduler, a world sets the role (checked below).
-# _tx_notifier is _notifier's in-transaction face (ADR 1700), present when it is.
 INJECTED = frozenset(
     {
         "_clock",
         "_ids",
         "_probe",
         "_notifier",
-        "_tx_notifier",
         "_wake",
         "clock",
         "owner",

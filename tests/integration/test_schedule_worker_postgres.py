@@ -1,5 +1,6 @@
 """The schedule worker on PostgreSQL: isolation of a corrupt definition, bounded batches,
-the sleep computation, the LISTEN/NOTIFY wake, and the poll fallback without it."""
+the sleep computation, the LISTEN/NOTIFY wake, the poll fallback without it, and the
+run-queued notification the runs trigger sends at commit."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 import pytest
 
-from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
+from scheduling.adapters.postgres.notify import (
+    RUN_CHANNEL,
+    PostgresNotifier,
+    PostgresWakeListener,
+    to_libpq_url,
+)
 from scheduling.adapters.system_clock import SystemClock
-from scheduling.service.materializer import MaterializeStatus
+from scheduling.service.materializer import STEP_EVENT, MaterializeStatus
 from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
 from simulation.worlds.materialize import Harness
 
@@ -194,4 +201,41 @@ async def test_retry_result_keeps_schedule_due(pg_url: str) -> None:
         assert (await h.ledger()).of(b).occurrences == []
         assert (await h.schedule(b))["next_fire_at"] == fire
     finally:
+        await h.close()
+
+
+class CrashAt:
+    """A probe that raises at one step: the transaction rolls back there."""
+
+    def __init__(self, step: str) -> None:
+        self.step_name = step
+
+    async def step(self, name: str) -> None:
+        if name == self.step_name:
+            raise RuntimeError(f"crash at {name}")
+
+
+async def test_a_queued_run_notifies_run_workers_at_commit_and_never_on_rollback(
+    pg_url: str,
+) -> None:
+    """The runs insert trigger (revision 0007, ADR 1750) is the queue notification: one
+    per MATERIALIZED decision, carrying the run's id, delivered at commit; a decision
+    rolled back after its run was inserted sends nothing."""
+    h = await Harness.open(pg_url)
+    listen = await asyncpg.connect(to_libpq_url(pg_url))
+    payloads: list[str] = []
+    await listen.add_listener(RUN_CHANNEL, lambda *args: payloads.append(args[3]))
+    try:
+        first, second = await h.create(key="a"), await h.create(key="b")
+        h.clock.advance_to(await h.next_fire(first) + timedelta(seconds=1))
+        with pytest.raises(RuntimeError, match="crash at"):
+            await h.materializer(probe=CrashAt(STEP_EVENT)).materialize(second)
+        assert (await h.sql("SELECT count(*) AS n FROM runs"))[0]["n"] == 0
+        result = await h.materializer().materialize(first)
+        assert result.status is MaterializeStatus.DECIDED
+        assert await _wait_for(lambda: len(payloads) == 1, 5), "no notification at commit"
+        await asyncio.sleep(0.3)  # a late one from the rolled-back decision would show
+        assert payloads == [str(result.run_id)]
+    finally:
+        await listen.close()
         await h.close()

@@ -18,7 +18,8 @@ Step for step, in one trusted unit of work, with ``now`` read once from the Cloc
 6. advance ``next_fire_at`` to the first future instant, count a failure disposition,
    apply the one-time completion or the failure-limit pause, append the schedule events
    (one ``schedule.misfires_coalesced`` with only first/last/count);
-7. commit, then send a best-effort queue notification.
+7. commit; on PostgreSQL the runs table's insert trigger has queued the notification,
+   delivered at commit (ADR 1750); another notifier is sent to after commit.
 
 Each statement that writes (and the lock) is followed by
 ``await probe.step("materialize.<step>")`` (a no-op in production) so the simulator can
@@ -28,8 +29,7 @@ revision; authority, agent and overlap in one snapshot under the lock; session, 
 run and checkpoint in one INSERT; the audit events in one INSERT), so a MATERIALIZED
 decision is 10 statements in one transaction. No model, tool, network or
 identity-provider I/O happens inside the transaction; every read is local
-authoritative state. A queue notifier that can send inside the transaction
-(``pg_notify``, delivered at commit) does so on the transaction's own connection.
+authoritative state.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 from uuid import UUID
 
 from scheduling.domain.cadence import format_instant
@@ -202,14 +202,6 @@ class QueueNotifier(Protocol):
     async def run_queued(self, run_id: UUID) -> None: ...
 
 
-@runtime_checkable
-class TransactionalQueueNotifier(Protocol):
-    """A notifier that can send inside the schedule transaction, on its connection;
-    the notification is delivered at commit and never if the transaction rolls back."""
-
-    async def run_queued_in(self, uow: UnitOfWork, run_id: UUID) -> None: ...
-
-
 @dataclass(frozen=True)
 class _Verdict:
     disposition: OccurrenceDisposition
@@ -246,8 +238,6 @@ class ScheduleMaterializer:
         self._notifier = notifier
         self._calculator = calculator or RecurrenceCalculator()
         self._store: MaterializationStore = store or PortMaterializationStore(principals, agents)
-        candidate: object = notifier
-        self._tx_notifier = candidate if isinstance(candidate, TransactionalQueueNotifier) else None
 
     async def materialize(self, schedule_id: UUID) -> MaterializeResult:
         """Decide the schedule's due instant, if it is due now (see module docstring)."""
@@ -272,11 +262,9 @@ class ScheduleMaterializer:
                 )
             result = await self._decide(uow, schedule, revision, due, verdict, now)
             queued = result.run_id if result.status is MaterializeStatus.DECIDED else None
-            if queued is not None and self._tx_notifier is not None:
-                await self._tx_notifier.run_queued_in(uow, queued)
             await uow.commit()
         await self._probe.step(STEP_COMMITTED)
-        if queued is not None and self._notifier is not None and self._tx_notifier is None:
+        if queued is not None and self._notifier is not None:
             await self._notify(queued)
         return result
 

@@ -2,11 +2,12 @@
 
 ``PostgresNotifier`` sends on fixed channels: ``scheduling_schedule_changed`` (create,
 update, resume: wake schedule workers; sent after ``commit()`` on a connection of its
-own) and ``scheduling_run_queued`` (the materializer: wake run workers). The
-materializer's run notification is ``pg_notify`` inside the schedule transaction, on
-its own pooled connection (``run_queued_in``): PostgreSQL delivers it at commit and
-drops it on rollback, so no connection is opened per run (ADR 1700). A failure of a
-post-commit send is logged and swallowed. ``PostgresWakeListener`` LISTENs on a
+own) and ``scheduling_run_queued`` (wake run workers). A run's notification is not sent
+by the materializer at all: the ``runs`` insert trigger (revision 0007, ADR 1750)
+queues it inside the inserting transaction, so PostgreSQL delivers it at commit, drops
+it on rollback, and neither a statement nor a connection is spent on it.
+``run_queued`` remains for a post-commit send. A failure of a post-commit send is
+logged and swallowed. ``PostgresWakeListener`` LISTENs on a
 channel and sets an ``asyncio.Event``; a dropped LISTEN connection is re-established
 with a bounded backoff on the Clock (ADR 1913), and until then only latency is lost,
 because every worker keeps its bounded table-scan fallback.
@@ -21,19 +22,13 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-from sqlalchemy import text
 
-from scheduling.adapters.postgres.prepared import Prepared
-from scheduling.adapters.postgres.uow import PostgresUnitOfWork
 from scheduling.ports.clock import Clock
-from scheduling.ports.unit_of_work import UnitOfWork
 
 SCHEDULE_CHANNEL = "scheduling_schedule_changed"
 RUN_CHANNEL = "scheduling_run_queued"
 
 _log = logging.getLogger(__name__)
-_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
-_NOTIFY_PREPARED = Prepared(_NOTIFY)
 
 
 def to_libpq_url(url: str) -> str:
@@ -52,12 +47,6 @@ class PostgresNotifier:
 
     async def run_queued(self, run_id: UUID) -> None:
         await self._send(RUN_CHANNEL, str(run_id))
-
-    async def run_queued_in(self, uow: UnitOfWork, run_id: UUID) -> None:
-        """Queue the notification in ``uow``'s transaction (delivered at its commit)."""
-        if not isinstance(uow, PostgresUnitOfWork):
-            raise TypeError("run_queued_in needs the PostgreSQL unit of work")
-        await uow.tx.fetch(_NOTIFY_PREPARED, {"channel": RUN_CHANNEL, "payload": str(run_id)})
 
     async def _send(self, channel: str, payload: str) -> None:
         try:
