@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -33,12 +33,6 @@ from scheduling.ports.repositories import CLOSED, COMMIT_OUTCOME_UNKNOWN, INVALI
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_SCOPE = text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)")
-_SCOPE_AS_ROLE = text(
-    "SELECT set_config('role', :r, true), set_config(:t, :tv, true), set_config(:p, :pv, true)"
-)
-_SCOPE_PREPARED = Prepared(_SCOPE)
-_SCOPE_AS_ROLE_PREPARED = Prepared(_SCOPE_AS_ROLE)
 
 
 class Transaction:
@@ -61,6 +55,40 @@ class Transaction:
         except DBAPIError as exc:
             await discard_if_broken(self._conn, exc)
             raise translate(exc) from exc
+
+    async def open(self, scope: Mapping[str, str]) -> None:
+        """Begin the transaction and write its transaction-local settings in one round
+        trip (ADR 1750): ``BEGIN`` and one ``SELECT set_config(...)`` sent together by
+        the simple query protocol, the values quoted as escape-string literals. The
+        driver-level transaction is handed to SQLAlchemy's adapter, which commits and
+        rolls it back as its own. An engine with a non-default isolation level, read
+        only or deferrable, begins as before: SQLAlchemy's BEGIN, then the settings
+        as a prepared statement."""
+        conn = self._conn
+        if conn is None:
+            raise UnavailableError(CLOSED, "the unit of work is not open")
+        fairy = await conn.get_raw_connection()
+        adapted: Any = fairy.dbapi_connection
+        if adapted.isolation_level is not None or adapted.readonly or adapted.deferrable:
+            names = {f"n{i}": name for i, name in enumerate(scope)}
+            values = {f"v{i}": value for i, value in enumerate(scope.values())}
+            await self.fetch(_scope_statement(len(scope)), {**names, **values})
+            return
+        calls = ", ".join(f"set_config({literal(k)}, {literal(v)}, true)" for k, v in scope.items())
+        sql = f"BEGIN; SELECT {calls}"
+        driver: Any = fairy.driver_connection
+        async with _translated(conn, sql, ()), adapted._execute_mutex:
+            if adapted._started:
+                raise UnavailableError(CLOSED, "the unit of work began twice")
+            # Owned from here: if the settings fail after BEGIN, closing the
+            # connection rolls the aborted transaction back through the adapter.
+            adapted._transaction = DriverTransaction(driver)
+            adapted._started = True
+            try:
+                await driver.execute(sql)
+            except Exception as error:
+                adapted._handle_exception(error)  # raises the dialect's DB-API error
+                raise  # pragma: no cover - _handle_exception always raises
 
     async def fetch(
         self, prepared: Prepared, params: Mapping[str, Any] | None = None
@@ -92,28 +120,15 @@ class Transaction:
         fairy = await conn.get_raw_connection()
         adapted: Any = fairy.dbapi_connection
         driver: Any = fairy.driver_connection
-        try:
-            async with adapted._execute_mutex:
-                if not adapted._started:  # SQLAlchemy begins lazily, at the first statement
-                    await adapted._start_transaction()
-                try:
-                    rows: list[asyncpg.Record] = await driver.fetch(sql, *args)
-                except Exception as error:
-                    adapted._handle_exception(error)  # raises the dialect's DB-API error
-                    raise  # pragma: no cover - _handle_exception always raises
-        except conn.dialect.loaded_dbapi.Error as error:
-            wrapped = DBAPIError.instance(
-                sql, args, error, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
-            )
-            await discard_if_broken(conn, wrapped)
-            raise translate(wrapped) from wrapped
-        except BaseException as exit_:
-            # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
-            # connection never returns to the pool (what SQLAlchemy does for execute).
-            if not isinstance(exit_, Exception) and not conn.invalidated:
-                with contextlib.suppress(Exception):
-                    await conn.invalidate()
-            raise
+        rows: list[asyncpg.Record] = []
+        async with _translated(conn, sql, args), adapted._execute_mutex:
+            if not adapted._started:  # SQLAlchemy begins lazily, at the first statement
+                await adapted._start_transaction()
+            try:
+                rows = await driver.fetch(sql, *args)
+            except Exception as error:
+                adapted._handle_exception(error)  # raises the dialect's DB-API error
+                raise  # pragma: no cover - _handle_exception always raises
         if observed:
             await greenlet_spawn(
                 dispatch.after_cursor_execute,
@@ -125,6 +140,60 @@ class Transaction:
                 False,
             )
         return rows
+
+
+class DriverTransaction:
+    """The transaction ``Transaction.open`` began on the driver, as SQLAlchemy's asyncpg
+    adapter holds it (``_transaction``): it commits and rolls back through it."""
+
+    def __init__(self, driver: Any) -> None:
+        self._driver = driver
+
+    async def commit(self) -> None:
+        await self._driver.execute("COMMIT")
+
+    async def rollback(self) -> None:
+        await self._driver.execute("ROLLBACK")
+
+
+def literal(value: str) -> str:
+    """``value`` as a PostgreSQL escape-string literal (``E'...'``), whose meaning does
+    not depend on ``standard_conforming_strings``; NUL cannot be stored in text."""
+    if "\x00" in value:
+        raise ValidationError(INVALID_COMMAND, "a setting value cannot contain NUL")
+    return "E'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _scope_statement(count: int) -> Prepared:
+    prepared = _SCOPE_STATEMENTS.get(count)
+    if prepared is None:
+        calls = ", ".join(f"set_config(:n{i}, :v{i}, true)" for i in range(count))
+        prepared = _SCOPE_STATEMENTS.setdefault(count, Prepared(text(f"SELECT {calls}")))
+    return prepared
+
+
+_SCOPE_STATEMENTS: dict[int, Prepared] = {}
+
+
+@contextlib.asynccontextmanager
+async def _translated(conn: AsyncConnection, sql: str, args: Any) -> AsyncIterator[None]:
+    """A driver error inside becomes the domain error ``Transaction.execute`` raises; a
+    broken or cancelled connection never returns to the pool."""
+    try:
+        yield
+    except conn.dialect.loaded_dbapi.Error as error:
+        wrapped = DBAPIError.instance(
+            sql, args, error, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
+        )
+        await discard_if_broken(conn, wrapped)
+        raise translate(wrapped) from wrapped
+    except BaseException as exit_:
+        # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
+        # connection never returns to the pool (what SQLAlchemy does for execute).
+        if not isinstance(exit_, Exception) and not conn.invalidated:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+        raise
 
 
 async def discard_if_broken(conn: AsyncConnection, exc: BaseException) -> None:
@@ -178,18 +247,14 @@ class PostgresUnitOfWork:
             raise translate(exc) from exc
         self.tx.attach(self._conn)
         try:
-            # One round trip: ``set_config('role', r, true)`` is ``SET LOCAL ROLE r``
-            # (membership is checked the same way), then the scope settings.
-            scope = {
-                "t": TENANT_SETTING,
-                "tv": self._tenant_id or "",
-                "p": PRINCIPAL_SETTING,
-                "pv": self._principal_id or "",
-            }
+            # ``set_config('role', r, true)`` is ``SET LOCAL ROLE r`` (membership is
+            # checked the same way); then the scope settings row-level security reads.
+            scope: dict[str, str] = {}
             if self._assume_role is not None:
-                await self.tx.fetch(_SCOPE_AS_ROLE_PREPARED, {**scope, "r": self._assume_role})
-            else:
-                await self.tx.fetch(_SCOPE_PREPARED, scope)
+                scope["role"] = self._assume_role
+            scope[TENANT_SETTING] = self._tenant_id or ""
+            scope[PRINCIPAL_SETTING] = self._principal_id or ""
+            await self.tx.open(scope)
         except BaseException:
             await self._close()
             raise

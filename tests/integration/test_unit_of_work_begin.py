@@ -1,0 +1,155 @@
+"""The unit of work begins in one round trip (ADR 1750): ``BEGIN`` and the
+transaction-local settings travel together by the simple query protocol, with the
+values quoted as literals; SQLAlchemy's adapter commits and rolls that transaction back.
+
+What would go wrong with a careless version, and which test here shows it does not:
+a quoting slip lets a tenant id change the statement (the hostile values round-trip
+byte for byte and nothing else runs); a settings failure after BEGIN leaves the pooled
+connection inside an aborted transaction (the next unit of work on the same single
+connection works); the settings leak past the transaction (they are gone after
+commit); commit or rollback stop reaching the server (the rows say otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
+from scheduling.adapters.postgres.uow import (
+    PostgresUnitOfWork,
+    PostgresUnitOfWorkFactory,
+    literal,
+)
+from scheduling.domain.errors import SchedulingError, ValidationError
+
+pytestmark = pytest.mark.postgres
+
+HOSTILE = [
+    "",
+    "tenant-1",
+    "o'brien",
+    "''",
+    "\\",
+    "\\'",
+    "a\\'); SELECT pg_sleep(10); --",
+    "E'x'",
+    "$$; DROP TABLE schedules; $$",
+    "naïve ☃ 日本",
+    "tab\tnew\nline",
+]
+READ = text(
+    "SELECT current_setting(:t, true) AS tenant, current_setting(:p, true) AS principal,"
+    " current_user AS who, txid_current_if_assigned() IS NULL AS fresh"
+)
+
+
+async def _settings(uow: PostgresUnitOfWork) -> Any:
+    return (await uow.tx.execute(READ, {"t": TENANT_SETTING, "p": PRINCIPAL_SETTING})).one()
+
+
+async def test_hostile_setting_values_round_trip_exactly(pg_url: str) -> None:
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    try:
+        for value in HOSTILE:
+            async with factory.begin(tenant_id=value) as uow:
+                assert isinstance(uow, PostgresUnitOfWork)
+                row = await _settings(uow)
+                assert row.tenant == value
+                assert row.principal == ""
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert (await uow.tx.execute(text("SELECT count(*) FROM schedules"))).scalar() == 0
+    finally:
+        await factory.dispose()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=st.text(alphabet=st.characters(blacklist_categories=("Cs",), min_codepoint=1)))
+def test_literal_reads_back_as_the_value_on_postgres(value: str, pg_url: str) -> None:
+    """Any text without NUL, quoted by ``literal``, is read back unchanged by the server
+    (so nothing in it ends the literal)."""
+
+    async def check() -> None:
+        factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+        try:
+            async with factory.begin() as uow:
+                assert isinstance(uow, PostgresUnitOfWork)
+                got = (await uow.tx.execute(text(f"SELECT {literal(value)} AS v"))).scalar()
+                assert got == value
+        finally:
+            await factory.dispose()
+
+    asyncio.run(check())
+
+
+def test_literal_refuses_nul() -> None:
+    with pytest.raises(ValidationError):
+        literal("a\x00b")
+
+
+async def test_settings_end_with_the_transaction_and_role_is_assumed(pg_url: str) -> None:
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    role = role_names().scheduler
+    scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=role)
+    try:
+        async with scheduler.begin(tenant_id="t-1") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            row = await _settings(uow)
+            assert (row.tenant, row.who) == ("t-1", role)
+            await uow.commit()
+        async with admin.engine.connect() as conn:  # the same (only) pooled connection
+            row = (await conn.execute(READ, {"t": TENANT_SETTING, "p": PRINCIPAL_SETTING})).one()
+            assert row.tenant in (None, "")
+            assert row.who != role
+    finally:
+        await admin.dispose()
+
+
+async def test_a_failed_begin_leaves_the_pooled_connection_usable(pg_url: str) -> None:
+    """``SET LOCAL ROLE`` to a role the login is not a member of fails after BEGIN
+    succeeded in the same round trip; the aborted transaction is rolled back when the
+    connection returns, so the next unit of work on it begins cleanly."""
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    stranger = PostgresUnitOfWorkFactory(admin.engine, assume_role="pg_no_such_role")
+    try:
+        with pytest.raises(SchedulingError):
+            async with stranger.begin(tenant_id="t-1"):
+                pass
+        async with admin.begin(tenant_id="t-2") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert (await _settings(uow)).tenant == "t-2"
+    finally:
+        await admin.dispose()
+
+
+async def test_commit_and_rollback_reach_the_server(pg_url: str) -> None:
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    create = text("CREATE TABLE IF NOT EXISTS begin_probe (k int PRIMARY KEY)")
+    put = text("INSERT INTO begin_probe VALUES (:k)")
+    try:
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            await uow.tx.execute(create)
+            await uow.tx.execute(put, {"k": 1})
+            await uow.commit()
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            await uow.tx.execute(put, {"k": 2})
+            await uow.rollback()
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            await uow.tx.execute(put, {"k": 3})  # never committed: rolled back at exit
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            keys = (await uow.tx.execute(text("SELECT k FROM begin_probe ORDER BY k"))).all()
+            assert [k for (k,) in keys] == [1]
+    finally:
+        await factory.dispose()
