@@ -1,7 +1,8 @@
 """The PostgreSQL ``ScheduleAdmissionController`` (spec "Ports", "Capacity, fairness, and cost").
 
-Inside the materialization transaction it first takes a transaction-scoped advisory
-lock on the tenant (``pg_advisory_xact_lock``), then reads the tenant's committed
+Inside the materialization transaction it first holds a transaction-scoped advisory
+lock on the tenant (``pg_advisory_xact_lock``: the durable store's context read takes
+it, ADR 1750; with another store admission sends it), then reads the tenant's committed
 scheduled runs in one statement: active runs and their ``max_cost`` reservations,
 runs created in the last minute (the rate), and the committed cost of scheduled runs
 finished in the rolling day and the rolling 30 days. The lock is held until the
@@ -130,5 +131,10 @@ class PostgresAdmissionController:
         return decide_admission(usage, ceilings, revision, backoff_seconds=self._backoff)
 
     async def _lock(self, uow: PostgresUnitOfWork, tenant_id: str) -> None:
-        """Serialize the tenant's admissions until this transaction ends."""
-        await uow.tx.fetch(_LOCK, {"key": admission_lock_key(tenant_id)})
+        """Serialize the tenant's admissions until this transaction ends. The durable
+        store's context read already took the lock (ADR 1750); another store did not."""
+        key = admission_lock_key(tenant_id)
+        if key in uow.tx.advisory_locks:
+            return
+        await uow.tx.fetch(_LOCK, {"key": key})
+        uow.tx.advisory_locks.add(key)

@@ -10,7 +10,9 @@ the prepared statement per pooled connection):
   NULL and the revision is read by a second statement under the lock);
 * ``CONTEXT`` reads the principal, the pinned agent version and the run of the latest
   MATERIALIZED occurrence in one snapshot, under the row lock, through the schedule
-  transaction (the scheduler role's trusted scope; no transaction of its own);
+  transaction (the scheduler role's trusted scope; no transaction of its own), and
+  takes the tenant's admission lock in the same statement (ADR 1750), so admission
+  sends no lock statement of its own;
 * ``QUEUE_RUN`` writes the session, the run and the seed checkpoint (data-modifying
   CTEs) and the three session events in one INSERT; foreign keys are checked at the
   end of the statement;
@@ -29,8 +31,21 @@ from typing import Any
 from uuid import UUID
 
 from asyncpg import Record
-from sqlalchemy import Insert, Select, Table, and_, bindparam, insert, literal, select, true
+from sqlalchemy import (
+    BigInteger,
+    Insert,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+)
 
+from scheduling.adapters.postgres.admission import admission_lock_key
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import (
     agent_versions,
@@ -91,7 +106,13 @@ _latest = (
     .limit(1)
     .lateral("latest")
 )
-_one = select(literal(1).label("one")).subquery("one")
+# The tenant's admission lock rides on the context read (ADR 1750): evaluated once, in
+# the FROM subquery, before the rows are read; admission's usage read is the next
+# statement, so its snapshot is taken after the lock was granted.
+_one = select(
+    literal(1).label("one"),
+    func.pg_advisory_xact_lock(bindparam("admission_key", type_=BigInteger)).label("locked"),
+).subquery("one")
 CONTEXT: Select[Any] = select(
     principals.c.tenant_id.label("principal_found"),
     principals.c.enabled,
@@ -213,14 +234,18 @@ class PostgresMaterializationStore:
     async def context(
         self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision
     ) -> FiringContext:
+        key = admission_lock_key(schedule.tenant_id)
         params = {
             "schedule_id": schedule.id,
             "tenant_id": schedule.tenant_id,
             "principal_id": schedule.principal_id,
             "agent_id": revision.agent_id,
             "agent_version": revision.agent_version,
+            "admission_key": key,
         }
-        (row,) = await _pg(uow).tx.fetch(_CONTEXT, params)
+        tx = _pg(uow).tx
+        (row,) = await tx.fetch(_CONTEXT, params)
+        tx.advisory_locks.add(key)
         authority = None
         if row["principal_found"] is not None:
             scopes = frozenset(row["scopes"])

@@ -40,9 +40,12 @@ class Transaction:
 
     def __init__(self) -> None:
         self._conn: AsyncConnection | None = None
+        self.advisory_locks: set[int] = set()
+        """Transaction-scoped advisory-lock keys taken so far (held until it ends)."""
 
     def attach(self, conn: AsyncConnection | None) -> None:
         self._conn = conn
+        self.advisory_locks = set()
 
     async def execute(
         self, statement: Executable, params: Mapping[str, Any] | None = None
