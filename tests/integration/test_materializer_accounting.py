@@ -10,16 +10,31 @@ import pytest
 
 from gates.checks.test_rules_admission import BarrierProbe, ceilings, due_pair
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
+from scheduling.service.materializer import ScheduleMaterializer
 from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
 
 
 class UnlockedAdmission(PostgresAdmissionController):
-    """The mutant: no tenant advisory lock."""
+    """The mutant: no tenant advisory lock from admission ..."""
 
     async def _lock(self, uow: Any, tenant_id: str) -> None:
         return None
+
+
+class UnlockedStore(PostgresMaterializationStore):
+    """... nor from the context read (ADR 1750)."""
+
+    def admission_key(self, tenant_id: str) -> int | None:
+        return None
+
+
+def unlocked(h: Harness, probe: BarrierProbe) -> ScheduleMaterializer:
+    materializer = h.materializer(admission=UnlockedAdmission(h.tenants, probe=probe))
+    materializer._store = UnlockedStore()
+    return materializer
 
 
 async def test_without_the_advisory_lock_both_take_the_last_slot(pg_url: str) -> None:
@@ -30,8 +45,8 @@ async def test_without_the_advisory_lock_both_take_the_last_slot(pg_url: str) ->
         a, b = await due_pair(h)
         probe = BarrierProbe()
         results = await asyncio.gather(
-            h.materializer(admission=UnlockedAdmission(h.tenants, probe=probe)).materialize(a),
-            h.materializer(admission=UnlockedAdmission(h.tenants, probe=probe)).materialize(b),
+            unlocked(h, probe).materialize(a),
+            unlocked(h, probe).materialize(b),
         )
         assert [r.status.value for r in results] == ["decided", "decided"]
     finally:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import asyncpg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from scheduling.adapters.postgres.notify import to_libpq_url
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
 from scheduling.adapters.postgres.uow import (
     PostgresUnitOfWork,
@@ -78,14 +80,13 @@ def test_literal_reads_back_as_the_value_on_postgres(value: str, pg_url: str) ->
     (so nothing in it ends the literal)."""
 
     async def check() -> None:
-        factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+        conn = await asyncpg.connect(to_libpq_url(pg_url))
         try:
-            async with factory.begin() as uow:
-                assert isinstance(uow, PostgresUnitOfWork)
-                got = (await uow.tx.execute(text(f"SELECT {literal(value)} AS v"))).scalar()
-                assert got == value
+            # The simple protocol, as the begin sends it (no bind-parameter parsing).
+            await conn.execute(f"SELECT set_config('scheduling.probe', {literal(value)}, false)")
+            assert await conn.fetchval("SELECT current_setting('scheduling.probe')") == value
         finally:
-            await factory.dispose()
+            await conn.close()
 
     asyncio.run(check())
 

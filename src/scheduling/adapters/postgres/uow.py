@@ -40,12 +40,25 @@ class Transaction:
 
     def __init__(self) -> None:
         self._conn: AsyncConnection | None = None
+        self._raw: tuple[Any, Any] | None = None
         self.advisory_locks: set[int] = set()
         """Transaction-scoped advisory-lock keys taken so far (held until it ends)."""
 
     def attach(self, conn: AsyncConnection | None) -> None:
         self._conn = conn
+        self._raw = None
         self.advisory_locks = set()
+
+    def forget_driver(self) -> None:
+        self._raw = None
+
+    async def _driver(self, conn: AsyncConnection) -> tuple[Any, Any]:
+        """SQLAlchemy's adapted connection and asyncpg's, fetched once per unit of work
+        (each ``get_raw_connection`` is a greenlet hop); forgotten after any error."""
+        if self._raw is None:
+            fairy = await conn.get_raw_connection()
+            self._raw = (fairy.dbapi_connection, fairy.driver_connection)
+        return self._raw
 
     async def execute(
         self, statement: Executable, params: Mapping[str, Any] | None = None
@@ -56,6 +69,7 @@ class Transaction:
         try:
             return await self._conn.execute(statement, dict(params) if params else None)
         except DBAPIError as exc:
+            self._raw = None
             await discard_if_broken(self._conn, exc)
             raise translate(exc) from exc
 
@@ -70,8 +84,7 @@ class Transaction:
         conn = self._conn
         if conn is None:
             raise UnavailableError(CLOSED, "the unit of work is not open")
-        fairy = await conn.get_raw_connection()
-        adapted: Any = fairy.dbapi_connection
+        adapted, driver = await self._driver(conn)
         if adapted.isolation_level is not None or adapted.readonly or adapted.deferrable:
             names = {f"n{i}": name for i, name in enumerate(scope)}
             values = {f"v{i}": value for i, value in enumerate(scope.values())}
@@ -79,8 +92,7 @@ class Transaction:
             return
         calls = ", ".join(f"set_config({literal(k)}, {literal(v)}, true)" for k, v in scope.items())
         sql = f"BEGIN; SELECT {calls}"
-        driver: Any = fairy.driver_connection
-        async with _translated(conn, sql, ()), adapted._execute_mutex:
+        async with _translated(conn, sql, (), self), adapted._execute_mutex:
             if adapted._started:
                 raise UnavailableError(CLOSED, "the unit of work began twice")
             # Owned from here: if the settings fail after BEGIN, closing the
@@ -120,11 +132,9 @@ class Transaction:
                 None,
                 False,
             )
-        fairy = await conn.get_raw_connection()
-        adapted: Any = fairy.dbapi_connection
-        driver: Any = fairy.driver_connection
+        adapted, driver = await self._driver(conn)
         rows: list[asyncpg.Record] = []
-        async with _translated(conn, sql, args), adapted._execute_mutex:
+        async with _translated(conn, sql, args, self), adapted._execute_mutex:
             if not adapted._started:  # SQLAlchemy begins lazily, at the first statement
                 await adapted._start_transaction()
             try:
@@ -179,18 +189,22 @@ _SCOPE_STATEMENTS: dict[int, Prepared] = {}
 
 
 @contextlib.asynccontextmanager
-async def _translated(conn: AsyncConnection, sql: str, args: Any) -> AsyncIterator[None]:
+async def _translated(
+    conn: AsyncConnection, sql: str, args: Any, tx: Transaction
+) -> AsyncIterator[None]:
     """A driver error inside becomes the domain error ``Transaction.execute`` raises; a
-    broken or cancelled connection never returns to the pool."""
+    broken or cancelled connection never returns to the pool (nor stays cached)."""
     try:
         yield
     except conn.dialect.loaded_dbapi.Error as error:
+        tx.forget_driver()
         wrapped = DBAPIError.instance(
             sql, args, error, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
         )
         await discard_if_broken(conn, wrapped)
         raise translate(wrapped) from wrapped
     except BaseException as exit_:
+        tx.forget_driver()
         # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
         # connection never returns to the pool (what SQLAlchemy does for execute).
         if not isinstance(exit_, Exception) and not conn.invalidated:
