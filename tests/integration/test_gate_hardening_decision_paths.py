@@ -54,8 +54,8 @@ async def test_the_right_materializer_passes_every_path(
         simulator(pg_server, pg_template, tmp_path), PATH_SCENARIOS["missed"], 3
     )
     assert not result.failures
-    assert result.executions == 1 + 5  # discovery + one fault after each of five steps
-    assert len(result.faults_fired) == 5
+    assert result.executions == 1 + 4  # discovery + one fault after each of four steps
+    assert len(result.faults_fired) == 4
 
 
 async def test_a_missed_decision_split_over_two_transactions_is_caught(

@@ -29,6 +29,7 @@ from scheduling.ports.records import (
     SessionEvent,
     SessionRecord,
 )
+from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
 
 
@@ -73,6 +74,10 @@ class MaterializationStore(Protocol):
         """Write the session, its events, the run and its checkpoint."""
         ...
 
-    async def append_events(self, uow: UnitOfWork, events: Sequence[ProcessEvent]) -> None:
-        """Append the schedule's process events."""
+    async def advance(
+        self, uow: UnitOfWork, command: ScheduleCommand, events: Sequence[ProcessEvent]
+    ) -> None:
+        """Apply the schedule's trusted compare-and-swap ``command`` and append the
+        decision's process events, atomically within the transaction (one statement on
+        PostgreSQL, ADR 1750); a stale ``expected`` raises ``ConflictError``."""
         ...

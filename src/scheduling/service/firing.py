@@ -19,6 +19,7 @@ from scheduling.domain.schedule import Schedule
 from scheduling.ports.directories import AgentRegistry, SchedulePrincipalDirectory
 from scheduling.ports.materialization import FiringContext, QueuedRun
 from scheduling.ports.records import ProcessEvent
+from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
 
 
@@ -62,6 +63,9 @@ class PortMaterializationStore:
             if event.run_id is not None:
                 await uow.sessions.append_event(event)
 
-    async def append_events(self, uow: UnitOfWork, events: Sequence[ProcessEvent]) -> None:
+    async def advance(
+        self, uow: UnitOfWork, command: ScheduleCommand, events: Sequence[ProcessEvent]
+    ) -> None:
+        await uow.schedules.mutate(command)
         for event in events:
             await uow.events.append(event)

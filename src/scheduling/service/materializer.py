@@ -16,18 +16,20 @@ Step for step, in one trusted unit of work, with ``now`` read once from the Cloc
    (``scheduled_for = now``, exactly the requested scopes, the pinned limits,
    ``deadline_at = now + run_timeout_seconds``), its seed checkpoint and ``run.queued``;
 6. advance ``next_fire_at`` to the first future instant, count a failure disposition,
-   apply the one-time completion or the failure-limit pause, append the schedule events
-   (one ``schedule.misfires_coalesced`` with only first/last/count);
+   apply the one-time completion or the failure-limit pause, and append the schedule
+   events (one ``schedule.misfires_coalesced`` with only first/last/count) in the same
+   write;
 7. commit; on PostgreSQL the runs table's insert trigger has queued the notification,
    delivered at commit (ADR 1750); another notifier is sent to after commit.
 
 Each statement that writes (and the lock) is followed by
 ``await probe.step("materialize.<step>")`` (a no-op in production) so the simulator can
 interleave workers and crash after every write. The reads and writes go through a
-``MaterializationStore`` (ADR 1700): on PostgreSQL one statement per step (lock with
-revision; authority, agent and overlap in one snapshot under the lock; session, events,
-run and checkpoint in one INSERT; the audit events in one INSERT), so a MATERIALIZED
-decision is 10 statements in one transaction. No model, tool, network or
+``MaterializationStore`` (ADR 1700, 1750): on PostgreSQL one statement per step (lock
+with revision; authority, agent and overlap in one snapshot under the lock, with the
+tenant's admission lock; session, events, run and checkpoint in one INSERT; the advance
+with its audit events in one UPDATE), so a MATERIALIZED decision is 7 statements and 8
+round trips in one transaction. No model, tool, network or
 identity-provider I/O happens inside the transaction; every read is local
 authoritative state.
 """
@@ -136,11 +138,11 @@ STEP_OCCURRENCE = "materialize.occurrence_inserted"
 STEP_RUN = "materialize.run_queued"
 """After the one INSERT of the session, its three events, the run and its checkpoint."""
 STEP_ADVANCED = "materialize.schedule_advanced"
-STEP_EVENT = "materialize.event_appended"
-"""After the one INSERT of the schedule's audit events."""
+"""After the one statement that advances the schedule and appends its audit events
+(ADR 1750; before it, two statements with a step each)."""
 STEP_COMMITTED = "materialize.committed"
 
-WRITE_STEPS = (STEP_OCCURRENCE, STEP_RUN, STEP_ADVANCED, STEP_EVENT)
+WRITE_STEPS = (STEP_OCCURRENCE, STEP_RUN, STEP_ADVANCED)
 """The writes of a MATERIALIZED transaction (each followed by its probe step)."""
 
 FAILURE_DISPOSITIONS = frozenset(
@@ -368,7 +370,8 @@ class ScheduleMaterializer:
         await self._probe.step(STEP_OCCURRENCE)
         if stored.id != occurrence.id:
             # The instant was decided by a committed transaction: no second effect.
-            updated = await self._advance(uow, schedule, revision, due, None, now)
+            updated = self._advanced(schedule, revision, due, None, now)
+            await self._advance(uow, schedule, updated, [])
             return MaterializeResult(
                 schedule.id, MaterializeStatus.ALREADY_DECIDED, stored, updated.next_fire_at
             )
@@ -377,7 +380,35 @@ class ScheduleMaterializer:
             assert run_id is not None
             assert authority is not None
             await self._create_run(uow, schedule, revision, occurrence, authority, now)
-        updated = await self._advance(uow, schedule, revision, due, verdict.disposition, now)
+        updated = self._advanced(schedule, revision, due, verdict.disposition, now)
+        events = self._audit_events(schedule, revision, due, verdict, occurrence, updated, now)
+        await self._advance(uow, schedule, updated, events)
+        if not materialized:
+            # No run will finish: the skipped/missed outcome row commits with the decision.
+            await uow.outbox.append(run_finished(schedule, revision, occurrence, now))
+        return MaterializeResult(
+            schedule.id,
+            MaterializeStatus.DECIDED,
+            occurrence,
+            updated.next_fire_at,
+            coalesced=due.coalesced_count,
+            coalesced_first=due.coalesced_first,
+            state_after=updated.state,
+        )
+
+    def _audit_events(
+        self,
+        schedule: Schedule,
+        revision: ScheduleRevision,
+        due: DueCalculation,
+        verdict: _Verdict,
+        occurrence: ScheduleOccurrence,
+        updated: Schedule,
+        now: datetime,
+    ) -> list[ScheduleEvent]:
+        """The decision's audit events: the occurrence, at most one coalescing summary,
+        and the state transition the advance causes."""
+        assert due.candidate is not None
         events = [
             occurrence_event(
                 self._ids.new_uuid(),
@@ -388,8 +419,8 @@ class ScheduleMaterializer:
                 nominal_fire_at=due.candidate,
                 actor=SCHEDULER_ACTOR,
                 at=now,
-                session_id=session_id,
-                run_id=run_id,
+                session_id=occurrence.session_id,
+                run_id=occurrence.run_id,
                 reason_code=verdict.reason_code,
             )
         ]
@@ -406,20 +437,7 @@ class ScheduleMaterializer:
                     at=now,
                 )
             )
-        events += self._transition_events(schedule, updated, now)
-        await self._append(uow, events)
-        if not materialized:
-            # No run will finish: the skipped/missed outcome row commits with the decision.
-            await uow.outbox.append(run_finished(schedule, revision, occurrence, now))
-        return MaterializeResult(
-            schedule.id,
-            MaterializeStatus.DECIDED,
-            occurrence,
-            updated.next_fire_at,
-            coalesced=due.coalesced_count,
-            coalesced_first=due.coalesced_first,
-            state_after=updated.state,
-        )
+        return events + self._transition_events(schedule, updated, now)
 
     async def _create_run(
         self,
@@ -524,15 +542,22 @@ class ScheduleMaterializer:
         await self._probe.step(STEP_RUN)
 
     async def _advance(
+        self, uow: UnitOfWork, schedule: Schedule, updated: Schedule, events: list[ScheduleEvent]
+    ) -> None:
+        """Store ``updated`` over ``schedule`` and append ``events``, in one write."""
+        command = ScheduleCommand(expected=schedule, updated=updated)
+        await self._store.advance(uow, command, [to_record(event) for event in events])
+        await self._probe.step(STEP_ADVANCED)
+
+    def _advanced(
         self,
-        uow: UnitOfWork,
         schedule: Schedule,
         revision: ScheduleRevision,
         due: DueCalculation,
         disposition: OccurrenceDisposition | None,
         now: datetime,
     ) -> Schedule:
-        """Store the first future instant; count a failure; complete or auto-pause."""
+        """The first future instant; a failure counted; completed or auto-paused."""
         failures = schedule.consecutive_failures
         if disposition in FAILURE_DISPOSITIONS:
             failures += 1
@@ -554,10 +579,7 @@ class ScheduleMaterializer:
                 now=now,
                 next_fire_at=None,
             )
-        updated = type(updated).model_validate(updated.model_dump())
-        await uow.schedules.mutate(ScheduleCommand(expected=schedule, updated=updated))
-        await self._probe.step(STEP_ADVANCED)
-        return updated
+        return type(updated).model_validate(updated.model_dump())
 
     def _transition_events(
         self, before: Schedule, after: Schedule, now: datetime
@@ -589,7 +611,7 @@ class ScheduleMaterializer:
         now: datetime,
     ) -> MaterializeResult:
         """``next_fire_at <= now`` but no instant is due: repair the cache, audited."""
-        updated = await self._advance(uow, schedule, revision, due, None, now)
+        updated = self._advanced(schedule, revision, due, None, now)
         event = next_fire_repaired(
             self._ids.new_uuid(),
             schedule,
@@ -598,17 +620,12 @@ class ScheduleMaterializer:
             actor=SCHEDULER_ACTOR,
             at=now,
         )
-        await self._append(uow, [event])
+        await self._advance(uow, schedule, updated, [event])
         await uow.commit()
         await self._probe.step(STEP_COMMITTED)
         return MaterializeResult(
             schedule.id, MaterializeStatus.REPAIRED, None, updated.next_fire_at
         )
-
-    async def _append(self, uow: UnitOfWork, events: list[ScheduleEvent]) -> None:
-        """Every audit event of the decision in one write."""
-        await self._store.append_events(uow, [to_record(event) for event in events])
-        await self._probe.step(STEP_EVENT)
 
     async def _notify(self, run_id: UUID) -> None:
         assert self._notifier is not None

@@ -54,7 +54,6 @@ STEPS = (
     m.STEP_OCCURRENCE,
     m.STEP_RUN,
     m.STEP_ADVANCED,
-    m.STEP_EVENT,
     m.STEP_COMMITTED,
 )
 BEFORE_COMMIT = STEPS[:-1]
@@ -88,13 +87,20 @@ FOOTPRINTS = {
     ),
     m.STEP_ADMISSION: Footprint.of(reads=["runs"], writes=["schedule_occurrences"]),
     # One INSERT: the session, its three events, the run and its checkpoint (or, for
-    # a decision without a run, the schedule's advance).
+    # a decision without a run, the schedule's advance with its audit events).
     m.STEP_OCCURRENCE: Footprint.of(
-        writes=["sessions", "session_events", "runs", "run_checkpoints", "schedules"]
+        writes=[
+            "sessions",
+            "session_events",
+            "runs",
+            "run_checkpoints",
+            "schedules",
+            "process_events",
+        ]
     ),
-    m.STEP_RUN: Footprint.of(writes=["schedules"]),
-    m.STEP_ADVANCED: Footprint.of(writes=["process_events"]),
-    m.STEP_EVENT: Footprint.of(
+    # One statement: the schedule's advance with every audit event (ADR 1750).
+    m.STEP_RUN: Footprint.of(writes=["schedules", "process_events"]),
+    m.STEP_ADVANCED: Footprint.of(
         writes=[*SCHEDULING_TABLES, "admission_lock", "schedule_revisions"],
     ),
     m.STEP_COMMITTED: Footprint.of(),

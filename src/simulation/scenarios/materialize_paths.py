@@ -44,7 +44,7 @@ from simulation.scenarios.materialize import (
 from simulation.worlds.service import definition
 
 # The steps a decision without a run reaches, in order (no admission, no run INSERT).
-NO_RUN_STEPS = (m.STEP_LOCKED, m.STEP_OCCURRENCE, m.STEP_ADVANCED, m.STEP_EVENT, m.STEP_COMMITTED)
+NO_RUN_STEPS = (m.STEP_LOCKED, m.STEP_OCCURRENCE, m.STEP_ADVANCED, m.STEP_COMMITTED)
 DECISION_TABLES = (
     "schedule_occurrences",
     "sessions",

@@ -59,7 +59,7 @@ MaterializerFactory = Callable[
 ]
 
 # The overlap-skip transaction writes only these (no admission, session or run).
-SKIP_STEPS = (m.STEP_LOCKED, m.STEP_OCCURRENCE, m.STEP_ADVANCED, m.STEP_EVENT, m.STEP_COMMITTED)
+SKIP_STEPS = (m.STEP_LOCKED, m.STEP_OCCURRENCE, m.STEP_ADVANCED, m.STEP_COMMITTED)
 TABLES = (
     "schedules",
     "schedule_occurrences",
@@ -113,14 +113,16 @@ def _footprints() -> dict[str, Footprint]:
                 writes=["admission_lock", f"occurrences:{x}"],
             ),
             labelled(m.STEP_ADMISSION, x): Footprint.of(reads=runs, writes=[f"occurrences:{x}"]),
-            # One INSERT of session, events, run and checkpoint follows (ADR 1700).
+            # One INSERT of session, events, run and checkpoint follows (ADR 1700), or on
+            # the skip path the advance with its audit events (ADR 1750).
             labelled(m.STEP_OCCURRENCE, x): Footprint.of(
-                writes=_rows(x, "sessions", "session_events", "runs", "checkpoints", "schedules")
+                writes=_rows(
+                    x, "sessions", "session_events", "runs", "checkpoints", "schedules", "events"
+                )
             ),
-            labelled(m.STEP_RUN, x): Footprint.of(writes=_rows(x, "schedules")),
-            labelled(m.STEP_ADVANCED, x): Footprint.of(writes=_rows(x, "events")),
-            # The COMMIT follows the last event: every write becomes visible, locks go.
-            labelled(m.STEP_EVENT, x): Footprint.of(writes=[*own, "admission_lock"]),
+            labelled(m.STEP_RUN, x): Footprint.of(writes=_rows(x, "schedules", "events")),
+            # The COMMIT follows the advance: every write becomes visible, locks go.
+            labelled(m.STEP_ADVANCED, x): Footprint.of(writes=[*own, "admission_lock"]),
             labelled(m.STEP_COMMITTED, x): scan,
         }
     return out

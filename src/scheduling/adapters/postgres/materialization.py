@@ -16,7 +16,8 @@ the prepared statement per pooled connection):
 * ``QUEUE_RUN`` writes the session, the run and the seed checkpoint (data-modifying
   CTEs) and the three session events in one INSERT; foreign keys are checked at the
   end of the statement;
-* process events are one multi-row INSERT.
+* ``advance`` is the schedule's CAS UPDATE with every process event of the decision
+  as data-modifying CTEs: one statement (ADR 1750).
 
 Every statement runs through ``Transaction.fetch`` as a ``Prepared`` (ADR 1740):
 compiled once, sent by asyncpg directly, rows read as records.
@@ -47,6 +48,10 @@ from sqlalchemy import (
 
 from scheduling.adapters.postgres.admission import admission_lock_key
 from scheduling.adapters.postgres.prepared import Prepared
+from scheduling.adapters.postgres.repositories.schedules import (
+    trusted_cas_params,
+    trusted_cas_statement,
+)
 from scheduling.adapters.postgres.tables import (
     agent_versions,
     principals,
@@ -66,6 +71,7 @@ from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
 from scheduling.ports.materialization import FiringContext, QueuedRun
 from scheduling.ports.records import ProcessEvent, RunStatus
+from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
 
 _rev = schedule_revisions.c
@@ -168,26 +174,27 @@ QUEUE_RUN: Insert = _rows(session_events, "e", SESSION_EVENTS).add_cte(
     insert(run_checkpoints).values(_bound(run_checkpoints, "c_")).cte("queued_checkpoint"),
 )
 
-_EVENT_STATEMENTS: dict[int, Insert] = {}
-_PREPARED_EVENTS: dict[int, Prepared] = {}
+_ADVANCES: dict[tuple[tuple[str, ...], int], Prepared] = {}
 _LOCK_DUE = Prepared(LOCK_DUE)
 _CONTEXT = Prepared(CONTEXT)
 _QUEUE_RUN = Prepared(QUEUE_RUN)
 _SCHEDULE_COLUMNS = tuple(c.name for c in schedules.columns)
 
 
-def append_events_statement(count: int) -> Insert:
-    """The process-event INSERT for ``count`` rows (built once per count)."""
-    statement = _EVENT_STATEMENTS.get(count)
-    if statement is None:
-        statement = _EVENT_STATEMENTS.setdefault(count, _rows(process_events, "p", count))
-    return statement
-
-
-def _append_events_prepared(count: int) -> Prepared:
-    prepared = _PREPARED_EVENTS.get(count)
+def advance_statement(changed: tuple[str, ...], events: int) -> Prepared:
+    """The schedule's trusted CAS UPDATE with ``events`` process-event INSERTs as
+    data-modifying CTEs (ADR 1750), built once per column set and count. The CTEs run
+    whether or not the CAS matches; a CAS that matched no row returns no row, the
+    caller raises, and the transaction never commits them."""
+    key = (changed, events)
+    prepared = _ADVANCES.get(key)
     if prepared is None:
-        prepared = _PREPARED_EVENTS.setdefault(count, Prepared(append_events_statement(count)))
+        inserts = [
+            insert(process_events).values(_bound(process_events, f"p{i}_")).cte(f"event_{i}")
+            for i in range(events)
+        ]
+        statement = trusted_cas_statement(changed).add_cte(*inserts)
+        prepared = _ADVANCES.setdefault(key, Prepared(statement))
     return prepared
 
 
@@ -293,10 +300,18 @@ class PostgresMaterializationStore:
             _values(event, f"e{i}_", params)
         await _pg(uow).tx.fetch(_QUEUE_RUN, params)
 
-    async def append_events(self, uow: UnitOfWork, events: Sequence[ProcessEvent]) -> None:
+    async def advance(
+        self, uow: UnitOfWork, command: ScheduleCommand, events: Sequence[ProcessEvent]
+    ) -> None:
+        pg = _pg(uow)
+        if command.principal is not None or command.revision is not None:
+            raise ValueError("the materializer advances in the trusted scope, no revision")
         if not events:
+            await pg.schedules.mutate(command)
             return
-        params: dict[str, Any] = {}
+        changed, params = trusted_cas_params(command)
         for i, event in enumerate(events):
             _values(event, f"p{i}_", params)
-        await _pg(uow).tx.fetch(_append_events_prepared(len(events)), params)
+        rows = await pg.tx.fetch(advance_statement(changed, len(events)), params)
+        if len(rows) != 1:
+            await pg.schedules.raise_stale(command)

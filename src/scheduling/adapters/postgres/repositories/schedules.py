@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
 
-from sqlalchemy import and_, bindparam, delete, func, insert, select, true, tuple_, update
+from sqlalchemy import Update, and_, bindparam, delete, func, insert, select, true, tuple_, update
 
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import (
@@ -52,23 +52,38 @@ TERMINAL = ("COMPLETED", "CANCELLED")
 _TRUSTED_CAS: dict[tuple[str, ...], Prepared] = {}
 
 
+def trusted_cas_statement(changed: tuple[str, ...]) -> Update:
+    """The trusted-scope CAS UPDATE that writes ``changed``: the same predicate as
+    ``mutate``'s, every value bound (``w_*`` expected, ``v_*`` new), the id returned."""
+    c = schedules.c
+    matches = [c[n].is_not_distinct_from(bindparam(f"w_{n}", type_=c[n].type)) for n in _MUTABLE]
+    return (
+        update(schedules)
+        .where(c.id == bindparam("w_id", type_=c.id.type), *matches)
+        .values({n: bindparam(f"v_{n}", type_=c[n].type) for n in changed})
+        .returning(c.id)
+    )
+
+
 def _trusted_cas(changed: tuple[str, ...]) -> Prepared:
-    """The trusted-scope CAS UPDATE that writes ``changed`` (built once per column set;
-    ADR 1740): the same predicate as ``mutate``'s, every value bound."""
+    """``trusted_cas_statement`` prepared, built once per column set (ADR 1740)."""
     prepared = _TRUSTED_CAS.get(changed)
     if prepared is None:
-        c = schedules.c
-        matches = [
-            c[n].is_not_distinct_from(bindparam(f"w_{n}", type_=c[n].type)) for n in _MUTABLE
-        ]
-        statement = (
-            update(schedules)
-            .where(c.id == bindparam("w_id", type_=c.id.type), *matches)
-            .values({n: bindparam(f"v_{n}", type_=c[n].type) for n in changed})
-            .returning(c.id)
-        )
-        prepared = _TRUSTED_CAS.setdefault(changed, Prepared(statement))
+        prepared = _TRUSTED_CAS.setdefault(changed, Prepared(trusted_cas_statement(changed)))
     return prepared
+
+
+def trusted_cas_params(command: ScheduleCommand) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The columns ``command`` changes and the bound values of its trusted CAS UPDATE.
+    Only changed columns are written, so a role with column-level UPDATE (the scheduler)
+    can advance its fields; the CAS predicate still covers them all."""
+    expected = schedule_row(command.expected)
+    updated = schedule_row(command.updated)
+    changed = [name for name in _MUTABLE if expected[name] != updated[name]] or ["updated_at"]
+    params: dict[str, Any] = {"w_id": command.updated.id}
+    params.update({f"w_{name}": expected[name] for name in _MUTABLE})
+    params.update({f"v_{name}": updated[name] for name in changed})
+    return tuple(changed), params
 
 
 def schedule_row(schedule: Schedule) -> dict[str, Any]:
@@ -218,39 +233,36 @@ class PostgresScheduleRepository:
         return Page(items=items, next_cursor=cursor)
 
     async def mutate(self, command: ScheduleCommand) -> Schedule:
-        expected = schedule_row(command.expected)
-        updated = schedule_row(command.updated)
-        # Only changed columns are written, so a role with column-level UPDATE (the
-        # scheduler) can advance its fields; the CAS predicate still covers them all.
-        changed = [name for name in _MUTABLE if expected[name] != updated[name]] or ["updated_at"]
         if command.principal is None:  # the scheduler's hot path: one prepared statement
-            params = {"w_id": command.updated.id}
-            params.update({f"w_{name}": expected[name] for name in _MUTABLE})
-            params.update({f"v_{name}": updated[name] for name in changed})
-            rowcount = len(await self._tx.fetch(_trusted_cas(tuple(changed)), params))
+            changed, params = trusted_cas_params(command)
+            rowcount = len(await self._tx.fetch(_trusted_cas(changed), params))
         else:
+            expected = schedule_row(command.expected)
+            updated = schedule_row(command.updated)
+            changed_names = [n for n in _MUTABLE if expected[n] != updated[n]] or ["updated_at"]
             matches = [schedules.c[name].is_not_distinct_from(expected[name]) for name in _MUTABLE]
             statement = (
                 update(schedules)
                 .where(schedules.c.id == command.updated.id, owned_by(command.principal), *matches)
-                .values({name: updated[name] for name in changed})
+                .values({name: updated[name] for name in changed_names})
             )
             rowcount = (await self._tx.execute(statement)).rowcount
         if rowcount != 1:
-            current = await self.get(command.updated.id, command.principal)
-            raise ConflictError(
-                STALE,
-                "the schedule changed since it was read",
-                {
-                    "schedule_id": str(current.id),
-                    "current_revision": current.current_revision,
-                },
-            )
+            await self.raise_stale(command)
         if command.revision is not None:
             await self._tx.execute(
                 insert(schedule_revisions).values(revision_row(command.revision))
             )
         return command.updated
+
+    async def raise_stale(self, command: ScheduleCommand) -> NoReturn:
+        """The CAS of ``command`` matched no row: the schedule changed since it was read."""
+        current = await self.get(command.updated.id, command.principal)
+        raise ConflictError(
+            STALE,
+            "the schedule changed since it was read",
+            {"schedule_id": str(current.id), "current_revision": current.current_revision},
+        )
 
     async def due(self, now: datetime, limit: int) -> IdList:
         query = (

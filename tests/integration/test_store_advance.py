@@ -1,0 +1,110 @@
+"""``MaterializationStore.advance``: the schedule's compare-and-swap and the decision's
+audit events, in one write (ADR 1750), and the same behaviour from both stores.
+
+The wrong implementations these tests reject:
+* events that commit although the CAS matched nothing: the store must raise, and the
+  stale ``expected`` must leave no event behind;
+* an advance that drops or duplicates events (exactly the given ids land);
+* a PostgreSQL store that disagrees with the port store (both run the same cases on
+  the same database).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from scheduling.adapters.memory.directories import StaticAgentRegistry, StaticPrincipalDirectory
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
+from scheduling.domain.errors import ConflictError
+from scheduling.domain.events import next_fire_repaired
+from scheduling.ports.materialization import MaterializationStore
+from scheduling.ports.repositories import STALE, ScheduleCommand
+from scheduling.service.firing import PortMaterializationStore
+from scheduling.service.schedules import to_record
+from simulation.worlds.materialize import Harness
+
+pytestmark = pytest.mark.postgres
+
+
+def stores(h: Harness) -> list[tuple[str, MaterializationStore]]:
+    return [
+        ("postgres", PostgresMaterializationStore()),
+        ("port", PortMaterializationStore(StaticPrincipalDirectory(), StaticAgentRegistry())),
+    ]
+
+
+async def _event_ids(h: Harness, sid: object) -> set[str]:
+    rows = await h.sql("SELECT id FROM process_events WHERE schedule_id = :s", s=sid)
+    return {str(r["id"]) for r in rows}
+
+
+@pytest.mark.parametrize("kind", ["postgres", "port"])
+async def test_advance_writes_the_schedule_and_exactly_its_events(pg_url: str, kind: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        store = dict(stores(h))[kind]
+        sid = await h.create()
+        before = await _event_ids(h, sid)
+        async with h.scheduler.begin() as uow:
+            schedule = await uow.schedules.get(sid, None)
+            moved = schedule.next_fire_at + timedelta(days=1)
+            updated = schedule.model_copy(update={"next_fire_at": moved})
+            events = [
+                to_record(
+                    next_fire_repaired(
+                        h.world.ids.new_uuid(),
+                        schedule,
+                        previous=schedule.next_fire_at,
+                        repaired=moved,
+                        actor="scheduler",
+                        at=h.clock.now(),
+                    )
+                )
+                for _ in range(3)
+            ]
+            await store.advance(uow, ScheduleCommand(expected=schedule, updated=updated), events)
+            await uow.commit()
+        assert (await h.schedule(sid))["next_fire_at"] == moved
+        assert await _event_ids(h, sid) - before == {str(e.id) for e in events}
+    finally:
+        await h.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "port"])
+async def test_a_stale_advance_raises_and_leaves_no_event(pg_url: str, kind: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        store = dict(stores(h))[kind]
+        sid = await h.create()
+        before = await _event_ids(h, sid)
+        async with h.scheduler.begin() as uow:
+            schedule = await uow.schedules.get(sid, None)
+        # Someone else advanced it since it was read.
+        await h.sql(
+            "UPDATE schedules SET consecutive_failures = consecutive_failures + 1 WHERE id = :i",
+            i=sid,
+        )
+        updated = schedule.model_copy(
+            update={"next_fire_at": schedule.next_fire_at + timedelta(days=1)}
+        )
+        event = to_record(
+            next_fire_repaired(
+                h.world.ids.new_uuid(),
+                schedule,
+                previous=schedule.next_fire_at,
+                repaired=updated.next_fire_at,
+                actor="scheduler",
+                at=h.clock.now(),
+            )
+        )
+        command = ScheduleCommand(expected=schedule, updated=updated)
+        async with h.scheduler.begin() as uow:
+            with pytest.raises(ConflictError) as caught:
+                await store.advance(uow, command, [event])
+        assert caught.value.code == STALE
+        assert await _event_ids(h, sid) == before
+        assert (await h.schedule(sid))["next_fire_at"] == schedule.next_fire_at
+    finally:
+        await h.close()
