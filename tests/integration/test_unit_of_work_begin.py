@@ -20,7 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
+from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.notify import to_libpq_url
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
 from scheduling.adapters.postgres.uow import (
@@ -152,5 +154,22 @@ async def test_commit_and_rollback_reach_the_server(pg_url: str) -> None:
             assert isinstance(uow, PostgresUnitOfWork)
             keys = (await uow.tx.execute(text("SELECT k FROM begin_probe ORDER BY k"))).all()
             assert [k for (k,) in keys] == [1]
+    finally:
+        await factory.dispose()
+
+
+async def test_an_engine_with_its_own_isolation_level_keeps_it_and_its_settings(
+    pg_url: str,
+) -> None:
+    """The fallback begin (SQLAlchemy's BEGIN with the engine's isolation level, then
+    the settings as a prepared statement) is the same unit of work, one level up."""
+    engine = create_async_engine(to_asyncpg_url(pg_url), isolation_level="SERIALIZABLE")
+    factory = PostgresUnitOfWorkFactory(engine)
+    try:
+        async with factory.begin(tenant_id="o'brien") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert (await _settings(uow)).tenant == "o'brien"
+            level = (await uow.tx.execute(text("SHOW transaction_isolation"))).scalar()
+            assert level == "serializable"
     finally:
         await factory.dispose()
