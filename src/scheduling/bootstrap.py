@@ -434,7 +434,7 @@ def build_scheduler(
     factory: UnitOfWorkFactory
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
-    listener = notifier = pending = store = None
+    listener = pending = store = None
     owns_uow = uow is None
     if settings.storage == "postgres":
         if uow is None:
@@ -447,7 +447,7 @@ def build_scheduler(
         factory, pending = uow, PostgresPendingAccounts(uow)
         if settings.url is not None:
             listener = PostgresWakeListener(settings.url, clock=clock)
-        # No queue notifier: the runs insert trigger notifies at commit (ADR 1750).
+        # The run's queue notification is the runs insert trigger's (ADR 1750).
         principals = (
             DurablePrincipalDirectory(uow)
             if settings.principal_directory == "durable"
@@ -486,7 +486,6 @@ def build_scheduler(
         admission=admission,
         probe=probe,
         calculator=calculator,
-        notifier=notifier,
         store=store,
     )
     accountant = RunAccountant(uow=factory, clock=clock, ids=ids)

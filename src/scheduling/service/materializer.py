@@ -19,8 +19,8 @@ Step for step, in one trusted unit of work, with ``now`` read once from the Cloc
    apply the one-time completion or the failure-limit pause, and append the schedule
    events (one ``schedule.misfires_coalesced`` with only first/last/count) in the same
    write;
-7. commit; on PostgreSQL the runs table's insert trigger has queued the notification,
-   delivered at commit (ADR 1750); another notifier is sent to after commit.
+7. commit; the runs table's insert trigger has queued the run's notification, which
+   PostgreSQL delivers at commit (ADR 1750).
 
 Each statement that writes (and the lock) is followed by
 ``await probe.step("materialize.<step>")`` (a no-op in production) so the simulator can
@@ -36,12 +36,11 @@ authoritative state.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from scheduling.domain.cadence import format_instant
@@ -83,8 +82,6 @@ from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 from scheduling.service.firing import PortMaterializationStore
 from scheduling.service.outbox import run_finished
 from scheduling.service.schedules import to_record
-
-_log = logging.getLogger(__name__)
 
 SCHEDULER_ACTOR = "scheduler"
 SCHEDULED_PRIORITY = 10
@@ -198,12 +195,6 @@ class MaterializeResult:
         return None if self.occurrence is None else self.occurrence.session_id
 
 
-class QueueNotifier(Protocol):
-    """Best-effort wake-up of run workers after a run is queued (never raises)."""
-
-    async def run_queued(self, run_id: UUID) -> None: ...
-
-
 @dataclass(frozen=True)
 class _Verdict:
     disposition: OccurrenceDisposition
@@ -225,7 +216,6 @@ class ScheduleMaterializer:
         tenants: TenantConfiguration,
         admission: ScheduleAdmissionController,
         probe: Probe | None = None,
-        notifier: QueueNotifier | None = None,
         calculator: RecurrenceCalculator | None = None,
         store: MaterializationStore | None = None,
     ) -> None:
@@ -237,7 +227,6 @@ class ScheduleMaterializer:
         self._tenants = tenants
         self._admission = admission
         self._probe: Probe = probe or NullProbe()
-        self._notifier = notifier
         self._calculator = calculator or RecurrenceCalculator()
         self._store: MaterializationStore = store or PortMaterializationStore(principals, agents)
 
@@ -263,11 +252,8 @@ class ScheduleMaterializer:
                     retry_after_seconds=verdict,
                 )
             result = await self._decide(uow, schedule, revision, due, verdict, now)
-            queued = result.run_id if result.status is MaterializeStatus.DECIDED else None
             await uow.commit()
         await self._probe.step(STEP_COMMITTED)
-        if queued is not None and self._notifier is not None:
-            await self._notify(queued)
         return result
 
     # ------------------------------------------------------------------ decisions
@@ -626,10 +612,3 @@ class ScheduleMaterializer:
         return MaterializeResult(
             schedule.id, MaterializeStatus.REPAIRED, None, updated.next_fire_at
         )
-
-    async def _notify(self, run_id: UUID) -> None:
-        assert self._notifier is not None
-        try:
-            await self._notifier.run_queued(run_id)
-        except Exception:
-            _log.warning("run-queued notification failed", exc_info=True)

@@ -5,9 +5,8 @@ update, resume: wake schedule workers; sent after ``commit()`` on a connection o
 own) and ``scheduling_run_queued`` (wake run workers). A run's notification is not sent
 by the materializer at all: the ``runs`` insert trigger (revision 0007, ADR 1750)
 queues it inside the inserting transaction, so PostgreSQL delivers it at commit, drops
-it on rollback, and neither a statement nor a connection is spent on it.
-``run_queued`` remains for a post-commit send. A failure of a post-commit send is
-logged and swallowed. ``PostgresWakeListener`` LISTENs on a
+it on rollback, and neither a statement nor a connection is spent on it. A failure of
+a post-commit send is logged and swallowed. ``PostgresWakeListener`` LISTENs on a
 channel and sets an ``asyncio.Event``; a dropped LISTEN connection is re-established
 with a bounded backoff on the Clock (ADR 1913), and until then only latency is lost,
 because every worker keeps its bounded table-scan fallback.
@@ -37,16 +36,13 @@ def to_libpq_url(url: str) -> str:
 
 
 class PostgresNotifier:
-    """``ScheduleNotifier`` and the materializer's ``QueueNotifier`` over ``pg_notify``."""
+    """``ScheduleNotifier`` over ``pg_notify``."""
 
     def __init__(self, url: str) -> None:
         self._url = to_libpq_url(url)
 
     async def schedule_changed(self, schedule_id: UUID) -> None:
         await self._send(SCHEDULE_CHANNEL, str(schedule_id))
-
-    async def run_queued(self, run_id: UUID) -> None:
-        await self._send(RUN_CHANNEL, str(run_id))
 
     async def _send(self, channel: str, payload: str) -> None:
         try:
