@@ -9,7 +9,6 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from tests.integration.test_schedule_worker_postgres import corrupt
 
 from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.service.materializer import MaterializeResult, MaterializeStatus
@@ -37,7 +36,7 @@ async def test_concurrent_pass_isolates_a_corrupt_definition(pg_url: str) -> Non
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(6)]
         bad = ids[2]
-        await corrupt(h, bad)
+        await h.corrupt(bad)
         fire = await h.next_fire(ids[0])
         h.clock.advance_to(fire + timedelta(seconds=1))
         w = worker(h, lane=None, concurrency=4, failure_backoff_seconds=600)

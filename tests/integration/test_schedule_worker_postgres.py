@@ -5,9 +5,9 @@ run-queued notification the runs trigger sends at commit."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 import pytest
@@ -26,27 +26,12 @@ from simulation.worlds.materialize import Harness
 pytestmark = pytest.mark.postgres
 
 
-async def corrupt(h: Harness, sid: UUID) -> None:
-    """Point the schedule at a new revision whose stored definition cannot be decoded."""
-    rev = (await h.sql("SELECT * FROM schedule_revisions WHERE schedule_id = :i", i=sid))[0]
-    broken = dict(rev["definition"], cadence={"kind": "HOURLY", "every": 1})
-    await h.sql(
-        "INSERT INTO schedule_revisions (schedule_id, revision, definition,"
-        " created_by_principal_id, created_at) VALUES (:i, 2, CAST(:d AS jsonb), :p, :t)",
-        i=sid,
-        d=__import__("json").dumps(broken),
-        p=rev["created_by_principal_id"],
-        t=rev["created_at"],
-    )
-    await h.sql("UPDATE schedules SET current_revision = 2 WHERE id = :i", i=sid)
-
-
 async def test_corrupt_definition_neither_rolls_back_nor_blocks_siblings(pg_url: str) -> None:
     h = await Harness.open(pg_url)
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(3)]
         bad = ids[1]
-        await corrupt(h, bad)
+        await h.corrupt(bad)
         fire = await h.next_fire(ids[0])
         h.clock.advance_to(fire + timedelta(seconds=1))
         worker = h.worker(
@@ -102,12 +87,31 @@ class CountingWorker(ScheduleWorker):
         return await super().run_once()
 
 
-async def _wait_for(predicate: Any, seconds: float) -> bool:
-    for _ in range(int(seconds / 0.05)):
+async def wait_for(predicate: Callable[[], bool], seconds: float) -> bool:
+    """Poll ``predicate`` every 20 ms for up to ``seconds``."""
+    for _ in range(int(seconds / 0.02)):
         if predicate():
             return True
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.02)
     return predicate()
+
+
+async def sleeping_worker(h: Harness, listener: PostgresWakeListener) -> CountingWorker:
+    """A worker woken by ``listener``, over one schedule out of reach of the real clock:
+    it has nothing to do and sleeps (its fallback poll is 60 s)."""
+    sid = await h.create()
+    await h.sql(
+        "UPDATE schedules SET next_fire_at = :t WHERE id = :i",
+        t=SystemClock().now() + timedelta(days=1),
+        i=sid,
+    )
+    return CountingWorker(
+        uow=h.scheduler,
+        materializer=h.materializer(clock=SystemClock()),
+        clock=SystemClock(),
+        settings=WorkerSettings(fallback_poll_seconds=60),
+        wake=listener,
+    )
 
 
 async def test_notify_wakes_a_sleeping_worker(pg_url: str) -> None:
@@ -115,27 +119,14 @@ async def test_notify_wakes_a_sleeping_worker(pg_url: str) -> None:
     listener = PostgresWakeListener(pg_url, clock=SystemClock())
     await listener.start()
     try:
-        sid = await h.create()
-        # Keep it out of reach of the real clock, so the worker has nothing to do.
-        await h.sql(
-            "UPDATE schedules SET next_fire_at = :t WHERE id = :i",
-            t=SystemClock().now() + timedelta(days=1),
-            i=sid,
-        )
-        worker = CountingWorker(
-            uow=h.scheduler,
-            materializer=h.materializer(clock=SystemClock()),
-            clock=SystemClock(),
-            settings=WorkerSettings(fallback_poll_seconds=60),
-            wake=listener,
-        )
+        worker = await sleeping_worker(h, listener)
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
-        assert await _wait_for(lambda: worker.passes == 1, 5)
+        assert await wait_for(lambda: worker.passes == 1, 5)
         await asyncio.sleep(0.3)
         assert worker.passes == 1  # asleep until the next firing or the 60 s poll
         await PostgresNotifier(pg_url).schedule_changed(h.created[0])
-        assert await _wait_for(lambda: worker.passes == 2, 5), "notification did not wake it"
+        assert await wait_for(lambda: worker.passes == 2, 5), "notification did not wake it"
         assert listener.received == 1
         stop.set()
         await PostgresNotifier(pg_url).schedule_changed(h.created[0])
@@ -164,7 +155,7 @@ async def test_without_notifications_the_poll_finds_due_work(pg_url: str) -> Non
         )
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
-        decided = await _wait_for(lambda: worker.passes >= 3, 5)
+        decided = await wait_for(lambda: worker.passes >= 3, 5)
         stop.set()
         await asyncio.wait_for(task, 5)
         assert decided
@@ -233,7 +224,7 @@ async def test_a_queued_run_notifies_run_workers_at_commit_and_never_on_rollback
         assert (await h.sql("SELECT count(*) AS n FROM runs"))[0]["n"] == 0
         result = await h.materializer().materialize(first)
         assert result.status is MaterializeStatus.DECIDED
-        assert await _wait_for(lambda: len(payloads) == 1, 5), "no notification at commit"
+        assert await wait_for(lambda: len(payloads) == 1, 5), "no notification at commit"
         await asyncio.sleep(0.3)  # a late one from the rolled-back decision would show
         assert payloads == [str(result.run_id)]
     finally:

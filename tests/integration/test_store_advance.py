@@ -19,7 +19,9 @@ from scheduling.adapters.memory.directories import StaticAgentRegistry, StaticPr
 from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.domain.errors import ConflictError
 from scheduling.domain.events import next_fire_repaired
+from scheduling.domain.schedule import Schedule
 from scheduling.ports.materialization import MaterializationStore
+from scheduling.ports.records import ProcessEvent
 from scheduling.ports.repositories import STALE, ScheduleCommand
 from scheduling.service.firing import PortMaterializationStore
 from scheduling.service.schedules import to_record
@@ -28,11 +30,32 @@ from simulation.worlds.materialize import Harness
 pytestmark = pytest.mark.postgres
 
 
-def stores(h: Harness) -> list[tuple[str, MaterializationStore]]:
-    return [
-        ("postgres", PostgresMaterializationStore()),
-        ("port", PortMaterializationStore(StaticPrincipalDirectory(), StaticAgentRegistry())),
+def store_of(kind: str) -> MaterializationStore:
+    if kind == "postgres":
+        return PostgresMaterializationStore()
+    return PortMaterializationStore(StaticPrincipalDirectory(), StaticAgentRegistry())
+
+
+def moved_a_day(
+    h: Harness, schedule: Schedule, events: int
+) -> tuple[ScheduleCommand, list[ProcessEvent]]:
+    """The CAS that moves ``next_fire_at`` a day on, and ``events`` audit records of it."""
+    moved = schedule.next_fire_at + timedelta(days=1)
+    updated = schedule.model_copy(update={"next_fire_at": moved})
+    records = [
+        to_record(
+            next_fire_repaired(
+                h.world.ids.new_uuid(),
+                schedule,
+                previous=schedule.next_fire_at,
+                repaired=moved,
+                actor="scheduler",
+                at=h.clock.now(),
+            )
+        )
+        for _ in range(events)
     ]
+    return ScheduleCommand(expected=schedule, updated=updated), records
 
 
 async def _event_ids(h: Harness, sid: object) -> set[str]:
@@ -44,28 +67,15 @@ async def _event_ids(h: Harness, sid: object) -> set[str]:
 async def test_advance_writes_the_schedule_and_exactly_its_events(pg_url: str, kind: str) -> None:
     h = await Harness.open(pg_url)
     try:
-        store = dict(stores(h))[kind]
+        store = store_of(kind)
         sid = await h.create()
         before = await _event_ids(h, sid)
         async with h.scheduler.begin() as uow:
             schedule = await uow.schedules.get(sid, None)
-            moved = schedule.next_fire_at + timedelta(days=1)
-            updated = schedule.model_copy(update={"next_fire_at": moved})
-            events = [
-                to_record(
-                    next_fire_repaired(
-                        h.world.ids.new_uuid(),
-                        schedule,
-                        previous=schedule.next_fire_at,
-                        repaired=moved,
-                        actor="scheduler",
-                        at=h.clock.now(),
-                    )
-                )
-                for _ in range(3)
-            ]
-            await store.advance(uow, ScheduleCommand(expected=schedule, updated=updated), events)
+            command, events = moved_a_day(h, schedule, 3)
+            await store.advance(uow, command, events)
             await uow.commit()
+        moved = command.updated.next_fire_at
         assert (await h.schedule(sid))["next_fire_at"] == moved
         assert await _event_ids(h, sid) - before == {str(e.id) for e in events}
     finally:
@@ -76,7 +86,7 @@ async def test_advance_writes_the_schedule_and_exactly_its_events(pg_url: str, k
 async def test_a_stale_advance_raises_and_leaves_no_event(pg_url: str, kind: str) -> None:
     h = await Harness.open(pg_url)
     try:
-        store = dict(stores(h))[kind]
+        store = store_of(kind)
         sid = await h.create()
         before = await _event_ids(h, sid)
         async with h.scheduler.begin() as uow:
@@ -86,23 +96,10 @@ async def test_a_stale_advance_raises_and_leaves_no_event(pg_url: str, kind: str
             "UPDATE schedules SET consecutive_failures = consecutive_failures + 1 WHERE id = :i",
             i=sid,
         )
-        updated = schedule.model_copy(
-            update={"next_fire_at": schedule.next_fire_at + timedelta(days=1)}
-        )
-        event = to_record(
-            next_fire_repaired(
-                h.world.ids.new_uuid(),
-                schedule,
-                previous=schedule.next_fire_at,
-                repaired=updated.next_fire_at,
-                actor="scheduler",
-                at=h.clock.now(),
-            )
-        )
-        command = ScheduleCommand(expected=schedule, updated=updated)
+        command, events = moved_a_day(h, schedule, 1)
         async with h.scheduler.begin() as uow:
             with pytest.raises(ConflictError) as caught:
-                await store.advance(uow, command, [event])
+                await store.advance(uow, command, events)
         assert caught.value.code == STALE
         assert await _event_ids(h, sid) == before
         assert (await h.schedule(sid))["next_fire_at"] == schedule.next_fire_at

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import Any
 
 import asyncpg
 import pytest
+from tests.integration.test_schedule_worker_postgres import sleeping_worker, wait_for
 
 from scheduling.adapters.postgres.notify import (
     PostgresNotifier,
@@ -20,7 +20,6 @@ from scheduling.adapters.postgres.notify import (
     ReconnectSettings,
 )
 from scheduling.adapters.system_clock import SystemClock
-from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
 from simulation.provider._private import private_cluster
 from simulation.provider.templates import migrated_template
 from simulation.worlds.materialize import Harness
@@ -31,27 +30,11 @@ PROMPT = 5.0  # seconds: far below the 60 s fallback poll
 FAST = ReconnectSettings(base_seconds=0.05, cap_seconds=0.4)
 
 
-class CountingWorker(ScheduleWorker):
-    passes = 0
-
-    async def run_once(self) -> Any:
-        self.passes += 1
-        return await super().run_once()
-
-
 class NoReconnect(PostgresWakeListener):
     """Wrong on purpose: the listener before this change (a dropped LISTEN stays gone)."""
 
     def _on_lost(self, conn: object) -> None:
         self.lost += 1
-
-
-async def _until(predicate: Callable[[], bool], seconds: float) -> bool:
-    for _ in range(int(seconds / 0.02)):
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return predicate()
 
 
 async def _terminate_listener(url: str) -> None:
@@ -75,29 +58,18 @@ async def _worker_woken_after(
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None
     try:
-        sid = await h.create()
-        # Out of reach of the real clock: the worker has nothing to do and sleeps.
-        await h.sql(
-            "UPDATE schedules SET next_fire_at = :t WHERE id = :i",
-            t=SystemClock().now() + timedelta(days=1),
-            i=sid,
-        )
-        worker = CountingWorker(
-            uow=h.scheduler,
-            materializer=h.materializer(clock=SystemClock()),
-            clock=SystemClock(),
-            settings=WorkerSettings(fallback_poll_seconds=60),
-            wake=listener,
-        )
+        worker = await sleeping_worker(h, listener)
         task = asyncio.create_task(worker.run(stop))
-        assert await _until(lambda: worker.passes == 1, PROMPT)
+        assert await wait_for(lambda: worker.passes == 1, PROMPT)
         await fault()
         # A reconnection wakes the worker once (notifications may have been lost).
-        await _until(lambda: listener.reconnects == 1 and worker.passes == 2, PROMPT)
+        await wait_for(lambda: listener.reconnects == 1 and worker.passes == 2, PROMPT)
         settled = worker.passes
         await asyncio.sleep(0.2)
-        await PostgresNotifier(url).schedule_changed(sid)
-        woken = await _until(lambda: worker.passes > settled, PROMPT if listener.reconnects else 1)
+        await PostgresNotifier(url).schedule_changed(h.created[0])
+        woken = await wait_for(
+            lambda: worker.passes > settled, PROMPT if listener.reconnects else 1
+        )
         return woken
     finally:
         stop.set()

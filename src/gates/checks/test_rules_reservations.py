@@ -7,7 +7,6 @@ Tests of the test: ``scheduling-gates mutate`` (mutants ``admission.reserves_act
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -131,21 +130,6 @@ async def test_a_concurrency_denial_is_retried_after_a_bounded_backoff(pg_url: s
         await h.close()
 
 
-async def corrupt(h: Harness, sid: UUID) -> None:
-    """Point the schedule at a new revision whose stored definition cannot be decoded."""
-    rev = (await h.sql("SELECT * FROM schedule_revisions WHERE schedule_id = :i", i=sid))[0]
-    broken = dict(rev["definition"], cadence={"kind": "HOURLY", "every": 1})
-    await h.sql(
-        "INSERT INTO schedule_revisions (schedule_id, revision, definition,"
-        " created_by_principal_id, created_at) VALUES (:i, 2, CAST(:d AS jsonb), :p, :t)",
-        i=sid,
-        d=json.dumps(broken),
-        p=rev["created_by_principal_id"],
-        t=rev["created_at"],
-    )
-    await h.sql("UPDATE schedules SET current_revision = 2 WHERE id = :i", i=sid)
-
-
 @pytest.mark.rule("rule.worker.isolated_definitions")
 async def test_a_corrupt_definition_neither_rolls_back_nor_blocks_its_batch(pg_url: str) -> None:
     h = await Harness.open(pg_url)
@@ -154,7 +138,7 @@ async def test_a_corrupt_definition_neither_rolls_back_nor_blocks_its_batch(pg_u
         fire = await h.next_fire(ids[0])
         # Same instant for all three, so the batch is in id order: the corrupt one first.
         bad = ids[0]
-        await corrupt(h, bad)
+        await h.corrupt(bad)
         h.clock.advance_to(fire + timedelta(seconds=1))
         worker = h.worker(h.materializer(), expect_errors=True, batch_size=10)
         report = await worker.run_once()

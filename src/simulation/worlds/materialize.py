@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -252,6 +253,21 @@ class Harness:
         async with self.admin.engine.begin() as conn:
             result = await conn.execute(text(statement), params)
             return [dict(r._mapping) for r in result.all()] if result.returns_rows else []
+
+    async def corrupt(self, sid: UUID) -> None:
+        """Point the schedule at a new revision whose stored definition cannot be
+        decoded (an HOURLY cadence no revision accepts)."""
+        (rev,) = await self.sql("SELECT * FROM schedule_revisions WHERE schedule_id = :i", i=sid)
+        broken = dict(rev["definition"], cadence={"kind": "HOURLY", "every": 1})
+        await self.sql(
+            "INSERT INTO schedule_revisions (schedule_id, revision, definition,"
+            " created_by_principal_id, created_at) VALUES (:i, 2, CAST(:d AS jsonb), :p, :t)",
+            i=sid,
+            d=json.dumps(broken),
+            p=rev["created_by_principal_id"],
+            t=rev["created_at"],
+        )
+        await self.sql("UPDATE schedules SET current_revision = 2 WHERE id = :i", i=sid)
 
     async def ledger(self) -> Ledger:
         return Ledger(
