@@ -44,6 +44,7 @@ from scheduling.adapters.memory.directories import (
     StaticAgentRegistry,
     StaticPrincipalDirectory,
 )
+from scheduling.adapters.memory.keys import MemoryKeyRing
 
 # Model tools (build_tools).
 from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings, MemoryToolLedger
@@ -54,6 +55,7 @@ from scheduling.adapters.postgres.directories import (
     DurableAgentRegistry,
     DurablePrincipalDirectory,
 )
+from scheduling.adapters.postgres.keys import PostgresKeyRing
 from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
 from scheduling.adapters.postgres.readiness import SchemaReadiness
@@ -79,6 +81,7 @@ from scheduling.ports.directories import (
     TenantConfiguration,
 )
 from scheduling.ports.ids import IdGenerator
+from scheduling.ports.keys import KeyRing
 from scheduling.ports.notifier import ScheduleNotifier
 from scheduling.ports.probe import Probe
 from scheduling.ports.readiness import AlwaysReady, Readiness
@@ -231,6 +234,8 @@ class ApiRole:
     agents: AgentRegistry
     profiles: ConfiguredBrowserProfiles
     owns_uow: bool = True
+    keys: KeyRing = field(default_factory=MemoryKeyRing)
+    """The deployment key ring (ADR 2100): PostgreSQL's seeded keys over the API role."""
 
     async def close(self) -> None:
         if self.owns_uow:
@@ -290,7 +295,10 @@ def build_api(
     service = service_type(
         uow=uow, clock=clock, ids=ids, validator=validator, notifier=notifier, probe=probe
     )
-    return ApiRole(service, uow, principals, agents, profiles, owns_uow)
+    keys: KeyRing = (
+        PostgresKeyRing(uow) if isinstance(uow, PostgresUnitOfWorkFactory) else MemoryKeyRing()
+    )
+    return ApiRole(service, uow, principals, agents, profiles, owns_uow, keys)
 
 
 def _directories(

@@ -25,6 +25,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Numeric,
     PrimaryKeyConstraint,
@@ -505,4 +506,17 @@ ADMISSION_WINDOW_INDEXES = (
     Index("ix_runs_tenant_id_status", runs.c.tenant_id, runs.c.status),
     Index("ix_runs_tenant_id_finished_at", runs.c.tenant_id, runs.c.finished_at),
     Index("ix_runs_tenant_id_created_at", runs.c.tenant_id, runs.c.created_at),
+)
+
+# Revision 0008_deployment_keys (ADR 2100): one random 32-byte key per purpose, seeded by
+# the migration, readable by the API role only (keyed cursors and digests). Not tenant
+# data: no row-level security, no policy; no other role holds any privilege on it.
+deployment_keys = Table(
+    "deployment_keys",
+    metadata,
+    Column("purpose", Text, nullable=False),
+    Column("key", LargeBinary, nullable=False),
+    _tz("created_at"),
+    PrimaryKeyConstraint("purpose"),
+    CheckConstraint("length(key) = 32", name="key_length"),
 )
