@@ -158,6 +158,8 @@ STATUS: dict[str, int] = {
     "schedule.lifecycle.illegal_transition": 409,
     "schedule.lifecycle.invalid_expected_revision": 422,
     "schedule.lifecycle.stale_revision": 409,
+    # keys (the deployment key ring: a schema not migrated)
+    "schedule.keys.missing": 503,
     # limits
     "schedule.limits.invalid_field": 422,
     "schedule.limits.invalid_reserve": 422,
@@ -265,6 +267,8 @@ STATUS: dict[str, int] = {
     "schedule.tenancy.non_positive_ceiling": 500,
     "schedule.tenancy.not_configured": 503,
     "schedule.tenancy.unknown_field": 500,
+    # text hygiene (NUL, lone surrogates) at every edge
+    "schedule.text.invalid": 422,
     # tokens
     "schedule.tokens.file_invalid": 500,
     "schedule.tokens.identity_invalid": 500,
@@ -421,6 +425,9 @@ def install_error_handlers(app: FastAPI) -> None:
                 None,
                 {"WWW-Authenticate": "Bearer"},
             )
+        if exc.status_code == 400:
+            # The framework's "error parsing the body": bytes that are not UTF-8 JSON.
+            return error_response(400, MALFORMED_BODY, "the request body is not valid JSON")
         return error_response(exc.status_code, INVALID_REQUEST, "the request was refused")
 
     async def on_anything(request: Request, exc: Exception) -> JSONResponse:

@@ -77,6 +77,16 @@ def _route(scope: str | None, *extra: dict[int | str, dict[str, Any]]) -> dict[s
     return {"responses": responses, "openapi_extra": scope_extra(scope)}
 
 
+def header_text(value: str) -> str:
+    """A header as the client's UTF-8 text: ASGI hands header bytes over as latin-1, so
+    re-read them as UTF-8, any byte that is not (an encoded lone surrogate, a stray
+    0xFF) becoming a lone surrogate that the service's text check refuses with
+    ``schedule.text.invalid``, like the same character in a body."""
+    if value.isascii():
+        return value
+    return value.encode("latin-1").decode("utf-8", "surrogateescape")
+
+
 async def _written(request: Request, principal: Principal, result: ScheduleResult) -> ScheduleOut:
     written = await plane_of(request).views.after_write(
         principal, result.schedule, replayed=result.replayed
@@ -101,9 +111,8 @@ async def create_schedule(
     principal: Annotated[Principal, Depends(requires(WRITE))],
     idempotency_key: Annotated[str, Header(alias="Idempotency-Key", max_length=200)],
 ) -> ScheduleOut:
-    result = await plane_of(request).service.create(
-        principal, idempotency_key, body.to_definition()
-    )
+    key = header_text(idempotency_key)
+    result = await plane_of(request).service.create(principal, key, body.to_definition())
     if result.replayed:
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
@@ -162,7 +171,11 @@ async def update_schedule(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
 ) -> ScheduleOut:
     result = await plane_of(request).service.update(
-        principal, schedule_id, body.expected_revision, body.to_definition(), idempotency_key
+        principal,
+        schedule_id,
+        body.expected_revision,
+        body.to_definition(),
+        None if idempotency_key is None else header_text(idempotency_key),
     )
     return await _written(request, principal, result)
 

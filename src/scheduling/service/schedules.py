@@ -38,7 +38,9 @@ from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 from scheduling.service.validation import (
     NO_FUTURE_OCCURRENCE,
     DefinitionValidator,
+    check_definition_text,
     check_idempotency_key,
+    check_patch_text,
     normalized_request,
     request_hash,
     require_scope,
@@ -126,7 +128,9 @@ class ScheduleService:
         """Create a schedule and revision 1; replay an identical keyed request."""
         require_scope(principal, WRITE)
         key = check_idempotency_key(idempotency_key)
-        # Credential-shaped text fails before it is hashed, looked up or stored.
+        # Unstorable text (NUL, lone surrogates) and then credential-shaped text fail
+        # before anything is hashed, looked up or stored.
+        check_definition_text(definition)
         self._validator.scan_text(definition.title, definition.instruction)
         digest = request_hash("schedule.create", normalized_request(definition))
         replay = await self._replay(principal, key, digest)
@@ -184,10 +188,12 @@ class ScheduleService:
     ) -> ScheduleResult:
         """Replace the full definition with revision N+1 (ACTIVE or PAUSED only)."""
         require_scope(principal, WRITE)
+        if idempotency_key is not None:
+            check_idempotency_key(idempotency_key)
+        check_definition_text(definition)
         self._validator.scan_text(definition.title, definition.instruction)
         digest = None
         if idempotency_key is not None:
-            check_idempotency_key(idempotency_key)
             body = {
                 "schedule_id": str(schedule_id),
                 "expected_revision": expected_revision,
@@ -216,6 +222,7 @@ class ScheduleService:
         """
         require_scope(principal, WRITE)
         key = check_idempotency_key(idempotency_key)
+        check_patch_text(patch)
         self._validator.scan_text(patch.title or "-", patch.instruction or "-")
         body = {
             "schedule_id": str(schedule_id),

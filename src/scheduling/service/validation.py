@@ -23,6 +23,7 @@ from scheduling.domain.reasons import reason
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.domain.secrets import SecretFinding, SecretScanner, reject_secrets
+from scheduling.domain.text import check_text, check_tree
 from scheduling.ports.directories import (
     AgentRegistry,
     AuthoritySnapshot,
@@ -31,7 +32,7 @@ from scheduling.ports.directories import (
     SchedulePrincipalDirectory,
     TenantConfiguration,
 )
-from scheduling.service.values import ScheduleDefinition
+from scheduling.service.values import ScheduleDefinition, SchedulePatch
 
 SCOPE_REQUIRED = reason(
     "schedule.auth.scope_required", "The caller lacks the exact scope this operation requires"
@@ -133,6 +134,9 @@ class ValidatedDefinition:
 
 
 def check_idempotency_key(key: str) -> str:
+    if isinstance(key, str):
+        # NUL and lone surrogates get the one text code, like every stored text.
+        check_text("idempotency_key", key)
     if (
         not isinstance(key, str)
         or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY
@@ -140,6 +144,30 @@ def check_idempotency_key(key: str) -> str:
     ):
         raise ValidationError(INVALID_IDEMPOTENCY_KEY, "the idempotency key is not valid")
     return key
+
+
+def check_definition_text(definition: ScheduleDefinition) -> None:
+    """``schedule.text.invalid`` for a NUL or lone surrogate in any text of a definition
+    (title, instruction, every cadence string, scopes, agent version, policy profile,
+    limit strings). Runs before scanning, hashing and SQL on every edge (spec: bad
+    input is refused with a stable code; PostgreSQL cannot store either)."""
+    check_tree("title", definition.title)
+    check_tree("instruction", definition.instruction)
+    check_tree("cadence", definition.cadence)
+    check_tree("requested_scopes", sorted(map(str, definition.requested_scopes)))
+    check_tree("agent_version", definition.agent_version)
+    check_tree("policy_profile", definition.policy_profile)
+    if isinstance(definition.limits, Mapping):
+        check_tree("limits", definition.limits)
+
+
+def check_patch_text(patch: SchedulePatch) -> None:
+    """``check_definition_text`` for the closed conversational patch."""
+    check_tree("title", patch.title)
+    check_tree("instruction", patch.instruction)
+    if isinstance(patch.at, str):
+        check_text("at", patch.at)
+    check_tree("cadence", patch.cadence)
 
 
 def require_scope(principal: Principal, scope: str) -> None:
