@@ -11,6 +11,7 @@ the rejected input, and the catch-all answers ``schedule.http.internal`` with no
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -317,7 +318,12 @@ TOO_LARGE_FLAG = "body_too_large"
 """Request-state key the body limiter sets once a streamed body passes the limit."""
 
 _SAFE_DETAIL_TYPES = (str, int, float, bool, type(None))
-_MAX_LOC = 64
+_CLOSED_NAME = re.compile(r"[a-z][a-z0-9_.\[\]]{0,95}")
+_NAME_PARTS = re.compile(r"[._\[\]]+")
+_MAX_NAME_PART = 16
+_LOC_ROOTS = frozenset({"Idempotency-Key", "idempotency-key", "Authorization", "authorization"})
+WITHHELD = "<withheld>"
+"""Stands in for a detail or location string that could be a client's secret."""
 
 
 def status_of(error: SchedulingError) -> int:
@@ -344,16 +350,35 @@ def error_response(
     return JSONResponse(envelope(code, message, details), status_code=status, headers=headers)
 
 
+def closed_name(value: str) -> bool:
+    """Whether ``value`` has the shape of the product's own names (field paths, codes,
+    scope names): lowercase words of at most 16 characters joined by ``.``, ``_`` or
+    list indexes, 96 characters in all. A credential is one long run of mixed
+    characters, so it fails; a name the client made up may pass, but then it is only
+    a short lowercase word (ADR 2130)."""
+    return bool(_CLOSED_NAME.fullmatch(value)) and all(
+        len(part) <= _MAX_NAME_PART for part in _NAME_PARTS.split(value)
+    )
+
+
+def _public_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if closed_name(value) else WITHHELD
+    return value
+
+
 def _public_details(error: SchedulingError) -> dict[str, Any]:
-    # Domain details are non-secret by contract; keep JSON scalars and lists of them.
+    # Domain details are non-secret by contract; keep JSON scalars and lists of them,
+    # and of strings only those shaped like the product's own names: a detail naming
+    # a client-supplied key (an unknown cadence field, a text path) withholds it.
     out: dict[str, Any] = {}
     for key, value in error.details.items():
         if isinstance(value, _SAFE_DETAIL_TYPES):
-            out[key] = value
+            out[key] = _public_value(value)
         elif isinstance(value, list | tuple) and all(
             isinstance(v, _SAFE_DETAIL_TYPES) for v in value
         ):
-            out[key] = list(value)
+            out[key] = [_public_value(v) for v in value]
     return out
 
 
@@ -367,7 +392,15 @@ def scheduling_error_response(error: SchedulingError) -> JSONResponse:
 
 
 def _loc(loc: tuple[int | str, ...]) -> list[str | int]:
-    return [part if isinstance(part, int) else str(part)[:_MAX_LOC] for part in loc]
+    # A location part is a schema name, an index or a header, except the key of an
+    # unknown field, which is the client's text: only closed names travel.
+    return [
+        part if isinstance(part, int) or _is_schema_name(str(part)) else WITHHELD for part in loc
+    ]
+
+
+def _is_schema_name(part: str) -> bool:
+    return closed_name(part) or part in _LOC_ROOTS
 
 
 def validation_response(exc: RequestValidationError) -> JSONResponse:

@@ -305,9 +305,13 @@ class DefinitionValidator:
     def _check_scopes(
         self, principal: Principal, authority: AuthoritySnapshot, requested: frozenset[str]
     ) -> None:
-        unknown = sorted(scope for scope in requested if scope not in self._vocabulary)
+        unknown = [scope for scope in requested if scope not in self._vocabulary]
         if unknown:
-            raise ValidationError(UNKNOWN_SCOPE, "unknown scopes requested", {"scopes": unknown})
+            # A count, never the values: a token pasted as a scope must not come back
+            # (ADR 2130). The vocabulary is public; the client can compare itself.
+            raise ValidationError(
+                UNKNOWN_SCOPE, "unknown scopes requested", {"count": len(unknown)}
+            )
         held = principal.scopes & authority.scopes
         missing = sorted(requested - held)
         if missing:
