@@ -21,7 +21,7 @@ from gates.checks.tool_checks import (
     create_validation_check,
 )
 from gates.checks.tool_expectations import create_contract_problems, create_expected, flag_problems
-from gates.checks.tool_support import ToolWorld, tool_env
+from gates.checks.tool_support import ToolWorld, tool_env, unset_flags_env
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.bootstrap import build_tools
 from scheduling.config import Settings
@@ -35,18 +35,22 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]
 
 
 async def flag_matrix(url: str) -> list[str]:
-    """Registration and roster under every combination of the two schedule flags."""
+    """Registration and roster under every combination of the two schedule flags, and
+    with neither flag set at all (the default must register nothing)."""
     problems: list[str] = []
-    for api, worker in FLAGS:
+    envs = [(tool_env(url, api=api, worker=worker), api, worker, "") for api, worker in FLAGS]
+    envs.append((unset_flags_env(url), False, False, "flags unset: "))
+    for env, api, worker, label in envs:
         role = build_tools(
-            Settings.from_env(tool_env(url, api=api, worker=worker)),
+            Settings.from_env(env),
             clock=VirtualClock(START),
             ids=SeededIds(0),
             approvals=ScriptedApprovals(),
             default_agent_id=AGENT_ID,
         )
         try:
-            problems += flag_problems(role.registry.names(), role.roster, api=api, worker=worker)
+            found = flag_problems(role.registry.names(), role.roster, api=api, worker=worker)
+            problems += [label + p for p in found]
         finally:
             await role.close()
     return problems
@@ -65,7 +69,7 @@ async def test_schedule_create_is_classified_and_flag_gated(
     finally:
         await world.close()
     assert problems == [], problems
-    gate_evidence.record("flag_combinations", [list(f) for f in FLAGS])
+    gate_evidence.record("flag_combinations", [*[list(f) for f in FLAGS], "unset"])
     gate_evidence.record("expected", create_expected())
     gate_evidence.record("registered", specs)
 

@@ -11,34 +11,60 @@ problems are found.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
-from gates.checks.tool_support import OTHER, WHO, ToolWorld
+from gates.checks.tool_support import (
+    OTHER,
+    OTHER_B,
+    SESSION,
+    WHO,
+    WHO_B,
+    ApproverTimedOut,
+    ToolWorld,
+    memory_tools,
+)
 from scheduling.domain.cadence import format_instant
+from scheduling.domain.identity import Principal
 from scheduling.ports.directories import BrowserProfile, BrowserProfileState
+from scheduling.ports.tool_ledger import (
+    ApprovalDecisionRecord,
+    InvocationState,
+    WebsiteBinding,
+)
 from scheduling.runtime.tool_pipeline import (
     ApprovalRequest,
     AskUser,
+    Conversation,
+    PreparedCall,
     Proposal,
     ProposedCall,
+    ScriptedApprovals,
     ScriptedModel,
+    ToolExecutionContext,
+    ToolHandler,
     ToolResult,
     ToolStatus,
 )
 from scheduling.service.values import ScheduleDefinition, SchedulePatch
+from simulation.engine.clock import VirtualClock
 from simulation.worlds.service import (
     AGENT_ID,
     AGENT_VERSION,
+    AGENT_VERSION_2,
     LIMITS,
     POLICY,
+    POLICY_2,
+    START,
     definition,
     principal,
 )
 
 Row = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass
@@ -84,13 +110,19 @@ def derived_limits() -> dict[str, Any]:
     }
 
 
-def pinned_problems(definition: dict[str, Any], label: str) -> list[str]:
-    """The revision pins the active agent and its policy, delegates no scope and carries
-    the derived bounds (timeout min(300, 3600), grace min(3600, 7200), two failures)."""
+def pinned_problems(
+    definition: dict[str, Any],
+    label: str,
+    version: str = AGENT_VERSION,
+    policy: str = POLICY,
+) -> list[str]:
+    """The revision pins the active agent (``version``) and its policy, delegates no
+    scope and carries the derived bounds (timeout min(300, 3600), grace min(3600,
+    7200), two failures)."""
     want = {
         "agent_id": str(AGENT_ID),
-        "agent_version": AGENT_VERSION,
-        "policy_profile": POLICY,
+        "agent_version": version,
+        "policy_profile": policy,
         "requested_scopes": [],
         "run_timeout_seconds": 300,
         "misfire_grace_seconds": 3600,
@@ -110,11 +142,223 @@ def pinned_problems(definition: dict[str, Any], label: str) -> list[str]:
     return problems
 
 
+# ---------------------------------------------------------------------- approval worlds
+
+# What an effect writes (the tool ledger's own rows are bookkeeping, not an effect).
+EFFECT_TABLES = (
+    "schedules",
+    "schedule_revisions",
+    "schedule_idempotency_keys",
+    "schedule_occurrences",
+    "process_events",
+    "runs",
+)
+
+
+async def effect_rows(world: ToolWorld) -> dict[str, list[Row]]:
+    snap = await world.snapshot()
+    return {t: snap[t] for t in EFFECT_TABLES}
+
+
+async def foreign_decision(world: ToolWorld, request: ApprovalRequest, who: Principal) -> bool:
+    """``who`` records an approving decision on another principal's pending request
+    through the ledger; True when the ledger accepted it (it must not)."""
+    ledger = world.role.ledger
+    assert ledger is not None
+    record = ApprovalDecisionRecord(
+        approval_id=request.approval_id,
+        tenant_id=who.tenant_id,
+        principal_id=who.principal_id,
+        approved=True,
+        decided_by=who.principal_id,
+        decided_at=world.clock.now(),
+    )
+    try:
+        await ledger.decide(who, record, InvocationState.APPROVED)
+    except Exception:  # refused: by RLS, by the ledger's own check, or a constraint
+        return False
+    return True
+
+
+async def approval_refusals(
+    world: ToolWorld, v: Verdict, tool: str, args: dict[str, Any], label: str
+) -> dict[str, Any]:
+    """One effectful call, asked three times and never approved: declined, timed out
+    (the approval port raises), and declined after another principal (same tenant and
+    another tenant) tried to approve it through the ledger. The effect rows are read
+    while each approval is pending (an effect before approval shows there) and after
+    each answer; a retry with the declined key (the approver would now say yes) must
+    not turn the decline into an effect."""
+    before = await effect_rows(world)
+    pending: list[list[str]] = []
+    accepted: list[str] = []
+    meddle = False
+
+    async def inspect(request: ApprovalRequest) -> None:
+        pending.append(changed_tables(before, await effect_rows(world)))
+        if meddle:
+            for who in (OTHER, WHO_B):
+                if await foreign_decision(world, request, who):
+                    accepted.append(f"{who.tenant_id}/{who.principal_id}")
+
+    surfaces: dict[str, Any] = {}
+    world.approvals.on_request = inspect
+    try:
+        world.approvals.push(False)
+        declined = await world.call(tool, args, f"{label}-declined")
+        v.expect(not declined.ok, f"{label}: a declined call succeeded")
+        surfaces["declined"] = declined.reason_code
+        await unchanged_effects(world, v, before, f"{label}: declined")
+        asked = len(world.approvals.requests)
+        retry = await world.call(tool, args, f"{label}-declined")
+        v.expect(not retry.ok, f"{label}: a retry of the declined key succeeded")
+        v.expect(len(world.approvals.requests) == asked, f"{label}: the decline was asked again")
+        await unchanged_effects(world, v, before, f"{label}: retry after decline")
+
+        world.approvals.fail_next(ApproverTimedOut("the approver did not answer"))
+        try:
+            timed = await world.call(tool, args, f"{label}-timeout")
+            v.expect(not timed.ok, f"{label}: a call whose approval timed out succeeded")
+            surfaces["timeout"] = timed.reason_code
+        except ApproverTimedOut:
+            surfaces["timeout"] = "raised"
+        await unchanged_effects(world, v, before, f"{label}: approval timed out")
+
+        meddle = True
+        world.approvals.push(False)
+        foreign = await world.call(tool, args, f"{label}-foreign")
+        v.expect(not foreign.ok, f"{label}: another principal's approval took effect")
+        v.expect(not accepted, f"{label}: the ledger recorded a decision by {accepted}")
+        await unchanged_effects(world, v, before, f"{label}: answered by another principal")
+    finally:
+        world.approvals.on_request = None
+    v.expect(len(pending) == 3, f"{label}: {len(pending)} approvals asked, not 3")
+    early = [c for c in pending if c]
+    v.expect(not early, f"{label}: changed {early} before the approver answered")
+    return surfaces
+
+
+async def unchanged_effects(
+    world: ToolWorld, v: Verdict, before: dict[str, list[Row]], label: str
+) -> None:
+    changed = changed_tables(before, await effect_rows(world))
+    v.expect(not changed, f"{label}: changed {changed}")
+
+
+async def approved_after_inspection(
+    world: ToolWorld, v: Verdict, call: Callable[[], Awaitable[T]], label: str
+) -> T:
+    """Run ``call`` with the effect rows read while its one approval is pending: they
+    must not have changed yet."""
+    before = await effect_rows(world)
+    pending: list[list[str]] = []
+
+    async def inspect(request: ApprovalRequest) -> None:
+        pending.append(changed_tables(before, await effect_rows(world)))
+
+    world.approvals.on_request = inspect
+    try:
+        result = await call()
+    finally:
+        world.approvals.on_request = None
+    v.expect(bool(pending), f"{label}: no approval was asked")
+    v.expect(not any(pending), f"{label}: changed {pending} before approval")
+    return result
+
+
+class CrashAfterApproval(BaseException):
+    """The simulated process death after the approval decision committed, before the
+    effect (a BaseException, so no ``except Exception`` in the product swallows it)."""
+
+
+async def crash_after_approval(
+    world: ToolWorld, tool: str, args: dict[str, Any], key: str, *, version: str | None = None
+) -> None:
+    """One call that dies right after its approval decision is committed."""
+    ledger = world.pipeline.governance.ledger if world.pipeline.governance else None
+    assert ledger is not None
+    original = ledger.decide
+
+    async def dying(*a: Any, **k: Any) -> None:
+        await original(*a, **k)
+        raise CrashAfterApproval
+
+    ledger.decide = dying  # type: ignore[method-assign]
+    try:
+        await world.call(tool, args, key, version=version)
+    except CrashAfterApproval:
+        pass
+    finally:
+        ledger.decide = original  # type: ignore[method-assign]
+
+
+def stable_failure(v: Verdict, result: ToolResult, label: str) -> None:
+    v.expect(
+        not result.ok and (result.reason_code or "").startswith("schedule."),
+        f"{label}: expected a stable schedule.* failure, got {result.status} {result.reason_code}",
+    )
+    v.expect(not result.retryable, f"{label}: {result.reason_code} is retryable")
+
+
+async def no_unapproved_effects(world: ToolWorld, v: Verdict, label: str) -> None:
+    rows = await world.unapproved_effects()
+    v.expect(not rows, f"{label}: effects without an approving decision: {rows}")
+
+
+async def same_key_isolation(
+    world: ToolWorld, v: Verdict, tool: str, args_of: Callable[[Principal], dict[str, Any]]
+) -> list[ToolResult]:
+    """One idempotency key used by four principals (two per tenant; WHO and WHO_B share a
+    principal id): four independent invocations, each asked, none a replay of another."""
+    results = []
+    for who in (WHO, OTHER, WHO_B, OTHER_B):
+        asked = len(world.approvals.requests)
+        result = await world.call(tool, args_of(who), "shared-key", who=who)
+        label = f"{tool} by {who.tenant_id}/{who.principal_id}"
+        v.expect(
+            result.ok and not result.replayed, f"{label}: {result.status} {result.reason_code}"
+        )
+        v.expect(len(world.approvals.requests) == asked + 1, f"{label}: not asked for approval")
+        results.append(result)
+    return results
+
+
+async def memory_isolation_problems() -> list[str]:
+    """The same-key rule on the in-memory composition (``build_tools`` on memory storage:
+    its own ledger adapter, no row-level security behind it)."""
+    problems: list[str] = []
+    clock = VirtualClock(START)
+    role = memory_tools(clock, ScriptedApprovals())
+    try:
+        ids = []
+        for who in (WHO, OTHER, WHO_B, OTHER_B):
+            chat = Conversation(role.pipeline, who, role.roster, session_id=SESSION)
+            args = {"title": "Shared", "instruction": "Same words.", "at": "2026-03-03T08:00:00Z"}
+            result = await chat.propose(ProposedCall("schedule.create", args, "shared-key"))
+            if not result.ok or result.replayed or result.output is None:
+                problems.append(
+                    f"memory: {who.tenant_id}/{who.principal_id} shared key:"
+                    f" {result.status} {result.reason_code} replayed={result.replayed}"
+                )
+            else:
+                ids.append(result.output["schedule_id"])
+        if len(set(ids)) != len(ids):
+            problems.append(f"memory: principals share schedules {ids}")
+    finally:
+        await role.close()
+    return problems
+
+
 # ---------------------------------------------------------------------- M19
 
 
 async def create_happy_path_check(world: ToolWorld) -> Verdict:
+    """One approved one-time create pins the agent version active AT create (the world
+    rotates v1 -> v2 first, so a stale pin shows); the effect rows are read while the
+    approval is pending; then the same request declined, timed out and "answered" by
+    other principals changes nothing."""
     v = Verdict()
+    await world.activate(AGENT_VERSION_2)
     at = world.later(days=1)
     seen: dict[str, Any] = {}
 
@@ -148,11 +392,20 @@ async def create_happy_path_check(world: ToolWorld) -> Verdict:
     v.expect(len(revisions) == 1, f"{len(revisions)} revisions")
     definition = revisions[0]["definition"]
     v.expect(definition["cadence"] == {"kind": "ONCE", "at": exact}, "not a one-time definition")
-    v.problems += pinned_problems(definition, "create")
+    v.problems += pinned_problems(definition, "create", AGENT_VERSION_2, POLICY_2)
     want_out = {"schedule_id": sid, "state": "ACTIVE", "next_fire_at": exact, "replayed": False}
     v.expect(result.output == want_out, f"output {result.output}")
     v.expect(await world.events(sid) == ["schedule.created"], "events are not one creation")
-    v.evidence.update(approval_view=view, definition=definition, output=result.output)
+    other = {"title": "Never", "instruction": "Do not create me.", "at": world.later(days=2)}
+    surfaces = await approval_refusals(world, v, "schedule.create", other, "create")
+    await no_unapproved_effects(world, v, "create")
+    v.evidence.update(
+        approval_view=view,
+        definition=definition,
+        output=result.output,
+        pinned=[AGENT_VERSION_2, POLICY_2],
+        refusals=surfaces,
+    )
     return v
 
 
@@ -245,8 +498,73 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
     )
     v.expect(recovered.output is not None and recovered.output["replayed"] is True, "not replayed")
     v.expect((await world.counts())["schedules"] == 2, "recovery duplicated the schedule")
-    v.evidence.update(schedules=2, approvals=len(world.approvals.requests))
+    # One key, four principals (two tenants): four independent creations.
+    shared = {"title": "Shared", "instruction": "Same words.", "at": world.later(days=4)}
+    made = await same_key_isolation(world, v, "schedule.create", lambda who: shared)
+    owners = []
+    for who, r in zip((WHO, OTHER, WHO_B, OTHER_B), made, strict=True):
+        if r.output is None:
+            continue
+        row = await world.schedule(r.output["schedule_id"])
+        owners.append((row["tenant_id"], row["principal_id"]))
+        v.expect(
+            (row["tenant_id"], row["principal_id"]) == (who.tenant_id, who.principal_id),
+            f"shared key: {who.tenant_id}/{who.principal_id} got {row['tenant_id']}/"
+            f"{row['principal_id']}'s schedule",
+        )
+    v.expect(len(set(owners)) == 4, f"shared key owners {owners}")
+    v.problems += await memory_isolation_problems()
+    v.evidence["website_retry"] = await create_crash_view_changed(world, v)
+    await no_unapproved_effects(world, v, "create retry")
+    v.evidence.update(schedules=2, approvals=len(world.approvals.requests), shared_key=owners)
     return v
+
+
+PROFILE_1 = UUID("1c0ffee0-0000-4000-8000-000000000001")
+PROFILE_2 = UUID("1c0ffee0-0000-4000-8000-000000000002")
+
+
+async def create_crash_view_changed(world: ToolWorld, v: Verdict) -> str:
+    """use_website=true approved on profile P1; the process dies after the approval
+    commits, before the effect; the chat's binding moves to P2; the retry with the same
+    key may fail closed or ask again, but must never bind a profile no approved view
+    showed."""
+    for profile, origin in ((PROFILE_1, "https://one.example"), (PROFILE_2, "https://two.example")):
+        world.profiles.put(
+            BrowserProfile(
+                profile, WHO.tenant_id, WHO.principal_id, BrowserProfileState.READY, (origin,)
+            )
+        )
+    world.websites.bind(WHO, SESSION, WebsiteBinding(PROFILE_1, ("https://one.example",)))
+    args = {
+        "title": "Feed digest",
+        "instruction": "Read my feed and summarize it.",
+        "at": world.later(days=5),
+        "use_website": True,
+    }
+    before = await effect_rows(world)
+    await crash_after_approval(world, "schedule.create", args, "web-crash", version="1.2.0")
+    await unchanged_effects(world, v, before, "crash after approval")
+    world.websites.bind(WHO, SESSION, WebsiteBinding(PROFILE_2, ("https://two.example",)))
+    asked = len(world.approvals.decided)
+    retry = await world.call("schedule.create", args, "web-crash", version="1.2.0")
+    if not retry.ok:
+        stable_failure(v, retry, "retry on a changed view")
+        await unchanged_effects(world, v, before, "failed retry on a changed view")
+        return f"failed closed: {retry.reason_code}"
+    assert retry.output is not None
+    bound = (await world.revisions(retry.output["schedule_id"]))[0]["definition"]
+    profile = bound.get("browser_profile_id")
+    approved = [
+        r.view.get("website", {}).get("browser_profile_id")
+        for r, yes in world.approvals.decided[asked:]
+        if yes
+    ]
+    v.expect(
+        profile is not None and str(profile) in approved,
+        f"the retry bound profile {profile} but the approvals it got showed {approved}",
+    )
+    return f"asked again: approved {approved}"
 
 
 class CrashAfterEffect(Exception):
@@ -525,10 +843,22 @@ ALL_DATES = [
 DISCOVERY_COUNT = 55  # more than one page of fifty
 
 
+TITLE_MAX = 200  # the longest legal title, in characters
+WIDE = "\u0001"  # a character JSON escapes to six bytes (\u0001) in every encoder
+PAGE_CEILING = 524_288
+
+
+def compact_bytes(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
-    """Fifty-five schedules, each with the largest legal yearly selector (all 366
-    month/day pairs, February 29 included), a maximal two-byte-character title and a
-    marked instruction; another principal's schedules must stay invisible."""
+    """Fifty-five schedules, each at the largest legal size in bytes: the largest legal
+    yearly selector (all 366 month/day pairs, February 29 included) and a 200-character
+    title of characters that escape to six bytes; every third one edited to revision 2
+    and every ninth to 3, so each summary's revision is checked against its row. Other
+    principals' schedules (same tenant, other tenant) stay invisible, and their cursors,
+    a tampered and a forged one are refused. A list output over the ceiling fails."""
     v = Verdict()
     v.expect(len(ALL_DATES) == 366, f"{len(ALL_DATES)} yearly pairs")
     yearly = {
@@ -541,13 +871,23 @@ async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
     for i in range(DISCOVERY_COUNT):
         marker = f"instruction-marker-{i:03d}"
         markers.append(marker)
-        title = f"{i:03d} " + "\u03a9" * 196
-        await world.service.create(WHO, f"seed-{i}", definition_for(title, marker, yearly))
+        title = f"{i:03d} " + WIDE * (TITLE_MAX - 4)
+        made = await world.service.create(WHO, f"seed-{i}", definition_for(title, marker, yearly))
+        for revision in range(1, 1 + (i % 3 == 0) + (i % 9 == 0)):
+            marker = f"{marker}-r{revision + 1}"
+            markers.append(marker)
+            patch = SchedulePatch(instruction=marker)
+            await world.service.patch(
+                WHO, made.schedule.id, revision, patch, f"edit-{i}-{revision}"
+            )
         world.clock.advance(1)
-    for i in range(2):
-        await world.service.create(
-            OTHER, f"other-{i}", definition_for(f"other {i}", "foreign", yearly)
-        )
+    cursors: dict[str, str | None] = {}
+    for who in (OTHER, WHO_B):
+        for i in range(2):
+            foreign = definition_for(f"other {i}", "foreign", yearly)
+            await world.service.create(who, f"other-{i}", foreign)
+        listed = await world.call("schedule.list", {"limit": 1}, "list-foreign", who=who)
+        cursors[f"{who.tenant_id}/{who.principal_id}"] = (listed.output or {}).get("next_cursor")
     pages: list[dict[str, Any]] = []
     cursor: str | None = None
     seen_ids: list[str] = []
@@ -562,25 +902,40 @@ async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
         cursor = result.output["next_cursor"]
         if cursor is None:
             break
-    sizes = [len(json.dumps(p, separators=(",", ":"), ensure_ascii=False).encode()) for p in pages]
+    sizes = [compact_bytes(p) for p in pages]
     v.expect(
         [len(p["items"]) for p in pages] == [50, 5],
         f"page sizes {[len(p['items']) for p in pages]}",
     )
-    v.expect(max(sizes) <= 524_288, f"a page of {max(sizes)} bytes exceeds 524,288")
+    v.expect(max(sizes) <= PAGE_CEILING, f"a page of {max(sizes)} bytes exceeds 524,288")
+    v.expect(sizes[0] >= 450_000, f"the full page is {sizes[0]} bytes: not the largest legal")
     v.expect(len(set(seen_ids)) == len(seen_ids) == DISCOVERY_COUNT, "pages overlap or miss")
-    own = {
-        str(r["id"])
+    rows = {
+        str(r["id"]): r
         for r in await world.sql(
-            "SELECT id FROM schedules WHERE principal_id = :p", p=WHO.principal_id
+            "SELECT * FROM schedules WHERE tenant_id = :t AND principal_id = :p",
+            t=WHO.tenant_id,
+            p=WHO.principal_id,
         )
     }
-    v.expect(set(seen_ids) == own, "the listing is not exactly the caller's schedules")
+    v.expect(set(seen_ids) == set(rows), "the listing is not exactly the caller's schedules")
     text = json.dumps(pages, ensure_ascii=False)
+    revisions_seen = []
     for item in (i for p in pages for i in p["items"]):
         v.expect(set(item) == SUMMARY_ALLOW_LIST, f"summary fields {sorted(item)}")
         v.expect(len(item["cadence"]["dates"]) == 366, "the yearly selector was cut")
-        v.expect(isinstance(item["current_revision"], int), "no revision")
+        row = rows.get(item["schedule_id"])
+        if row is None:
+            continue
+        revisions_seen.append(item["current_revision"])
+        v.expect(
+            item["current_revision"] == row["current_revision"],
+            f"{item['schedule_id']}: summary revision {item['current_revision']!r},"
+            f" row {row['current_revision']}",
+        )
+        v.expect(item["state"] == row["state"], f"{item['schedule_id']}: state {item['state']}")
+        v.expect(len(item["title"]) == TITLE_MAX, f"title of {len(item['title'])} characters")
+    v.expect(set(revisions_seen) == {1, 2, 3}, f"revisions listed {sorted(set(revisions_seen))}")
     leaked = [m for m in markers if m in text]
     v.expect(not leaked, f"instructions leaked: {leaked[:3]}")
     v.expect(WHO.principal_id not in text, "the principal identity appears in a summary")
@@ -602,23 +957,82 @@ async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
         v.expect(f'"{key}"' not in text, f"{key!r} appears in a summary")
     first = pages[0]["next_cursor"] or ""
     v.expect(isinstance(first, str) and "updated_at" not in first, "cursor is not opaque text")
+    middle = len(first) // 2
+    flipped = first[:middle] + ("A" if first[middle] != "A" else "B") + first[middle + 1 :]
+    bad_args = "schedule.tool.invalid_arguments"
     for label, args, code in (
-        ("limit 0", {"limit": 0}, "schedule.tool.invalid_arguments"),
-        ("limit 51", {"limit": 51}, "schedule.tool.invalid_arguments"),
-        ("extra field", {"state": "ACTIVE"}, "schedule.tool.invalid_arguments"),
-        ("tampered cursor", {"cursor": first[:-2] + "xx"}, "schedule.page.invalid_cursor"),
-        (
-            "foreign cursor",
-            {"cursor": "WyJzY2hlZHVsZXMiLCJ4IiwieSJd"},
-            "schedule.page.invalid_cursor",
-        ),
+        ("limit 0", {"limit": 0}, bad_args),
+        ("limit 51", {"limit": 51}, bad_args),
+        ("extra field", {"state": "ACTIVE"}, bad_args),
     ):
         expect_code(v, await world.call("schedule.list", args, f"bad-{label}"), code, label)
+    refused: dict[str, str | None] = {}
+    forged = {
+        "tampered cursor": flipped,
+        "truncated cursor": first[:-2] + "xx",
+        "forged cursor": "WyJzY2hlZHVsZXMiLCJ4IiwieSJd",
+        **{f"cursor of {who}": c for who, c in cursors.items()},
+    }
+    v.expect(all(cursors.values()), f"another principal's listing gave no cursor: {cursors}")
+    for label, value in forged.items():
+        if not value:
+            continue
+        result = await world.call("schedule.list", {"cursor": value}, f"bad-{label}")
+        stable_failure(v, result, label)
+        v.expect(result.output is None or not result.output.get("items"), f"{label}: items")
+        refused[label] = result.reason_code
     small = await world.call("schedule.list", {"limit": 1}, "list-small")
     v.expect(small.ok and small.output is not None and len(small.output["items"]) == 1, "limit 1")
     v.expect(not world.approvals.requests, "a read asked for approval")
-    v.evidence.update(page_bytes=sizes, ceiling=524_288, items=DISCOVERY_COUNT, yearly_pairs=366)
+    v.evidence["oversized"] = await oversized_output(world, v)
+    v.evidence.update(
+        page_bytes=sizes,
+        ceiling=PAGE_CEILING,
+        items=DISCOVERY_COUNT,
+        yearly_pairs=366,
+        revisions=sorted(set(revisions_seen)),
+        refused_cursors=refused,
+    )
     return v
+
+
+async def oversized_output(world: ToolWorld, v: Verdict) -> dict[str, Any]:
+    """schedule.list's handler swapped for one whose output is a page over
+    the 524,288-byte ceiling: the pipeline must refuse it (schedule.tool.output_too_large)
+    and record the invocation FAILED, whatever the handler computed."""
+
+    class Oversized:
+        def __init__(self, inner: ToolHandler) -> None:
+            self.inner = inner
+
+        async def prepare(self, args: Any, context: ToolExecutionContext) -> PreparedCall:
+            prepared = await self.inner.prepare(args, context)
+            run = prepared.execute
+
+            async def execute() -> dict[str, Any]:
+                out = await run()
+                return {**out, "padding": "x" * (PAGE_CEILING + 1)}
+
+            return PreparedCall(prepared.view, execute)
+
+    restore = world.replace_handler("schedule.list", Oversized)
+    try:
+        result = await world.call("schedule.list", {"limit": 1}, "list-oversized")
+    finally:
+        restore()
+    code = "schedule.tool.output_too_large"
+    v.expect(
+        result.status is ToolStatus.FAILED and result.reason_code == code and result.output is None,
+        f"an oversized list output: {result.status} {result.reason_code}",
+    )
+    rows = await world.sql(
+        "SELECT state, reason_code FROM tool_invocations WHERE id = :i", i=result.invocation_id
+    )
+    v.expect(
+        rows == [{"state": "FAILED", "reason_code": code}],
+        f"the oversized invocation is recorded as {rows}",
+    )
+    return {"status": str(result.status), "reason_code": result.reason_code, "ledger": rows}
 
 
 def definition_for(title: str, instruction: str, cadence: dict[str, Any]) -> ScheduleDefinition:
@@ -630,16 +1044,26 @@ async def pause_resume_check(world: ToolWorld) -> Verdict:
     days pass, resume it after one approval at the first strictly future 09:00 Paris."""
     v = Verdict()
     sid = await create_via_tool(world, "Morning briefing", "c-1")
-    await create_via_tool(world, "Evening digest", "c-2")
+    evening = await create_via_tool(world, "Evening digest", "c-2")
     await create_via_tool(world, "Gym reminder", "c-3")
     await create_via_tool(world, "Gym reminder", "c-4")
+    refusals = {
+        "pause": await approval_refusals(
+            world, v, "schedule.pause", {"schedule_id": evening, "expected_revision": 1}, "pause"
+        )
+    }
     asked = len(world.approvals.requests)
     chat = world.conversation()
     ambiguous = await chat.play(resolve_then("Gym reminder", "schedule.pause", "p-gym"))
     v.expect(
         len(ambiguous) == 1 and bool(chat.questions), "an ambiguous reference was not asked about"
     )
-    results = await chat.play(resolve_then("Morning briefing", "schedule.pause", "p-1"))
+    results = await approved_after_inspection(
+        world,
+        v,
+        lambda: chat.play(resolve_then("Morning briefing", "schedule.pause", "p-1")),
+        "pause",
+    )
     v.expect([r.tool for r in results] == ["schedule.list", "schedule.pause"], "turns")
     paused = results[-1]
     v.expect(paused.ok, f"pause: {paused.reason_code}")
@@ -653,11 +1077,21 @@ async def pause_resume_check(world: ToolWorld) -> Verdict:
     v.expect(row["pause_reason"] == "user", f"pause reason {row['pause_reason']}")
     gyms = [r for r in await world.sql("SELECT * FROM schedules WHERE state <> 'ACTIVE'")]
     v.expect(len(gyms) == 1, "another schedule changed state")
+    ref = {"schedule_id": sid, "expected_revision": 1}
+    refusals["resume"] = await approval_refusals(world, v, "schedule.resume", ref, "resume")
+    asked = len(world.approvals.requests) - 1
     # START is 2026-03-02T08:00Z; three days and two hours later it is 11:00 in Paris
     # (UTC+1) on 5 March, so the first strictly future 09:00 is 6 March 08:00Z.
     world.clock.advance(3 * 86400 + 7200)
     resumed = (
-        await world.conversation().play(resolve_then("Morning briefing", "schedule.resume", "r-1"))
+        await approved_after_inspection(
+            world,
+            v,
+            lambda: world.conversation().play(
+                resolve_then("Morning briefing", "schedule.resume", "r-1")
+            ),
+            "resume",
+        )
     )[-1]
     v.expect(resumed.ok, f"resume: {resumed.reason_code}")
     v.expect(len(world.approvals.requests) == asked + 2, "resume is not exactly one approval")
@@ -676,8 +1110,42 @@ async def pause_resume_check(world: ToolWorld) -> Verdict:
     v.expect(not occ, f"{len(occ)} occurrences backfilled")
     events = await world.events(sid)
     v.expect(events == ["schedule.created", "schedule.paused", "schedule.resumed"], f"{events}")
-    v.evidence.update(resumed_next_fire_at=want_next, events=events, questions=chat.questions)
+    boundary = await resume_at_a_firing(world, v, sid)
+    await no_unapproved_effects(world, v, "pause/resume")
+    v.evidence.update(
+        resumed_next_fire_at=want_next,
+        events=events,
+        questions=chat.questions,
+        boundary=boundary,
+        refusals=refusals,
+    )
     return v
+
+
+async def resume_at_a_firing(world: ToolWorld, v: Verdict, sid: str) -> dict[str, str]:
+    """Pause, then resume with the clock exactly AT a nominal firing (6 March 08:00Z,
+    09:00 Paris): "strictly after" means the next firing is 7 March 08:00Z, never now."""
+    think = world.approvals.think_seconds
+    world.approvals.think_seconds = 0
+    try:
+        at = datetime.fromisoformat("2026-03-06T08:00:00+00:00")
+        world.clock.advance_to(at - timedelta(minutes=5))
+        ref = {"schedule_id": sid, "expected_revision": 1}
+        paused = await world.call("schedule.pause", ref, "p-boundary")
+        v.expect(paused.ok, f"boundary pause: {paused.reason_code}")
+        world.clock.advance_to(at)
+        resumed = await world.call("schedule.resume", ref, "r-boundary")
+    finally:
+        world.approvals.think_seconds = think
+    want = "2026-03-07T08:00:00Z"
+    got = None if resumed.output is None else resumed.output.get("next_fire_at")
+    v.expect(resumed.ok and got == want, f"resumed at {at}: next firing {got}, want {want}")
+    row = await world.schedule(sid)
+    v.expect(
+        row["next_fire_at"] is not None and row["next_fire_at"] > at,
+        f"resumed at {at}: stored next firing {row['next_fire_at']} is not after now",
+    )
+    return {"resumed_at": format_instant(at), "next_fire_at": str(got)}
 
 
 async def cancel_check(world: ToolWorld) -> Verdict:
@@ -692,8 +1160,17 @@ async def cancel_check(world: ToolWorld) -> Verdict:
     occ_before = await world.sql(
         "SELECT * FROM schedule_occurrences WHERE schedule_id = :i", i=uuid(sid)
     )
+    ref = {"schedule_id": sid, "expected_revision": 1}
+    refusals = await approval_refusals(world, v, "schedule.cancel", ref, "cancel")
     result = (
-        await world.conversation().play(resolve_then("Daily digest", "schedule.cancel", "x-1"))
+        await approved_after_inspection(
+            world,
+            v,
+            lambda: world.conversation().play(
+                resolve_then("Daily digest", "schedule.cancel", "x-1")
+            ),
+            "cancel",
+        )
     )[-1]
     v.expect(result.ok, f"cancel: {result.reason_code} {result.details}")
     view = last_view(world)
@@ -713,7 +1190,10 @@ async def cancel_check(world: ToolWorld) -> Verdict:
     )
     v.expect(occ_after == occ_before, "the occurrence ledger changed")
     v.expect((await world.events(sid)).count("schedule.cancelled") == 1, "not one cancel event")
-    v.evidence.update(run_status=run_before[0]["status"], occurrences=len(occ_after))
+    await no_unapproved_effects(world, v, "cancel")
+    v.evidence.update(
+        run_status=run_before[0]["status"], occurrences=len(occ_after), refusals=refusals
+    )
     return v
 
 
@@ -761,6 +1241,8 @@ async def lifecycle_validation_check(world: ToolWorld) -> Verdict:
     gone = await create_via_tool(world, "Gone", "c-g")
     once = await create_via_tool(world, "Once", "c-o", at=world.later(hours=1))
     foreign = str((await world.service.create(OTHER, "o-1", definition())).schedule.id)
+    # Another tenant's schedule, owned by a principal with the caller's own id.
+    tenant_b = str((await world.service.create(WHO_B, "b-1", definition())).schedule.id)
     assert (
         await world.call("schedule.cancel", {"schedule_id": gone, "expected_revision": 1}, "k-g")
     ).ok
@@ -796,6 +1278,14 @@ async def lifecycle_validation_check(world: ToolWorld) -> Verdict:
             nf,
         ),
         ("foreign", "schedule.cancel", {"schedule_id": foreign, "expected_revision": 1}, nf),
+        ("foreign pause", "schedule.pause", {"schedule_id": foreign, "expected_revision": 1}, nf),
+        (
+            "tenant-b cancel",
+            "schedule.cancel",
+            {"schedule_id": tenant_b, "expected_revision": 1},
+            nf,
+        ),
+        ("tenant-b pause", "schedule.pause", {"schedule_id": tenant_b, "expected_revision": 1}, nf),
         (
             "stale",
             "schedule.pause",
@@ -871,8 +1361,59 @@ async def lifecycle_retry_check(world: ToolWorld) -> Verdict:
     )
     v.expect(recovered.ok, f"recovery: {recovered.reason_code}")
     v.expect((await world.events(b)).count("schedule.paused") == 1, "recovery paused twice")
-    v.evidence.update(states=states, events=events)
+    crashes = await lifecycle_crashes_after_approval(world, v)
+    # One key, four principals: each pauses its own schedule, none replays another's.
+    own = {}
+    for who in (WHO, OTHER, WHO_B, OTHER_B):
+        own[who] = str((await world.service.create(who, "iso", definition())).schedule.id)
+    await same_key_isolation(
+        world,
+        v,
+        "schedule.pause",
+        lambda who: {"schedule_id": own[who], "expected_revision": 1},
+    )
+    for who, sid in own.items():
+        row = await world.schedule(sid)
+        v.expect(row["state"] == "PAUSED", f"shared key: {who.principal_id}'s schedule not paused")
+    await no_unapproved_effects(world, v, "lifecycle retry")
+    v.evidence.update(states=states, events=events, crashes=crashes)
     return v
+
+
+async def lifecycle_crashes_after_approval(world: ToolWorld, v: Verdict) -> dict[str, str]:
+    """For pause, resume and cancel: the approval commits, the process dies before the
+    effect, the user changes the schedule (cancel / a new revision), the model retries
+    with the same key. The retry may fail closed or ask again; it never applies the
+    approved action to a schedule the approval did not see."""
+    out: dict[str, str] = {}
+    p = str((await world.service.create(WHO, "crash-p", definition(title="Crash p"))).schedule.id)
+    r = str((await world.service.create(WHO, "crash-r", definition(title="Crash r"))).schedule.id)
+    c = str((await world.service.create(WHO, "crash-c", definition(title="Crash c"))).schedule.id)
+    await world.service.pause(WHO, uuid(r), 1)
+    cases = (
+        ("schedule.pause", p, "schedule.paused", "CANCELLED"),
+        ("schedule.resume", r, "schedule.resumed", "PAUSED"),
+        ("schedule.cancel", c, "schedule.cancelled", "ACTIVE"),
+    )
+    for tool, sid, event, state in cases:
+        ref = {"schedule_id": sid, "expected_revision": 1}
+        key = f"crash-{tool}"
+        before = await effect_rows(world)
+        await crash_after_approval(world, tool, ref, key)
+        await unchanged_effects(world, v, before, f"{tool} crash after approval")
+        if tool == "schedule.pause":
+            await world.service.cancel(WHO, uuid(sid), 1)
+        else:
+            await world.service.patch(
+                WHO, uuid(sid), 1, SchedulePatch(title="Moved on"), f"user-{key}"
+            )
+        retry = await world.call(tool, ref, key)
+        stable_failure(v, retry, f"{tool} retry after the schedule changed")
+        row = await world.schedule(sid)
+        v.expect(row["state"] == state, f"{tool} retry: state {row['state']}, want {state}")
+        v.expect(event not in await world.events(sid), f"{tool} retry: {event} after the change")
+        out[tool] = str(retry.reason_code)
+    return out
 
 
 # ---------------------------------------------------------------------- M23 update
@@ -918,12 +1459,25 @@ async def update_happy_path_check(world: ToolWorld) -> Verdict:
     v = Verdict()
     sid = await create_via_tool(world, "News digest", "c-1")
     rev1 = await world.revisions(sid)
+    refusals = await approval_refusals(
+        world,
+        v,
+        "schedule.update",
+        {"schedule_id": sid, "expected_revision": 1, "title": "x"},
+        "update",
+    )
+    # The deploy rotates the active agent after creation: the edit keeps the pinned one.
+    await world.activate(AGENT_VERSION_2)
     world.clock.advance(3600)
     instruction = "Summarize only security and infrastructure news."
     model = resolve_then(
         "News digest", "schedule.update", "u-1", instruction=instruction, cadence=WEEKLY_WED
     )
-    result = (await world.conversation().play(model))[-1]
+    result = (
+        await approved_after_inspection(
+            world, v, lambda: world.conversation().play(model), "update"
+        )
+    )[-1]
     if not v.expect(result.ok, f"update: {result.reason_code} {result.details}"):
         return v
     view = last_view(world)
@@ -940,6 +1494,11 @@ async def update_happy_path_check(world: ToolWorld) -> Verdict:
     new = revisions[-1]["definition"]
     v.expect(new["instruction"] == instruction and new["title"] == "News digest", "content")
     v.expect(new["cadence"] == WEEKLY_WED_CANONICAL, f"cadence {new['cadence']}")
+    v.expect(
+        (new["agent_version"], new["policy_profile"]) == (AGENT_VERSION, POLICY),
+        f"the edit re-pinned {new['agent_version']}/{new['policy_profile']}"
+        f" (pinned {AGENT_VERSION}/{POLICY}, active {AGENT_VERSION_2}/{POLICY_2})",
+    )
     row = await world.schedule(sid)
     v.expect(row["current_revision"] == 2 and row["state"] == "ACTIVE", "not revision 2, active")
     # Updated at ~09:00Z on Monday 2 March; Wednesday 08:00 PST (UTC-8) is 4 March 16:00Z.
@@ -951,8 +1510,36 @@ async def update_happy_path_check(world: ToolWorld) -> Verdict:
         "output fields",
     )
     v.expect(await world.events(sid) == ["schedule.created", "schedule.updated"], "events")
-    v.evidence.update(approval_view=view, next_fire_at=want_next)
+    boundary = await update_at_a_firing(world, v, sid)
+    await no_unapproved_effects(world, v, "update")
+    v.evidence.update(
+        approval_view=view, next_fire_at=want_next, boundary=boundary, refusals=refusals
+    )
     return v
+
+
+async def update_at_a_firing(world: ToolWorld, v: Verdict, sid: str) -> dict[str, str]:
+    """An edit with the clock exactly AT the schedule's next firing (Wednesday 4 March
+    16:00Z): the recomputed firing is strictly after now, the next Wednesday; Los Angeles
+    is on PDT (UTC-7) from 8 March, so 08:00 on 11 March is 15:00Z."""
+    at = datetime.fromisoformat("2026-03-04T16:00:00+00:00")
+    think = world.approvals.think_seconds
+    world.approvals.think_seconds = 0
+    try:
+        world.clock.advance_to(at)
+        ref = {"schedule_id": sid, "expected_revision": 2, "title": "News digest, weekly"}
+        result = await world.call("schedule.update", ref, "u-boundary")
+    finally:
+        world.approvals.think_seconds = think
+    want = "2026-03-11T15:00:00Z"
+    got = None if result.output is None else result.output.get("next_fire_at")
+    v.expect(result.ok and got == want, f"updated at {at}: next firing {got}, want {want}")
+    row = await world.schedule(sid)
+    v.expect(
+        row["next_fire_at"] is not None and row["next_fire_at"] > at,
+        f"updated at {at}: stored next firing {row['next_fire_at']} is not after now",
+    )
+    return {"updated_at": format_instant(at), "next_fire_at": str(got)}
 
 
 async def update_preserves_authority_check(world: ToolWorld) -> Verdict:
@@ -979,6 +1566,9 @@ async def update_preserves_authority_check(world: ToolWorld) -> Verdict:
     )
     sid = str((await world.service.create(WHO, "seed", custom)).schedule.id)
     first = (await world.revisions(sid))[0]["definition"]
+    v.expect(first["agent_version"] == AGENT_VERSION, "the seed did not pin v1")
+    # Rotate the active agent: an edit must keep v1 and its policy, not re-pin v2.
+    await world.activate(AGENT_VERSION_2)
     r = await world.call(
         "schedule.update",
         {
@@ -1034,6 +1624,8 @@ async def update_validation_check(world: ToolWorld) -> Verdict:
     assert (
         await world.call("schedule.cancel", {"schedule_id": gone, "expected_revision": 1}, "k-g")
     ).ok
+    foreign = str((await world.service.create(OTHER, "o-1", definition())).schedule.id)
+    tenant_b = str((await world.service.create(WHO_B, "b-1", definition())).schedule.id)
     before = await schedule_rows(world)
     asked = len(world.approvals.requests)
     token = secret_token()
@@ -1088,6 +1680,16 @@ async def update_validation_check(world: ToolWorld) -> Verdict:
             "schedule.not_found",
         ),
         (
+            "foreign",
+            {"schedule_id": foreign, "expected_revision": 1, "title": "x"},
+            "schedule.not_found",
+        ),
+        (
+            "tenant-b",
+            {"schedule_id": tenant_b, "expected_revision": 1, "title": "x"},
+            "schedule.not_found",
+        ),
+        (
             "terminal",
             {"schedule_id": gone, "expected_revision": 1, "title": "x"},
             "schedule.lifecycle.illegal_transition",
@@ -1133,5 +1735,33 @@ async def update_retry_check(world: ToolWorld) -> Verdict:
     v.expect(len(await world.revisions(sid)) == 3, "recovery wrote another revision")
     events = await world.events(sid)
     v.expect(events == ["schedule.created", "schedule.updated", "schedule.updated"], f"{events}")
-    v.evidence.update(revisions=3, events=events)
+    # The approval commits, the process dies before the effect, the user edits the
+    # schedule (revision 4): the retry must fail closed, never write over the new revision.
+    crash = {"schedule_id": sid, "expected_revision": 3, "instruction": "Approved words."}
+    before = await effect_rows(world)
+    await crash_after_approval(world, "schedule.update", crash, "u-3")
+    await unchanged_effects(world, v, before, "update crash after approval")
+    await world.service.patch(WHO, uuid(sid), 3, SchedulePatch(title="User's own edit"), "user-u3")
+    retry = await world.call("schedule.update", crash, "u-3")
+    stable_failure(v, retry, "update retry after the schedule changed")
+    latest = (await world.revisions(sid))[-1]
+    v.expect(
+        latest["revision"] == 4 and latest["definition"]["instruction"] != "Approved words.",
+        f"the retry wrote over the user's edit: revision {latest['revision']}",
+    )
+    # One key, four principals: each edits its own schedule.
+    own = {}
+    for who in (WHO, OTHER, WHO_B, OTHER_B):
+        own[who] = str((await world.service.create(who, "iso", definition())).schedule.id)
+    await same_key_isolation(
+        world,
+        v,
+        "schedule.update",
+        lambda who: {"schedule_id": own[who], "expected_revision": 1, "title": "Same edit"},
+    )
+    for who, own_id in own.items():
+        row = await world.schedule(own_id)
+        v.expect(row["current_revision"] == 2, f"shared key: {who.principal_id}'s edit missing")
+    await no_unapproved_effects(world, v, "update retry")
+    v.evidence.update(revisions=3, events=events, crash_retry=retry.reason_code)
     return v

@@ -1,20 +1,25 @@
 """A conversation world on PostgreSQL for the model-tool gate checks (not a test module).
 
-``ToolWorld.open(url)`` seeds principals and the default agent through an admin login,
-then builds the tool pipeline through the composition root (``bootstrap.build_tools``,
-development environment, both schedule flags on, PostgreSQL storage, durable
-directories, the API role by ``SET LOCAL ROLE``) on a virtual clock, with scripted
-approvals. ``conversation()`` is a chat session whose model turns go through that
-pipeline. ``snapshot()`` reads every row a tool call could write, so a check can say
-"nothing changed" by comparing two snapshots.
+``ToolWorld.open(url)`` seeds principals (two tenants, two principals each) and two
+versions of the default agent (v1 active, v2 with another policy profile waiting to
+be rotated in by ``activate``) through an admin login, then builds the tool pipeline
+through the composition root (``bootstrap.build_tools``, development environment,
+both schedule flags on, PostgreSQL storage, durable directories, the API role by
+``SET LOCAL ROLE``) on a virtual clock, with scripted approvals. The world's pipeline
+IS the one ``build_tools`` returned (never a rebuilt one). ``conversation()`` is a
+chat session whose model turns go through it. ``snapshot()`` reads every row a tool
+call could write, so a check can say "nothing changed" by comparing two snapshots.
 
-Checks may substitute a plausible wrong implementation (a pipeline subclass, a tool
-handler) through ``pipeline_class`` and ``ToolWorld.replace_handler``: that is how
-the tests of the tests show each gate able to fail.
+Tests of the tests substitute a plausible wrong implementation through a pipeline
+subclass (``pipeline_class``: the built pipeline object's class is swapped, its
+registry and governance stay those of ``build_tools``), ``replace_handler`` (a tool's
+registered handler) or the bootstrap's injected ports: that is how each gate is shown
+able to fail.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,7 +28,11 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from scheduling.adapters.memory.directories import ConfiguredBrowserProfiles
+from scheduling.adapters.memory.directories import (
+    ConfiguredBrowserProfiles,
+    StaticAgentRegistry,
+    StaticPrincipalDirectory,
+)
 from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
@@ -48,15 +57,29 @@ from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import (
     AGENT_ID,
+    AGENT_VERSION,
+    AGENT_VERSION_2,
+    LIMITS,
+    POLICY,
+    POLICY_2,
     START,
+    TENANT_B,
     WORLD_ENV,
+    activate_agent_version,
     principal,
     scheduler_settings,
+    seed_agent_version,
     seed_durable,
 )
 
 WHO = principal("conversation-owner")
 OTHER = principal("someone-else")
+# The second tenant's two principals; WHO_B shares WHO's principal id on purpose, so
+# only the tenant tells their rows (and their idempotency keys) apart.
+WHO_B = principal(WHO.principal_id, tenant_id=TENANT_B)
+OTHER_B = principal("someone-else-b", tenant_id=TENANT_B)
+EVERYONE = (WHO, OTHER, WHO_B, OTHER_B)
+FLAG_NAMES = ("AGENT_SCHEDULE_API_ENABLED", "AGENT_SCHEDULE_WORKER_ENABLED")
 SESSION = UUID("7d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6")
 Row = dict[str, Any]
 
@@ -97,11 +120,21 @@ def tool_env(url: str, *, api: bool = True, worker: bool = True) -> dict[str, st
     }
 
 
+def unset_flags_env(url: str) -> dict[str, str]:
+    """The world's settings with neither schedule flag present at all (the default)."""
+    return {k: v for k, v in tool_env(url).items() if k not in FLAG_NAMES}
+
+
+class ApproverTimedOut(TimeoutError):
+    """The approval port gave up waiting for the person (raised by ``fail_next``)."""
+
+
 class InspectingApprovals(ScriptedApprovals):
     """Scripted approvals that run ``on_request`` (e.g. read the database) before deciding.
 
     The approver takes ``think_seconds`` of virtual time per decision, so successive
-    effects carry strictly increasing timestamps (events order by time)."""
+    effects carry strictly increasing timestamps (events order by time). ``fail_next``
+    makes the next decisions raise instead (an approver that timed out)."""
 
     def __init__(
         self,
@@ -116,12 +149,22 @@ class InspectingApprovals(ScriptedApprovals):
         self.clock = clock
         self.think_seconds = think_seconds
         self.on_request = on_request
+        self._failures: deque[BaseException] = deque()
+        self.decided: list[tuple[ApprovalRequest, bool]] = []
+
+    def fail_next(self, *errors: BaseException) -> None:
+        self._failures.extend(errors)
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         if self.on_request is not None:
             await self.on_request(request)
         self.clock.advance(self.think_seconds)
-        return await super().decide(request)
+        if self._failures:
+            self.requests.append(request)
+            raise self._failures.popleft()
+        decision = await super().decide(request)
+        self.decided.append((request, decision.approved))
+        return decision
 
 
 @dataclass
@@ -133,7 +176,6 @@ class ToolWorld:
     approvals: InspectingApprovals
     websites: ConfiguredWebsiteBindings
     profiles: ConfiguredBrowserProfiles
-    pipeline: ToolPipeline
     conversations: list[Conversation] = field(default_factory=list)
 
     @classmethod
@@ -143,13 +185,16 @@ class ToolWorld:
         *,
         seed: int = 0,
         start: datetime = START,
-        principals: Iterable[Principal] = (WHO, OTHER),
-        pipeline_class: type[ToolPipeline] = ToolPipeline,
+        principals: Iterable[Principal] = EVERYONE,
+        pipeline_class: type[ToolPipeline] | None = None,
         approval_port: ApprovalPort | None = None,
     ) -> ToolWorld:
-        """``approval_port`` replaces the scripted approvals (e.g. an edge's own port)."""
+        """``approval_port`` replaces the scripted approvals (e.g. an edge's own port);
+        ``pipeline_class`` (a subclass of the built pipeline's class) is a wrong
+        implementation for a test of the test, swapped onto the built object."""
         admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=5)
         await seed_durable(admin, list(principals), at=start)
+        await seed_agent_version(admin, AGENT_VERSION_2, POLICY_2, at=start)
         clock, ids = VirtualClock(start), SeededIds(seed)
         approvals = InspectingApprovals(clock)
         websites = ConfiguredWebsiteBindings()
@@ -164,21 +209,44 @@ class ToolWorld:
         )
         assert role.api is not None
         profiles = role.api.profiles
-        pipeline = pipeline_class(role.registry, role.pipeline.governance)
-        return cls(admin, role, clock, ids, approvals, websites, profiles, pipeline)
+        if pipeline_class is not None:
+            if not issubclass(pipeline_class, type(role.pipeline)):
+                raise TypeError(f"{pipeline_class} does not extend {type(role.pipeline)}")
+            role.pipeline.__class__ = pipeline_class
+        return cls(admin, role, clock, ids, approvals, websites, profiles)
+
+    @property
+    def pipeline(self) -> ToolPipeline:
+        """The pipeline ``bootstrap.build_tools`` built (registry, ledger, approvals)."""
+        return self.role.pipeline
+
+    async def activate(self, version: str) -> None:
+        """Rotate the default agent's active version (as a deploy would, at now)."""
+        await activate_agent_version(self.admin, version, self.clock.now())
 
     @property
     def service(self) -> ScheduleService:
         assert self.role.service is not None
         return self.role.service
 
-    def replace_handler(self, name: str, make: Callable[[ToolHandler], ToolHandler]) -> None:
-        """Swap every registered version of ``name`` for ``make(original handler)``."""
+    def replace_handler(
+        self, name: str, make: Callable[[ToolHandler], ToolHandler]
+    ) -> Callable[[], None]:
+        """Swap every registered version of ``name`` for ``make(original handler)``;
+        returns what puts the originals back."""
+        originals: list[RegisteredTool] = []
         for spec in self.role.registry.versions(name):
             tool = self.role.registry.get(name, spec.version)
             assert tool is not None
             assert tool.handler is not None
+            originals.append(tool)
             self.role.registry.register(RegisteredTool(spec, handler=make(tool.handler)))
+
+        def restore() -> None:
+            for tool in originals:
+                self.role.registry.register(tool)
+
+        return restore
 
     def conversation(self, who: Principal = WHO, session_id: UUID | None = SESSION) -> Conversation:
         chat = Conversation(self.pipeline, who, self.role.roster, session_id=session_id)
@@ -240,6 +308,17 @@ class ToolWorld:
             scheduler_settings(), clock=self.clock, ids=self.ids.fork("materializer"), uow=scheduler
         ).materializer
 
+    async def unapproved_effects(self) -> list[Row]:
+        """Every finished effectful invocation with no approving decision recorded on
+        the ledger (an effect must follow an approval of the view it executed)."""
+        return await self.sql(
+            "SELECT i.id, i.tool_name, i.idempotency_key FROM tool_invocations i"
+            " WHERE i.state = 'SUCCEEDED' AND i.idempotency_key IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM tool_approval_requests r"
+            "   JOIN tool_approval_decisions d ON d.approval_id = r.id"
+            "   WHERE r.invocation_id = i.id AND d.approved)"
+        )
+
     def later(self, **delta: float) -> str:
         """An exact aware instant ``delta`` after the virtual now (RFC 3339, offset +00:00)."""
         return (self.clock.now() + timedelta(**delta)).isoformat()
@@ -247,3 +326,34 @@ class ToolWorld:
     async def close(self) -> None:
         await self.role.close()
         await self.admin.dispose()
+
+
+MEMORY_ENV = {
+    **WORLD_ENV,
+    "AGENT_SCHEDULE_STORAGE": "memory",
+    "AGENT_SCHEDULE_PRINCIPAL_DIRECTORY": "static",
+    "AGENT_SCHEDULE_ADMISSION": "allow_all",
+}
+
+
+def memory_tools(
+    clock: VirtualClock, approvals: ApprovalPort, principals: Iterable[Principal] = EVERYONE
+) -> ToolsRole:
+    """``bootstrap.build_tools`` on in-memory storage (the development composition: the
+    memory unit of work and tool ledger, static directories seeded here)."""
+    role = build_tools(
+        Settings.from_env(MEMORY_ENV),
+        clock=clock,
+        ids=SeededIds(1),
+        approvals=approvals,
+        default_agent_id=AGENT_ID,
+    )
+    assert role.api is not None
+    directory, agents = role.api.principals, role.api.agents
+    assert isinstance(directory, StaticPrincipalDirectory)
+    assert isinstance(agents, StaticAgentRegistry)
+    for who in principals:
+        directory.set(who.tenant_id, who.principal_id, who.scopes)
+    agents.add(AGENT_ID, AGENT_VERSION, POLICY, LIMITS)
+    agents.activate(AGENT_ID, AGENT_VERSION)
+    return role

@@ -46,7 +46,13 @@ START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 AGENT_ID = UUID("5b0f3a52-8c7e-4d3f-9a51-0c6f7e2d1a10")
 AGENT_VERSION = "v1"
 POLICY = "default"
+# A second version of the same agent with its own policy profile (inactive unless a
+# world activates it), so "pins the active version" and "keeps the pinned version"
+# are distinct outcomes once a world rotates the active one.
+AGENT_VERSION_2 = "v2"
+POLICY_2 = "cautious"
 TENANT = "tenant-a"
+TENANT_B = "tenant-b"
 SCHEDULE_SCOPES = frozenset({"schedule.read", "schedule.write", "schedule.cancel"})
 EXTRA_SCOPES = frozenset({"memory.read", "web.search", "browser.profile.read"})
 ALL_SCOPES = SCHEDULE_SCOPES | EXTRA_SCOPES
@@ -185,6 +191,39 @@ async def seed_durable(
                 )
             )
             await uow.agents.set_active(AGENT_ID, AGENT_VERSION, at)
+        await uow.commit()
+
+
+async def seed_agent_version(
+    admin: UnitOfWorkFactory,
+    version: str,
+    policy_profile: str,
+    *,
+    at: datetime = START,
+    limits: RunLimits = LIMITS,
+) -> None:
+    """Write one more version of the default agent (not activated; idempotent)."""
+    async with admin.begin() as uow:
+        if await uow.agents.get_version(AGENT_ID, version) is None:
+            spec = {"model": "scripted", "tools": [], "version": version}
+            await uow.agents.put_version(
+                AgentVersionRecord(
+                    agent_id=AGENT_ID,
+                    version=version,
+                    policy_profile=policy_profile,
+                    spec=spec,
+                    limits=limits.to_json(),
+                    content_hash=content_hash(spec),
+                    created_at=at,
+                )
+            )
+        await uow.commit()
+
+
+async def activate_agent_version(admin: UnitOfWorkFactory, version: str, at: datetime) -> None:
+    """Make ``version`` the default agent's active version (the rotation a deploy does)."""
+    async with admin.begin() as uow:
+        await uow.agents.set_active(AGENT_ID, version, at)
         await uow.commit()
 
 
