@@ -91,6 +91,8 @@ def merge_parts(
     _same(ordered, "gates.merge.checks_mismatch", "inventories", _inventory_of)
     _same(ordered, "gates.merge.checks_mismatch", "check directories", _provenance("checks_dir"))
     _same(ordered, "gates.merge.checks_mismatch", "untracked files", _provenance("untracked"))
+    _same(ordered, "gates.merge.commit_mismatch", "product trees", _provenance("product_sha256"))
+    _same(ordered, "gates.merge.run_mismatch", "dependencies", _provenance("dependencies_sha256"))
     for name in ("profile", "selection", "tool_version", "python", "tzdata"):
         _same(ordered, "gates.merge.run_mismatch", name, _field(name))
     _same(ordered, "gates.merge.run_mismatch", "commands", lambda r: single_run_command(r.command))

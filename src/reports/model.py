@@ -126,6 +126,11 @@ class Provenance(_Model):
     check_files: dict[str, str]  # path relative to the project root -> SHA-256
     untracked: list[str] | None  # None: git was not available
     inventory: list[InventoryEntry]  # every bound check pytest collected
+    # Added in 1.0 without a version bump (optional; verify refuses a report without
+    # them): what ran besides the checks (src/reports/origin.py, ADR 2150).
+    product_sha256: str | None = None  # the product tree, src/scheduling
+    dependencies: list[str] | None = None  # sorted name==version of the environment
+    dependencies_sha256: str | None = None
 
 
 class ShardInfo(_Model):

@@ -22,6 +22,14 @@ from gates.catalog.provenance import (
     shipped_text,
 )
 from reports.model import CheckOutcome, GateReport, GateResult, Provenance, RuleResult
+from reports.origin import (
+    PRODUCT_RELATIVE,
+    dependency_changes,
+    dependency_digest,
+    dependency_set,
+    product_tree_digest,
+    tracked_changes,
+)
 
 HARNESS_ERROR_PREFIX = "<collection of "
 
@@ -34,6 +42,9 @@ class VerifyContext:
     ledger_path: Path | None = None
     shipped_ledger_origin: str = ""
     checkout: Path | None = None
+    allow_dirty: bool = False  # accept a run on (or a checkout with) uncommitted changes
+    # The environment's dependency set (reports.origin.dependency_set()); None: read it.
+    dependencies: list[str] | None = None
 
 
 def provenance_problems(report: GateReport, catalog: Catalog, ctx: VerifyContext) -> list[str]:
@@ -49,8 +60,54 @@ def provenance_problems(report: GateReport, catalog: Catalog, ctx: VerifyContext
             f"untracked files under the checks were collected ({p.untracked}) "
             "but the report says the commit is clean"
         )
+    problems += _origin(report, p, ctx)
     if ctx.checkout is not None:
         problems += _against_checkout(report, p, ctx.checkout)
+        problems += _checkout_origin(p, ctx)
+    return problems
+
+
+def _origin(report: GateReport, p: Provenance, ctx: VerifyContext) -> list[str]:
+    """The product-tree and dependency digests are recorded and consistent, the
+    dependencies are this environment's, and the run was on a clean tree."""
+    problems = []
+    if report.run.commit_dirty is True and not ctx.allow_dirty:
+        problems.append(
+            "the report's run was on a dirty tree (commit_dirty): its commit does not say"
+            " what ran; pass --allow-dirty to accept it anyway"
+        )
+    if p.product_sha256 is None or p.dependencies is None or p.dependencies_sha256 is None:
+        return [*problems, "the report records no product-tree or dependency digest"]
+    if dependency_digest(p.dependencies) != p.dependencies_sha256:
+        problems.append("the report's dependency digest is not the digest of its dependencies")
+    installed = dependency_set() if ctx.dependencies is None else ctx.dependencies
+    changes = dependency_changes(p.dependencies, installed)
+    if changes:
+        shown = "; ".join(changes[:5]) + (
+            f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
+        )
+        problems.append(
+            f"the run's dependencies are not this environment's ({len(changes)} differ: {shown})"
+        )
+    return problems
+
+
+def _checkout_origin(p: Provenance, ctx: VerifyContext) -> list[str]:
+    assert ctx.checkout is not None
+    checkout = ctx.checkout.resolve()
+    problems = []
+    if p.product_sha256 is not None and product_tree_digest(checkout) != p.product_sha256:
+        problems.append(
+            f"the product tree in {checkout} ({PRODUCT_RELATIVE}) is not the one the report's"
+            " run used"
+        )
+    changed = tracked_changes(checkout)
+    if changed and not ctx.allow_dirty:
+        problems.append(
+            f"the checkout {checkout} has uncommitted changes to {len(changed)} tracked"
+            f" file(s) ({', '.join(line[3:] for line in changed[:3])}"
+            f"{', ...' if len(changed) > 3 else ''}); pass --allow-dirty to accept it anyway"
+        )
     return problems
 
 

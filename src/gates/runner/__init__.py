@@ -42,6 +42,7 @@ from reports.model import (
     RunMetadata,
     ShardInfo,
 )
+from reports.origin import dependency_digest, dependency_set, product_tree_digest
 from reports.writer import write_part, write_reports
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.tzdata_info import tzdata_version
@@ -111,6 +112,8 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     # run, so a check that stages (or deletes) itself while it runs cannot hide.
     digests = check_file_digests(options.checks_dir.resolve(), root)
     untracked = untracked_files(options.checks_dir.resolve(), root)
+    product = product_tree_digest(root)
+    dependencies = dependency_set()
     commit = _git(root, "rev-parse", "HEAD")
     dirty = _dirty(root)
     # One pytest process collects the inventory and runs the chosen checks (ADR 1710).
@@ -129,7 +132,13 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         checks = _merge(bound, outcome.results, pytest_exit)
 
     gate_results = build_gate_results(catalog, selected, checks, seed, options.profile)
-    provenance = _provenance(options, root, inventory, digests, untracked)
+    provenance = _provenance(options, root, inventory, digests, untracked).model_copy(
+        update={
+            "product_sha256": product,
+            "dependencies": dependencies,
+            "dependencies_sha256": dependency_digest(dependencies),
+        }
+    )
     if provenance.untracked:
         dirty = True  # collected files the commit does not hold
     run = RunMetadata(

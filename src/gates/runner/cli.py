@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from gates.catalog import load_catalog
 from gates.catalog.ledger import LedgerError, load_ledger
 from gates.catalog.rules import load_rules
-from gates.runner import RunOptions, SelectionError, command_line, run_gates
+from gates.runner import RunOptions, SelectionError, command_line, rerun, run_gates
 from gates.runner.diff_cli import add_parser as add_diff_parser
 from gates.runner.diff_cli import cmd_diff
 from gates.runner.inventory import (
@@ -29,6 +30,16 @@ from gates.runner.sweep import add_parser as add_sweep_parser
 from gates.runner.sweep import cmd_sweep
 from reports.model import GateReport
 from reports.provenance_check import VerifyContext
+from reports.signing import (
+    SigningError,
+    envelope_path,
+    generate_key_pair,
+    key_id,
+    load_private_key,
+    load_public_key,
+    sign_file,
+    signature_problems,
+)
 from reports.verify import load_report, verify_report
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.console import add_version, guarded
@@ -39,6 +50,12 @@ def _milestone(text: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"not a milestone: {text!r} (use M11 or 11)")
     return int(value)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive count: {text!r}")
+    return int(text)
 
 
 def _shard(text: str) -> Shard:
@@ -105,6 +122,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run only shard K of N (a deterministic part of the checks) and write a partial"
         " report; join the parts with `scheduling-gates merge`",
     )
+    run.add_argument(
+        "--sign",
+        type=Path,
+        metavar="KEYFILE",
+        help="sign the report with this Ed25519 private key (PEM; `scheduling-gates keygen`):"
+        " writes gate-report.dsse.json beside it",
+    )
     run.add_argument("--checks-dir", type=Path, default=None, help=argparse.SUPPRESS)
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
 
@@ -117,8 +141,45 @@ def _parser() -> argparse.ArgumentParser:
         "--checkout",
         type=Path,
         metavar="DIR",
-        help="a checkout of the report's commit: recompute catalog, ledger and check digests",
+        help="a checkout of the report's commit: recompute catalog, ledger, check and"
+        " product digests",
     )
+    verify.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="accept a run on a dirty tree, and a checkout with uncommitted changes",
+    )
+    verify.add_argument(
+        "--trust",
+        type=Path,
+        metavar="PUBKEYFILE",
+        help="refuse the report unless its envelope is signed by this Ed25519 public key",
+    )
+    verify.add_argument(
+        "--signature",
+        type=Path,
+        metavar="FILE",
+        help="the report's DSSE envelope (default: gate-report.dsse.json beside it)",
+    )
+    verify.add_argument(
+        "--rerun",
+        type=_count,
+        metavar="N",
+        help="re-run N sampled checks on the --checkout with the report's seed and profile;"
+        " refuse when an outcome or an evidence digest does not reproduce",
+    )
+    verify.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help="the sampling seed of --rerun (default: a fresh one, printed)",
+    )
+
+    keygen = sub.add_parser(
+        "keygen", help="write an Ed25519 key pair for run --sign / verify --trust"
+    )
+    keygen.add_argument("private", type=Path, help="the private key file to write (mode 0600)")
+    keygen.add_argument("public", type=Path, help="the public key file to write")
 
     listing = sub.add_parser("list", help="the gate catalog, one gate a line")
     listing.add_argument(
@@ -152,6 +213,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    # Read the key before the run: a bad key fails in a second, not after the suite.
+    key = load_private_key(args.sign) if args.sign is not None else None
     options = RunOptions(
         checks_dir=(args.checks_dir or default_checks_dir()).resolve(),
         output=args.output,
@@ -170,6 +233,9 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     report, code = run_gates(options)
     print()
+    if key is not None:
+        envelope = sign_file(options.output / "gate-report.json", key)
+        print(f"signed by key {key_id(key.public_key())[:16]}: {envelope}")
     if report.run.shard is not None:
         shard = report.run.shard
         print(f"Partial report: shard {shard.index}/{shard.total}, {len(shard.checks)} checks")
@@ -188,7 +254,12 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    if args.rerun is not None and args.checkout is None:
+        print("scheduling-gates: --rerun needs --checkout DIR (where to run)", file=sys.stderr)
+        return 2
+    trusted = load_public_key(args.trust) if args.trust is not None else None
     report, problems = load_report(args.report)
+    said: list[str] = []
     if report is not None:
         catalog = load_catalog()
         ledger = load_ledger(args.ledger, catalog.milestones())
@@ -196,15 +267,69 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             ledger_path=args.ledger,
             shipped_ledger_origin=load_ledger(None, catalog.milestones()).origin,
             checkout=args.checkout,
+            allow_dirty=args.allow_dirty,
         )
         problems = verify_report(report, catalog, ledger, context)
+        if trusted is not None:
+            raw = json.loads(args.report.read_text(encoding="utf-8"))
+            envelope = args.signature or envelope_path(args.report)
+            found = signature_problems(raw, envelope, trusted)
+            problems += found
+            if not found:
+                said.append(f"signed by the trusted key {key_id(trusted)[:16]}")
+        if args.rerun is not None:
+            if problems:
+                print("rerun skipped: the report is refused already", file=sys.stderr)
+            else:
+                found, summary = _rerun(report, args.checkout, args.rerun, args.seed)
+                problems += found
+                said.append(summary)
     if problems:
         print(f"REFUSED {args.report}:", file=sys.stderr)
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)
         return 1
     assert report is not None
-    print(f"OK: {args.report} is consistent; verified gate ceiling {report.ceiling.label}")
+    extra = "".join(f"; {s}" for s in said)
+    print(f"OK: {args.report} is consistent{extra}; verified gate ceiling {report.ceiling.label}")
+    return 0
+
+
+def _rerun(report: GateReport, checkout: Path, n: int, seed: int | None) -> tuple[list[str], str]:
+    """Re-run ``n`` sampled checks; the problems and a one-line summary."""
+    problems = rerun.environment_problems(report)
+    if problems:
+        return problems, ""
+    pool = rerun.candidates(report)
+    if not pool:
+        return ["--rerun: the report records no check to re-run"], ""
+    sampling = seed if seed is not None else random.SystemRandom().randrange(2**32)
+    chosen = rerun.sample(pool, n, sampling)
+    clock = SystemClock()
+    started = clock.now()
+    print(
+        f"re-running {len(chosen)} of {len(pool)} checks on {checkout} (sampling seed"
+        f" {sampling}; run seed {report.run.seed}, profile {report.run.profile},"
+        f" tzdata {report.run.tzdata})",
+        file=sys.stderr,
+    )
+    results, _ = rerun.rerun_checks(chosen, checkout, report.run.seed, report.run.profile)
+    seconds = (clock.now() - started).total_seconds()
+    for result in results:
+        print(rerun.describe(result), file=sys.stderr)
+    problems = [p for p in (r.problem() for r in results) if p is not None]
+    same = sum(r.reproduced for r in results)
+    summary = (
+        f"{same} of {len(results)} re-run checks reproduced in {seconds:.1f} s"
+        f" (sampling seed {sampling})"
+    )
+    print(summary, file=sys.stderr)
+    return problems, summary
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    kid = generate_key_pair(args.private, args.public)
+    print(f"wrote {args.private} (private, mode 0600) and {args.public}; key id {kid}")
     return 0
 
 
@@ -309,9 +434,11 @@ def _main(argv: list[str]) -> int:
             return cmd_diff(args)
         if args.command == "merge":
             return cmd_merge(args)
+        if args.command == "keygen":
+            return _cmd_keygen(args)
         print(json.dumps(GateReport.model_json_schema(), indent=2))
         return 0
-    except (SelectionError, LedgerError) as exc:
+    except (SelectionError, LedgerError, SigningError) as exc:
         print(f"scheduling-gates: {exc}", file=sys.stderr)
         return 2
 

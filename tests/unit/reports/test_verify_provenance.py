@@ -103,12 +103,19 @@ def honest(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 
 
 def problems(
-    raw: dict[str, Any], checkout: Path | None = None, ledger: Path | None = None
+    raw: dict[str, Any],
+    checkout: Path | None = None,
+    ledger: Path | None = None,
+    *,
+    allow_dirty: bool = False,
 ) -> list[str]:
     report = GateReport.model_validate(raw)
     used = load_ledger(ledger, CATALOG.milestones())
     context = VerifyContext(
-        ledger_path=ledger, shipped_ledger_origin=SHIPPED.origin, checkout=checkout
+        ledger_path=ledger,
+        shipped_ledger_origin=SHIPPED.origin,
+        checkout=checkout,
+        allow_dirty=allow_dirty,
     )
     return verify_report(report, CATALOG, used, context)
 
@@ -259,7 +266,8 @@ def test_untracked_check_files_make_the_run_dirty(checkout: Path, tmp_path: Path
     raw = run_in(copy, tmp_path / "out")
     assert raw["run"]["provenance"]["untracked"] == ["src/gates/checks/test_extra.py"]
     assert raw["run"]["commit_dirty"] is True
-    assert problems(raw, copy) == []
+    assert problems(raw, copy, allow_dirty=True) == []
+    assert [p for p in problems(raw, copy) if "dirty tree" in p], "a dirty run needs --allow-dirty"
 
     def clean(r: dict[str, Any]) -> None:
         r["run"]["commit_dirty"] = False
@@ -306,7 +314,7 @@ def test_a_check_that_stages_itself_during_the_run_still_makes_it_dirty(
     assert listed.stdout == ""  # a post-run look would have found nothing untracked
     assert raw["run"]["provenance"]["untracked"] == ["src/gates/checks/test_sneaky.py"]
     assert raw["run"]["commit_dirty"] is True
-    assert problems(raw, copy) == []
+    assert problems(raw, copy, allow_dirty=True) == []
 
 
 def test_the_report_links_the_latest_sensitivity_run_or_says_there_is_none(

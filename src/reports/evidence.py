@@ -1,0 +1,65 @@
+"""The part of a check's evidence that its seed determines, and a digest of it.
+
+Under one seed, profile, tzdata and dependency set a check explores the same examples,
+interleavings and crash points, so counts, seeds, statuses, steps reached, faults fired,
+cases and tallies reproduce exactly (the simulator schedules every step from the seed;
+Hypothesis draws from ``--hypothesis-seed``). What depends on the machine or the moment
+does not: wall-clock durations, server addresses and versions, temporary paths of
+saved traces, traces replayed first from the local failure store. Those keys are left
+out, at any depth, by their names (``VOLATILE_KEYS`` and ``VOLATILE_SUFFIXES``);
+``verify --rerun`` compares the digest of what remains (ADR 2150).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+VOLATILE_KEYS = frozenset(
+    {
+        # where the run's server was, and what it was
+        "server",
+        "database",
+        "postgres",
+        "postgres_version",
+        "url",
+        "dsn",
+        "host",
+        "port",
+        "pid",
+        # files the simulator saved or replayed from the local failure store
+        "saved_traces",
+        "replayed_first",
+        "replay",
+        "path",
+        "paths",
+    }
+)
+VOLATILE_SUFFIXES = ("seconds", "_s", "_ms", "duration", "elapsed", "_at", "wall_time_s")
+
+
+def volatile(key: str) -> bool:
+    lowered = key.lower()
+    return lowered in VOLATILE_KEYS or lowered.endswith(VOLATILE_SUFFIXES)
+
+
+def deterministic(value: Any) -> Any:
+    """``value`` without its volatile keys (recursively through dicts and lists)."""
+    if isinstance(value, dict):
+        return {k: deterministic(v) for k, v in value.items() if not volatile(str(k))}
+    if isinstance(value, list):
+        return [deterministic(v) for v in value]
+    return value
+
+
+def evidence_digest(evidence: dict[str, Any]) -> str:
+    """SHA-256 of the deterministic part of ``evidence`` in canonical JSON."""
+    text = json.dumps(deterministic(evidence), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def differing_keys(recorded: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
+    """Top-level keys whose deterministic values differ between two evidence dicts."""
+    a, b = deterministic(recorded), deterministic(rerun)
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
