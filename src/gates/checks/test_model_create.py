@@ -15,6 +15,7 @@ import pytest
 
 from gates.checks.tool_checks import (
     Verdict,
+    approval_behaviour_check,
     create_authorization_check,
     create_happy_path_check,
     create_retry_check,
@@ -66,9 +67,12 @@ async def test_schedule_create_is_classified_and_flag_gated(
     try:
         problems += create_contract_problems(world.role.registry)
         specs = [s.classification() for s in world.role.registry.versions("schedule.create")]
+        approval = await approval_behaviour_check(world, ["schedule.create"])
     finally:
         await world.close()
+    problems += approval.problems
     assert problems == [], problems
+    gate_evidence.record("approval", approval.evidence["approval"])
     gate_evidence.record("flag_combinations", [*[list(f) for f in FLAGS], "unset"])
     gate_evidence.record("expected", create_expected())
     gate_evidence.record("registered", specs)

@@ -13,6 +13,7 @@ import pytest
 
 from gates.checks.test_model_create import flag_matrix, run_check
 from gates.checks.tool_checks import (
+    approval_behaviour_check,
     cancel_check,
     lifecycle_authorization_check,
     lifecycle_discovery_check,
@@ -35,9 +36,13 @@ async def test_lifecycle_tools_are_classified_and_flag_gated(
     try:
         problems += lifecycle_contract_problems(world.role.registry)
         registered = sorted(world.role.registry.names())
+        names = ["schedule.list", "schedule.pause", "schedule.resume", "schedule.cancel"]
+        approval = await approval_behaviour_check(world, names)
     finally:
         await world.close()
+    problems += approval.problems
     assert problems == [], problems
+    gate_evidence.record("approval", approval.evidence["approval"])
     gate_evidence.record("expected", lifecycle_expected())
     gate_evidence.record("registered", registered)
 

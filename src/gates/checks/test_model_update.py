@@ -13,6 +13,7 @@ import pytest
 
 from gates.checks.test_model_create import flag_matrix, run_check
 from gates.checks.tool_checks import (
+    approval_behaviour_check,
     update_contract_inputs_check,
     update_happy_path_check,
     update_preserves_authority_check,
@@ -41,9 +42,11 @@ async def test_update_is_a_closed_governed_patch(pg_url: str, gate_evidence: Gat
         if spec is not None:
             problems += input_problems(spec, UPDATE_INPUT)
         verdict = await update_contract_inputs_check(world)
+        approval = await approval_behaviour_check(world, ["schedule.update"])
     finally:
         await world.close()
-    problems += verdict.problems
+    problems += verdict.problems + approval.problems
+    gate_evidence.record("approval", approval.evidence["approval"])
     assert problems == [], problems
     gate_evidence.record("inputs", sorted(UPDATE_INPUT))
     for key, value in verdict.evidence.items():

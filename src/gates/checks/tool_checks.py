@@ -11,12 +11,13 @@ problems are found.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
+from gates.checks.tool_expectations import approval_required
 from gates.checks.tool_support import (
     OTHER,
     OTHER_B,
@@ -958,7 +959,8 @@ async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
     first = pages[0]["next_cursor"] or ""
     v.expect(isinstance(first, str) and "updated_at" not in first, "cursor is not opaque text")
     middle = len(first) // 2
-    flipped = first[:middle] + ("A" if first[middle] != "A" else "B") + first[middle + 1 :]
+    flipped = first[:middle] + ("A" if first[middle : middle + 1] != "A" else "B")
+    flipped += first[middle + 1 :]
     bad_args = "schedule.tool.invalid_arguments"
     for label, args, code in (
         ("limit 0", {"limit": 0}, bad_args),
@@ -1764,4 +1766,39 @@ async def update_retry_check(world: ToolWorld) -> Verdict:
         v.expect(row["current_revision"] == 2, f"shared key: {who.principal_id}'s edit missing")
     await no_unapproved_effects(world, v, "update retry")
     v.evidence.update(revisions=3, events=events, crash_retry=retry.reason_code)
+    return v
+
+
+# ---------------------------------------------------------------- approval, observed
+
+
+async def approval_behaviour_check(world: ToolWorld, names: Iterable[str]) -> Verdict:
+    """Whether each tool waits for approval, observed through the pipeline (the approver
+    declines and counts), against the spec's quoted rule (``approval_required``), never
+    the product's own policy object."""
+    v = Verdict()
+    sid = str((await world.service.create(WHO, "probe", definition(title="Probe"))).schedule.id)
+    ref = {"schedule_id": sid, "expected_revision": 1}
+    arguments: dict[str, dict[str, Any]] = {
+        "schedule.create": {"title": "Probe", "instruction": "Probe.", "at": world.later(days=1)},
+        "schedule.list": {},
+        "schedule.update": {**ref, "title": "Probe 2"},
+        "schedule.pause": ref,
+        "schedule.resume": ref,
+        "schedule.cancel": ref,
+    }
+    observed = {}
+    for name in names:
+        asked = len(world.approvals.requests)
+        world.approvals.push(False)
+        result = await world.call(name, arguments[name], f"approval-probe-{name}")
+        waited = len(world.approvals.requests) > asked
+        if not waited:
+            world.approvals.drop_verdicts()
+        observed[name] = waited
+        want = approval_required(name)
+        v.expect(waited == want, f"{name}: waited for approval={waited}, the spec says {want}")
+        if want:
+            v.expect(not result.ok, f"{name}: a declined call succeeded")
+    v.evidence["approval"] = observed
     return v

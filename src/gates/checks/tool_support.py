@@ -152,6 +152,10 @@ class InspectingApprovals(ScriptedApprovals):
         self._failures: deque[BaseException] = deque()
         self.decided: list[tuple[ApprovalRequest, bool]] = []
 
+    def drop_verdicts(self) -> None:
+        """Forget the scripted verdicts not yet used (the default applies again)."""
+        self._verdicts.clear()
+
     def fail_next(self, *errors: BaseException) -> None:
         self._failures.extend(errors)
 
