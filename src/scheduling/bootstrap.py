@@ -879,6 +879,7 @@ def build_tools(
         tenants=tenants or _ceilings(settings),
         websites=website_bindings or ConfiguredWebsiteBindings(),
         agent_id=default_agent_id,
+        keys=api.keys,
         scanner=SecretScanner(),
     )
     register_schedule_tools(registry, deps, **flags)

@@ -34,6 +34,7 @@ from scheduling.runtime.tool_pipeline import (
     ToolSpec,
     ToolStatus,
 )
+from scheduling.tools.catalog import CREATE_VERSIONS, schedule_tool_specs
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 
@@ -169,3 +170,120 @@ async def test_the_conversation_offers_only_the_roster() -> None:
     result = await chat.propose(ProposedCall("thing.make", {"n": 1}, "k"))
     assert result.reason_code == "schedule.tool.undeclared"
     assert thing.effects == 0
+
+
+# --------------------------------------------------------------- issue 22 (ADR 2101-2102)
+
+
+def test_schedule_create_versions_follow_the_spec() -> None:
+    """1.1.1 (title, instruction, at, cadence), 1.2.0 (+use_website), 1.3.0
+    (+use_website, +place_call, ADR-0213); the newest advertised is 1.3.0."""
+    base = {"title", "instruction", "at", "cadence"}
+    specs = {s.version: s for s in schedule_tool_specs() if s.name == "schedule.create"}
+    assert sorted(specs, key=lambda v: tuple(map(int, v.split(".")))) == list(CREATE_VERSIONS)
+    assert CREATE_VERSIONS == ("1.1.1", "1.2.0", "1.3.0")
+    fields = {v: set(s.input_schema["properties"]) for v, s in specs.items()}
+    assert fields == {
+        "1.1.1": base,
+        "1.2.0": base | {"use_website"},
+        "1.3.0": base | {"use_website", "place_call"},
+    }
+    registry = ToolRegistry(RegisteredTool(s, handler=Thing()) for s in schedule_tool_specs())
+    newest = registry.get("schedule.create")
+    assert newest is not None
+    assert newest.spec.version == "1.3.0"
+
+
+class Crash(Exception):
+    """The process died between the approval commit and the effect."""
+
+
+class Drifting(Thing):
+    """A handler whose approval view reads mutable state (``self.view``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = "P1"
+        self.crash = False
+
+    async def prepare(
+        self, arguments: Mapping[str, Any], context: ToolExecutionContext
+    ) -> PreparedCall:
+        async def execute() -> dict[str, Any]:
+            if self.crash:
+                self.crash = False
+                raise Crash
+            self.effects += 1
+            return {"x": "y"}
+
+        return PreparedCall({"profile": self.view}, execute)
+
+
+async def test_an_approved_call_whose_view_changed_fails_closed_on_resume() -> None:
+    thing, approvals = Drifting(), ScriptedApprovals()
+    pipe, ledger = pipeline(thing, approvals)
+    thing.crash = True
+    with pytest.raises(Crash):
+        await pipe.call("thing.make", {"n": 1}, ctx())
+    thing.view = "P2"
+    stale = await pipe.call("thing.make", {"n": 1}, ctx())
+    assert stale.reason_code == "schedule.tool.approval_stale"
+    assert not stale.retryable
+    assert thing.effects == 0
+    assert len(approvals.requests) == 1
+    [row] = ledger.invocations.values()
+    assert row.state is InvocationState.FAILED
+
+
+class Timing(ScriptedApprovals):
+    """The approver times out on the first request (nothing is decided)."""
+
+    async def decide(self, request: Any) -> Any:
+        if not self.requests:
+            self.requests.append(request)
+            raise TimeoutError
+        return await super().decide(request)
+
+
+async def test_an_undecided_request_whose_view_changed_is_not_asked_again() -> None:
+    thing, approvals = Drifting(), Timing()
+    pipe, _ = pipeline(thing, approvals)
+    with pytest.raises(TimeoutError):
+        await pipe.call("thing.make", {"n": 1}, ctx())
+    thing.view = "P2"
+    stale = await pipe.call("thing.make", {"n": 1}, ctx())
+    assert stale.reason_code == "schedule.tool.approval_stale"
+    assert len(approvals.requests) == 1
+    assert thing.effects == 0
+
+
+async def test_the_ledger_hash_is_over_the_normalized_arguments() -> None:
+    thing, approvals = Thing(), ScriptedApprovals()
+    ledger = MemoryToolLedger()
+    gov = Governance(
+        ledger, approvals, VirtualClock(datetime(2026, 1, 1, tzinfo=UTC)), SeededIds(1)
+    )
+
+    def normalize(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return {"n": abs(int(arguments.get("n", 0)))}
+
+    tool = RegisteredTool(spec(), handler=thing, normalize=normalize)
+    pipe = ToolPipeline(ToolRegistry([tool]), gov)
+    assert (await pipe.call("thing.make", {"n": -3}, ctx())).ok
+    again = await pipe.call("thing.make", {"n": 3}, ctx())
+    assert again.replayed
+    assert thing.effects == 1
+    reused = await pipe.call("thing.make", {"n": 4}, ctx())
+    assert reused.reason_code == "schedule.idempotency.key_reused"
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\udfff"])
+async def test_bad_text_anywhere_in_the_arguments_fails_before_anything(bad: str) -> None:
+    thing, approvals = Thing(), ScriptedApprovals()
+    pipe, ledger = pipeline(thing, approvals)
+    for arguments in ({"n": 1, f"k{bad}": 1}, {"n": bad}):
+        result = await pipe.call("thing.make", arguments, ctx())
+        assert result.reason_code == "schedule.text.invalid"
+        assert not result.retryable
+    assert not approvals.requests
+    assert not ledger.invocations

@@ -28,12 +28,14 @@ from scheduling.tools.common import ScheduleToolDeps
 from scheduling.tools.create import CreateSchedule
 from scheduling.tools.lifecycle import Transition, TransitionSchedule
 from scheduling.tools.listing import ListSchedules
+from scheduling.tools.normalize import normalizer
 from scheduling.tools.update import UpdateSchedule
 
 CREATE, LIST, UPDATE = "schedule.create", "schedule.list", "schedule.update"
 PAUSE, RESUME, CANCEL_TOOL = "schedule.pause", "schedule.resume", "schedule.cancel"
 SCHEDULE_TOOL_NAMES = frozenset({CREATE, LIST, UPDATE, PAUSE, RESUME, CANCEL_TOOL})
-CREATE_VERSIONS = ("1.1.1", "1.2.0")
+CREATE_VERSIONS = ("1.1.1", "1.2.0", "1.3.0")
+"""Spec: 1.1.1 remains for pinned runs, 1.2.0 adds use_website, 1.3.0 place_call."""
 TIMEOUT_SECONDS = 15
 MUTATION_OUTPUT_BYTES = 4096
 DISCOVERY_OUTPUT_BYTES = 524_288
@@ -75,7 +77,8 @@ COND, IDEM = Idempotency.CONDITIONALLY_IDEMPOTENT, Idempotency.IDEMPOTENT
 
 
 def schedule_tool_specs() -> list[ToolSpec]:
-    """Every schedule tool version this build serves (create 1.1.1 stays for pinned runs)."""
+    """Every schedule tool version this build serves (create 1.1.1 and 1.2.0 stay for
+    pinned runs; 1.3.0 is the newest, advertised one)."""
     return [
         _spec(
             CREATE, "1.1.1", W, H, COND, WRITE, False, schemas.create_schema(website=False),
@@ -84,6 +87,12 @@ def schedule_tool_specs() -> list[ToolSpec]:
         _spec(
             CREATE, "1.2.0", W, H, COND, WRITE, False, schemas.create_schema(website=True),
             description="Create one schedule; use_website=true binds the chat's website.",
+        ),
+        _spec(
+            CREATE, "1.3.0", W, H, COND, WRITE, False,
+            schemas.create_schema(website=True, calling=True),
+            description="Create one schedule; use_website=true binds the chat's website,"
+            " place_call=true asks for calling.",
         ),
         _spec(
             LIST, "1.0.0", SideEffect.NONE, Risk.LOW, Idempotency.READ_ONLY, READ, True,
@@ -133,7 +142,9 @@ def register_schedule_tools(
         return
     handlers = schedule_handlers(deps)
     for spec in schedule_tool_specs():
-        registry.register(RegisteredTool(spec, handler=handlers[spec.name]))
+        registry.register(
+            RegisteredTool(spec, handler=handlers[spec.name], normalize=normalizer(spec))
+        )
 
 
 def default_agent_roster(

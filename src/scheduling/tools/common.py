@@ -14,6 +14,7 @@ from scheduling.domain.schedule import Schedule
 from scheduling.domain.secrets import SecretScanner, reject_secrets
 from scheduling.ports.clock import Clock
 from scheduling.ports.directories import AgentRegistry, TenantConfiguration
+from scheduling.ports.keys import KeyRing
 from scheduling.ports.tool_ledger import WebsiteBindings
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.validation import NO_FUTURE_OCCURRENCE, Scanner
@@ -24,7 +25,8 @@ class ScheduleToolDeps:
     """The application service and the read-only directories the tools consult.
 
     ``agent_id`` is the default agent: the one whose roster carries these tools and
-    whose active version (and its policy profile) a conversational schedule pins.
+    whose active version (and its policy profile) a conversational schedule pins;
+    ``keys`` is the deployment key ring (ADR 2100; the list cursor's seal).
     """
 
     service: ScheduleService
@@ -33,6 +35,7 @@ class ScheduleToolDeps:
     tenants: TenantConfiguration
     websites: WebsiteBindings
     agent_id: UUID
+    keys: KeyRing
     scanner: Scanner | None = None
 
     def scan(self, **fields: str | None) -> None:

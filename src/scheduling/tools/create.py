@@ -1,6 +1,7 @@
 """schedule.create: one approval-gated schedule from a conversation (spec "Model-callable
-creation"). Versions 1.1.1 (at or cadence) and 1.2.0 (adds ``use_website`` and the
-``place_call`` flag, which fails closed because calling is not composed here).
+creation"). Versions 1.1.1 (at or cadence), 1.2.0 (adds ``use_website``) and 1.3.0
+(adds the ``place_call`` flag, which fails closed because calling is not composed here;
+ADR-0213).
 
 The definition pins the default agent's active version and its policy profile; the
 limits, reserves, timeout, grace and failure policy are derived here from the agent and
@@ -74,7 +75,7 @@ def derive_bounds(agent: AgentSpec, ceilings: TenantCeilings) -> ExecutionBounds
 
 
 class CreateSchedule:
-    """The handler of both schedule.create versions."""
+    """The handler of every schedule.create version (the schema says which flags exist)."""
 
     def __init__(self, deps: ScheduleToolDeps) -> None:
         self._deps = deps

@@ -2,8 +2,10 @@
 
 Each item is the allow-list below and nothing else: no instruction (not even a
 preview), policy profile, requested scopes, limits, principal identity or cursor
-internals. The cursor handed to the model wraps the service's keyset cursor under this
-tool's own kind, so it is opaque and cannot be replayed against another listing.
+internals. The cursor handed to the model is the service's keyset cursor sealed with
+AES-256-GCM under the deployment key ``tool.cursor`` and bound to this tool's kind and
+the caller's tenant and principal (ADR 2103): it reveals nothing, and a tampered,
+truncated or foreign one fails as ``schedule.page.invalid_cursor`` before any read.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduling.domain.paging import decode_cursor, encode_cursor
+from scheduling.domain.paging import open_cursor, seal_cursor
+from scheduling.ports.keys import TOOL_CURSOR
 from scheduling.runtime.tool_pipeline import PreparedCall, ToolExecutionContext
 from scheduling.service.values import ScheduleSummary
 from scheduling.tools.common import ScheduleToolDeps, instant
@@ -51,15 +54,18 @@ class ListSchedules:
     ) -> PreparedCall:
         limit = int(arguments.get("limit", LIST_MAX))
         raw = arguments.get("cursor")
-        inner = None if raw is None else decode_cursor(_CURSOR_KIND, str(raw), 1)[0]
+        who = context.principal
+        key = await self._deps.keys.key(TOOL_CURSOR)
+        binding = (_CURSOR_KIND, who.tenant_id, who.principal_id)
+        inner = None if raw is None else open_cursor(key, *binding, str(raw))
         service = self._deps.service
 
         async def execute() -> dict[str, Any]:
-            page = await service.list(context.principal, limit=limit, cursor=inner)
+            page = await service.list(who, limit=limit, cursor=inner)
             nxt = page.next_cursor
             return {
                 "items": [summary(item) for item in page.items],
-                "next_cursor": None if nxt is None else encode_cursor(_CURSOR_KIND, [nxt]),
+                "next_cursor": None if nxt is None else seal_cursor(key, *binding, nxt),
             }
 
         return PreparedCall(view={"limit": limit}, execute=execute)

@@ -98,9 +98,10 @@ _ONE_WHEN = [
 ]
 
 
-def create_schema(*, website: bool) -> dict[str, Any]:
-    """schedule.create 1.1.1 (``website=False``) or 1.2.0 (adds use_website and the
-    place_call flag that fails closed while calling is not composed)."""
+def create_schema(*, website: bool, calling: bool = False) -> dict[str, Any]:
+    """schedule.create 1.1.1 (title, instruction, at, cadence), 1.2.0 (``website``: adds
+    use_website) or 1.3.0 (``website`` and ``calling``: adds place_call too, ADR-0213;
+    the flag fails closed while calling is not composed)."""
     properties: dict[str, Any] = {
         "title": TITLE,
         "instruction": INSTRUCTION,
@@ -109,6 +110,7 @@ def create_schema(*, website: bool) -> dict[str, Any]:
     }
     if website:
         properties["use_website"] = {"type": "boolean"}
+    if calling:
         properties["place_call"] = {"type": "boolean"}
     return {
         "type": "object",

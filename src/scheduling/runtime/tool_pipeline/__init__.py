@@ -34,6 +34,7 @@ from scheduling.runtime.tool_pipeline.conversation import (
 )
 from scheduling.runtime.tool_pipeline.pipeline import (
     APPROVAL_DENIED,
+    APPROVAL_STALE,
     OUTPUT_TOO_LARGE,
     TOOL_SCOPE_DENIED,
     TOOL_TIMEOUT,
@@ -48,6 +49,7 @@ from scheduling.runtime.tool_pipeline.pipeline import (
     output_bytes,
 )
 from scheduling.runtime.tool_pipeline.registry import (
+    Normalizer,
     RegisteredTool,
     TextHandler,
     ToolHandler,
@@ -68,6 +70,7 @@ from scheduling.runtime.tool_pipeline.spec import (
 __all__ = [
     "APPROVAL_DENIED",
     "APPROVAL_EFFECTS",
+    "APPROVAL_STALE",
     "INVALID_ARGUMENTS",
     "OUTPUT_TOO_LARGE",
     "TOOL_INVALID_SPEC",
@@ -83,6 +86,7 @@ __all__ = [
     "Conversation",
     "Governance",
     "Idempotency",
+    "Normalizer",
     "OutputTrust",
     "PreparedCall",
     "Proposal",

@@ -1,8 +1,15 @@
 """Closed-schema validation of tool arguments (the ``jsonschema`` library, Draft 2020-12)
 and the canonical hash that recognises a replayed call.
 
-A failure names the JSON path and the schema keyword that failed, never the value
+Every string of the arguments, keys included, first passes the one boundary text
+validator (``scheduling.domain.text.check_tree``: NUL and lone surrogates fail as
+``schedule.text.invalid``), before the schema, any hash, scan, approval or SQL. A
+failure names the JSON path and the schema keyword that failed, never the value
 (arguments may hold an instruction or credential-shaped text).
+
+The hash is over the tool's *normalized* arguments (``RegisteredTool.normalize``, ADR
+2102), so a retry whose arguments differ only in spelling (selector order, ``HH:MM``
+for ``HH:MM:SS``, another offset of one instant, a default left out) replays.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from jsonschema import Draft202012Validator
 from scheduling.domain.canonical import canonical_json, content_hash
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import reason
+from scheduling.domain.text import check_tree
 from scheduling.runtime.tool_pipeline.spec import ToolSpec
 
 INVALID_ARGUMENTS = reason(
@@ -40,6 +48,7 @@ def validate_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
     if not isinstance(arguments, Mapping):
         raise ValidationError(INVALID_ARGUMENTS, "arguments must be a JSON object")
     plain = dict(arguments)
+    check_tree("arguments", plain)
     errors = sorted(_validator(spec).iter_errors(plain), key=lambda e: list(e.absolute_path))
     if errors:
         problems = [
@@ -53,5 +62,6 @@ def validate_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
 
 
 def arguments_hash(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:
-    """Canonical hash of tool, version and arguments (key order does not matter)."""
+    """Canonical hash of tool, version and (normalized) arguments (key order does not
+    matter)."""
     return content_hash({"tool": spec.name, "version": spec.version, "arguments": dict(arguments)})

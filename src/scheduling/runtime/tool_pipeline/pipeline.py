@@ -10,15 +10,21 @@ A governed call (``call``), in this order, each step before anything later:
 2. the exact-scope check against the invocation's principal
    (``schedule.auth.scope_required``, the service's own code): a denied call writes
    nothing, asks nobody and runs nothing;
-3. the closed input schema (``schedule.tool.invalid_arguments``) and the key;
+3. the boundary text check of every argument string (``schedule.text.invalid``), the
+   closed input schema (``schedule.tool.invalid_arguments``), the tool's normalizer
+   (its domain codes) and the key;
 4. the durable ledger by idempotency key: the same key with the same tool, version and
-   canonical arguments replays the recorded result (or resumes an approved call that
+   normalized arguments replays the recorded result (or resumes an approved call that
    crashed before its result was recorded); different content is
    ``schedule.idempotency.key_reused`` with no effect;
-5. the handler's ``prepare`` (argument and not-found failures with the service's
-   codes, before approval);
+5. the handler's ``prepare`` of the normalized arguments (argument and not-found
+   failures with the service's codes, before approval);
 6. approval, when the policy requires it (every external write or delete): invocation
-   and approval request recorded together, then the decision;
+   and approval request recorded together, then the decision. A resumed invocation
+   (found by its key, not final) runs or asks only when the freshly prepared view
+   hashes to the recorded request's ``view_hash``; otherwise it fails closed for good
+   with ``schedule.tool.approval_stale`` (ADR 2101): an approval covers exactly the
+   view the approver saw;
 7. the effect under the tool's timeout, the output under its byte ceiling, and the
    result recorded.
 """
@@ -80,6 +86,10 @@ TOOL_TIMEOUT = reason(
 )
 OUTPUT_TOO_LARGE = reason(
     "schedule.tool.output_too_large", "The tool's output exceeds its maximum_output_bytes"
+)
+APPROVAL_STALE = reason(
+    "schedule.tool.approval_stale",
+    "The call's view changed since it was shown for approval; retry with a new key to ask again",
 )
 NOT_GOVERNED = reason(
     "schedule.tool.not_governed", "The pipeline has no ledger or approval port for governed calls"
@@ -201,6 +211,8 @@ class ToolPipeline:
             return self._failure(tool, UnavailableError(NOT_GOVERNED, "no governance wired"))
         try:
             plain = validate_arguments(spec, arguments)
+            if tool.normalize is not None:
+                plain = tool.normalize(plain)
             keyed = spec.idempotency is not Idempotency.READ_ONLY
             if keyed:
                 check_idempotency_key(context.idempotency_key)
@@ -258,19 +270,54 @@ class ToolPipeline:
             return self._failure(tool, exc)
         record = existing
         if record is None:
-            record = await self._open(gov, tool, prepared, context, digest)
-            if record.arguments_hash != digest or record.tool_name != spec.name:
+            opened, inserted = await self._open(gov, tool, prepared, context, digest)
+            if opened.arguments_hash != digest or opened.tool_name != spec.name:
                 return self._failure(
                     tool, ConflictError(KEY_REUSED, "the idempotency key was used before")
                 )
-            replay = self._replay(tool, record)
+            replay = self._replay(tool, opened)
             if replay is not None:
                 return replay
+            # A concurrent call with the same key opened first: resume it as found.
+            record, existing = opened, None if inserted else opened
+        if existing is not None:
+            stale = await self._stale(gov, tool, prepared, context, record)
+            if stale is not None:
+                return stale
         if record.state is InvocationState.AWAITING_APPROVAL:
             approved = await self._approve(gov, tool, prepared, context, record)
             if approved is not None:
                 return approved
         return await self._execute(gov, tool, prepared, context, record)
+
+    async def _stale(
+        self,
+        gov: Governance,
+        tool: RegisteredTool,
+        prepared: PreparedCall,
+        context: ToolExecutionContext,
+        record: ToolInvocationRecord,
+    ) -> ToolResult | None:
+        """A resumed invocation's approval must cover the view prepared now: when the
+        recorded request's hash differs, fail closed (recorded FAILED, so the key keeps
+        refusing) without asking or running anything."""
+        request, _ = await gov.ledger.approval(context.principal, record.id)
+        if request is None or request.view_hash == content_hash(prepared.view):
+            return None
+        await gov.ledger.finish(
+            context.principal,
+            record.id,
+            state=InvocationState.FAILED,
+            at=gov.clock.now(),
+            reason_code=APPROVAL_STALE,
+        )
+        return ToolResult(
+            tool.spec.name,
+            tool.spec.version,
+            ToolStatus.FAILED,
+            reason_code=APPROVAL_STALE,
+            invocation_id=record.id,
+        )
 
     def _record(
         self,
@@ -305,7 +352,8 @@ class ToolPipeline:
         prepared: PreparedCall,
         context: ToolExecutionContext,
         digest: str,
-    ) -> ToolInvocationRecord:
+    ) -> tuple[ToolInvocationRecord, bool]:
+        """The stored invocation, and whether it is the one this call inserted."""
         needs = gov.policy.requires_approval(tool.spec)
         state = InvocationState.AWAITING_APPROVAL if needs else InvocationState.APPROVED
         record = self._record(gov, tool, context, digest, keyed=True, state=state)
@@ -319,7 +367,8 @@ class ToolPipeline:
                 view_hash=content_hash(prepared.view),
                 requested_at=record.created_at,
             )
-        return await gov.ledger.open(context.principal, record, approval)
+        stored = await gov.ledger.open(context.principal, record, approval)
+        return stored, stored.id == record.id
 
     async def _approve(
         self,

@@ -17,6 +17,10 @@ from scheduling.runtime.tool_pipeline.context import PreparedCall, ToolExecution
 from scheduling.runtime.tool_pipeline.spec import TOOL_INVALID_SPEC, ToolSpec
 
 TextHandler = Callable[[Mapping[str, Any]], str]
+Normalizer = Callable[[Mapping[str, Any]], dict[str, Any]]
+"""A governed tool's canonical form of schema-valid arguments (ADR 2102): equal for
+arguments that mean the same call, defaults filled; raises the domain's own
+``ValidationError`` for a value it cannot read (e.g. a cadence code)."""
 
 
 class ToolHandler(Protocol):
@@ -32,6 +36,9 @@ class RegisteredTool:
     spec: ToolSpec
     handler: ToolHandler | None = None
     text_handler: TextHandler | None = None
+    normalize: Normalizer | None = None
+    """The ledger hashes, and ``prepare`` receives, ``normalize(arguments)``
+    (None: the schema-valid arguments as given)."""
 
     def __post_init__(self) -> None:
         if (self.handler is None) == (self.text_handler is None):
