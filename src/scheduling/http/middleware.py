@@ -17,10 +17,11 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scheduling.http.codes import BODY_TOO_LARGE
+from scheduling.http.codes import BODY_TOO_LARGE, INTERNAL
 from scheduling.http.errors import TOO_LARGE_FLAG, envelope
 
 access_log = logging.getLogger("scheduling.http.access")
+_log = logging.getLogger("scheduling.http")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -79,6 +80,21 @@ class EdgeMiddleware:
         except _TooLarge:
             if not sent_start:
                 await self._too_large(send_with_id)
+        except Exception as exc:
+            # Caught here, not by Starlette's outermost catch-all, which re-raises after
+            # answering so that uvicorn logs the traceback: exception text, SQL, bound
+            # values, even a presented token. The type is all that is logged.
+            _log.error(
+                "unhandled %s on %s %s",
+                type(exc).__name__,
+                scope.get("method", "?"),
+                _route_template(scope),
+            )
+            if not sent_start:
+                if scope["state"].get(TOO_LARGE_FLAG) is not None:
+                    await self._too_large(send_with_id)
+                else:
+                    await self._internal(send_with_id)
         finally:
             self._log(scope, status, started, request_id)
 
@@ -100,25 +116,16 @@ class EdgeMiddleware:
         return limited
 
     async def _too_large(self, send: Send) -> None:
-        body = json.dumps(
-            envelope(
-                BODY_TOO_LARGE,
-                f"the request body exceeds {self.max_body_bytes} bytes",
-                {"max_bytes": self.max_body_bytes},
-            )
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        detail = {"max_bytes": self.max_body_bytes}
+        message = f"the request body exceeds {self.max_body_bytes} bytes"
+        body = json.dumps(envelope(BODY_TOO_LARGE, message, detail)).encode()
+        await _send_json(send, 413, body)
+
+    async def _internal(self, send: Send) -> None:
+        message = "the server failed; the request may be retried"
+        # The bytes the framework's JSONResponse renders for the same envelope.
+        body = json.dumps(envelope(INTERNAL, message), separators=(",", ":")).encode()
+        await _send_json(send, 500, body)
 
     def _log(self, scope: Scope, status: int, started: float, request_id: str) -> None:
         route = _route_template(scope)
@@ -136,6 +143,21 @@ class EdgeMiddleware:
         )
         if self.observe is not None:
             self.observe(scope.get("method", "?"), route, status, elapsed)
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _route_template(scope: Scope) -> str:

@@ -1,0 +1,425 @@
+"""Spec rules of the HTTP edge beyond the gates, over a real uvicorn server against
+PostgreSQL (API role, forced RLS, the durable principal directory, the token file):
+
+* ``rule.http.bearer``: only the whole token names a caller. A right token id with a
+  wrong, shortened or extended secret answers the same 401 as an unknown token; the
+  presented token is compared through ``hmac.compare_digest`` with every entry's
+  digest (constant time, no early exit); a disabled principal can do nothing; no
+  token reaches a stored row.
+* ``rule.http.scope_matrix``: every route of the app accepts exactly its declared scope
+  and refuses every other single scope (403 ``schedule.auth.scope_required``, nothing
+  changed in any table); the OpenAPI document declares that scope per route.
+* ``rule.http.error_envelope``: planted internal failures (an exception naming the
+  presented token, a driver error carrying SQL and bound values, a real database error
+  quoting the row's title) answer the generic envelope, and no log line of the process
+  holds the exception text, SQL, bound values, the instruction or the token.
+
+Tests of the test: ``scheduling-gates mutate`` (mutants ``bearer.token_id_only``,
+``bearer.digest_equality``, ``scopes.write_implies_cancel``,
+``scopes.write_implies_read``, ``envelope.unavailable_message_leaks``,
+``envelope.unhandled_error_escapes``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from sqlalchemy.exc import OperationalError
+
+from gates.checks.edge_support import (
+    AUTH_CODES,
+    PUBLIC_ROUTES,
+    ROUTE_SCOPES,
+    VOCABULARY,
+    captured_logs,
+    dump,
+    error_code,
+    fingerprint,
+    set_enabled,
+    set_scopes,
+    tables,
+)
+from scheduling.adapters.token_file import digest_of, issue_token, read_entries
+from scheduling.bootstrap import ControlPlane
+from scheduling.http.app import create_app
+from simulation.worlds.http import OWNER, HttpWorld, body, http_world, update_body
+from simulation.worlds.service import principal
+
+pytestmark = pytest.mark.postgres
+
+OTHER = principal("edge-other", scopes=OWNER.scopes)
+
+
+def answer(response: httpx.Response) -> tuple[int, str, str | None, bytes]:
+    return (
+        response.status_code,
+        response.headers.get("content-type", ""),
+        response.headers.get("www-authenticate"),
+        response.content,
+    )
+
+
+async def materialized(world: HttpWorld) -> dict[str, str]:
+    """One schedule with a materialized run: its id, run id and session id."""
+    created = await world.create("edge-one", title="Edge")
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    world.clock.advance_to(datetime.fromisoformat(created.json()["next_fire_at"]))
+    world.clock.advance(1)
+    assert (await world.scheduler().worker.run_once()).errors == {}
+    rows = await world.sql(
+        "SELECT run_id AS id, session_id FROM schedule_occurrences WHERE schedule_id = :s", s=sid
+    )
+    assert len(rows) == 1, rows
+    return {"schedule": sid, "run": str(rows[0]["id"]), "session": str(rows[0]["session_id"])}
+
+
+# ------------------------------------------------------------------ bearer
+
+
+class DigestSpy:
+    """Records every ``hmac.compare_digest`` call while installed (the stdlib function,
+    not a private attribute of the product)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[bytes | str, bytes | str]] = []
+        self._real = hmac.compare_digest
+
+    def __call__(self, a: Any, b: Any) -> bool:
+        self.calls.append((a, b))
+        return self._real(a, b)
+
+
+def forgeries(token: str) -> dict[str, str]:
+    """Tokens with the right id and a wrong secret (``sch_<id>_<secret>``)."""
+    head, secret = token[:21], token[21:]
+    flipped = secret[:-1] + ("A" if secret[-1] != "A" else "B")
+    return {
+        "wrong_secret_same_length": head + flipped,
+        "secret_shortened": head + secret[:-1],
+        "secret_extended": token + "x",
+        "secret_prefix": head + secret[:8],
+        "secret_empty": head,
+        "id_only": head[:-1],
+        "secret_case_changed": head + secret.swapcase(),
+    }
+
+
+async def bearer(world: HttpWorld, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    token = world.tokens[(OWNER.tenant_id, OWNER.principal_id)]
+    ok = await world.client.get("/v1/schedules", headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200, ok.text
+    unknown = await world.client.get(
+        "/v1/schedules", headers={"Authorization": "Bearer sch_0123456789abcdef_" + "x" * 43}
+    )
+    assert unknown.status_code == 401, unknown.text
+    assert error_code(unknown.json()) == "schedule.http.unauthenticated"
+    baseline = answer(unknown)
+    other = world.tokens[(OTHER.tenant_id, OTHER.principal_id)]
+    cases = {**forgeries(token), "other_id_my_secret": other[:21] + token[21:]}
+    digest = read_entries(world.token_path)[0].digest
+    cases["stored_digest"] = digest
+    for name, forged in cases.items():
+        assert forged != token
+        for path in ("/v1/schedules", "/v1/runs/00000000-0000-4000-8000-000000000001"):
+            refused = await world.client.get(path, headers={"Authorization": f"Bearer {forged}"})
+            assert answer(refused) == baseline, (name, path, refused.text)
+
+    # Constant time: every entry's digest is compared with the presented token's digest
+    # through hmac.compare_digest, for a right and for a wrong token alike.
+    entries = read_entries(world.token_path)
+    for presented in (token, cases["wrong_secret_same_length"]):
+        spy = DigestSpy()
+        monkeypatch.setattr(hmac, "compare_digest", spy)
+        try:
+            await world.client.get(
+                "/v1/schedules", headers={"Authorization": f"Bearer {presented}"}
+            )
+        finally:
+            monkeypatch.undo()
+        offered = digest_of(presented).encode()
+        assert sorted(spy.calls) == sorted((offered, e.digest.encode()) for e in entries), (
+            "the secret is not compared through hmac.compare_digest with every digest"
+        )
+
+    # A disabled principal can do nothing, whatever it holds; enabling it again restores it.
+    names = await tables(world)
+    before = await fingerprint(world, names)
+    await set_enabled(world, OWNER, False)
+    sid = "00000000-0000-4000-8000-00000000beef"
+    disabled = [
+        await world.call("GET", "/v1/schedules"),
+        await world.create("disabled-create"),
+        await world.call("GET", f"/v1/schedules/{sid}"),
+        await world.call("DELETE", f"/v1/schedules/{sid}", params={"expected_revision": 1}),
+        await world.call("GET", f"/v1/sessions/{sid}/transcript"),
+    ]
+    for response in disabled:
+        assert response.status_code == 403, response.text
+        assert error_code(response.json()) == "schedule.auth.principal_unavailable"
+    assert await fingerprint(world, names) == before, "a disabled principal changed state"
+    await set_enabled(world, OWNER, True)
+    assert (await world.call("GET", "/v1/schedules")).status_code == 200
+
+    created = await world.create("bearer-stored")
+    assert created.status_code == 201, created.text
+    stored = await dump(world, names)
+    for secret in (token, token[21:], other[21:]):
+        assert secret not in stored, "a bearer token reached a stored row"
+    return {"forgeries": sorted(cases), "entries": len(entries)}
+
+
+@pytest.mark.rule("rule.http.bearer")
+async def test_only_the_whole_token_names_a_caller(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with http_world(pg_url, [OWNER, OTHER]) as world:
+        # Decoy entries, so "every digest" is more than the caller's own.
+        for n in range(3):
+            issue_token(world.token_path, "tenant-decoy", f"decoy-{n}", world.clock.now())
+        evidence = await bearer(world, monkeypatch)
+    assert evidence["entries"] == 5
+
+
+# ------------------------------------------------------------------ route x scope
+
+
+def app_routes(routes: Any) -> set[tuple[str, str]]:
+    """Every (method, path) the app serves, included routers walked."""
+    out: set[tuple[str, str]] = set()
+    for route in routes:
+        if isinstance(route, APIRoute):
+            out.update((m, route.path) for m in route.methods or () if m != "HEAD")
+        elif (included := getattr(route, "original_router", None)) is not None:
+            out |= app_routes(included.routes)
+    return out
+
+
+def capturing(apps: list[FastAPI]) -> Any:
+    def factory(plane: ControlPlane) -> FastAPI:
+        app = create_app(plane)
+        apps.append(app)
+        return app
+
+    return factory
+
+
+async def detail(world: HttpWorld, sid: str) -> dict[str, Any]:
+    await set_scopes(world, OWNER, OWNER.scopes)
+    read = await world.call("GET", f"/v1/schedules/{sid}")
+    assert read.status_code == 200, read.text
+    document: dict[str, Any] = read.json()
+    return document
+
+
+async def request_for(
+    world: HttpWorld, route: tuple[str, str], ids: dict[str, str], n: int
+) -> dict[str, Any]:
+    """A valid request for ``route`` against the owner's own resources."""
+    method, template = route
+    path = (
+        template.replace("{schedule_id}", ids["schedule"])
+        .replace("{run_id}", ids["run"])
+        .replace("{session_id}", ids["session"])
+    )
+    kwargs: dict[str, Any] = {}
+    if route == ("POST", "/v1/schedules"):
+        kwargs["json"] = body(title=f"matrix {n}", requested_scopes=[])
+        kwargs["headers"] = {"Idempotency-Key": f"matrix-{n}"}
+    elif method == "PATCH":
+        kwargs["json"] = update_body(await detail(world, ids["schedule"]), title=f"patched {n}")
+    elif template.endswith(("/pause", "/resume")):
+        current = (await detail(world, ids["schedule"]))["current_revision"]
+        kwargs["json"] = {"expected_revision": current}
+    elif route == ("DELETE", "/v1/schedules/{schedule_id}"):
+        current = (await detail(world, ids["schedule"]))["current_revision"]
+        kwargs["params"] = {"expected_revision": current}
+    return {"method": method, "path": path, **kwargs}
+
+
+# Accepting requests change state: this order keeps every later request valid.
+ORDER = [
+    ("GET", "/v1/schedules"),
+    ("GET", "/v1/schedules/{schedule_id}"),
+    ("GET", "/v1/schedules/{schedule_id}/occurrences"),
+    ("POST", "/v1/schedules"),
+    ("PATCH", "/v1/schedules/{schedule_id}"),
+    ("POST", "/v1/schedules/{schedule_id}/pause"),
+    ("POST", "/v1/schedules/{schedule_id}/resume"),
+    ("DELETE", "/v1/schedules/{schedule_id}"),
+    ("GET", "/v1/runs/{run_id}"),
+    ("GET", "/v1/sessions/{session_id}/transcript"),
+    ("POST", "/v1/runs/{run_id}/cancel"),
+    ("DELETE", "/v1/sessions/{session_id}"),
+]
+
+
+async def matrix(world: HttpWorld, app: FastAPI) -> dict[str, Any]:
+    served = app_routes(app.routes)
+    assert served, "no route found: the walk is broken"
+    assert served - PUBLIC_ROUTES == set(ROUTE_SCOPES), "a route is missing from the matrix"
+    assert sorted(ORDER) == sorted(ROUTE_SCOPES)
+    document = (await world.client.get("/openapi.json")).json()
+    for (method, path), scope in ROUTE_SCOPES.items():
+        operation = document["paths"][path][method.lower()]
+        declared = [] if scope is None else [scope]
+        assert operation["x-required-scopes"] == declared, (method, path)
+        assert operation["security"] == [{"bearer": declared}], (method, path)
+    for method, path in PUBLIC_ROUTES:
+        assert document["paths"][path][method.lower()]["security"] == [], path
+
+    ids = await materialized(world)
+    names = await tables(world)
+    accepted: dict[str, list[int]] = {}
+    refused = 0
+    n = 0
+    for route in ORDER:
+        scope = ROUTE_SCOPES[route]
+        label = f"{route[0]} {route[1]}"
+        holders: list[frozenset[str]] = [frozenset({s}) for s in VOCABULARY if s != scope]
+        holders.append(frozenset())
+        if scope is not None:
+            holders.append(frozenset({scope}))  # the accepting call last
+        for held in holders:
+            n += 1
+            request = await request_for(world, route, ids, n)
+            await set_scopes(world, OWNER, held)
+            before = await fingerprint(world, names)
+            response = await world.call(request.pop("method"), request.pop("path"), **request)
+            code = error_code(response.json())
+            if scope is None or scope in held:
+                assert response.status_code not in (401, 403), (label, held, response.text)
+                assert code not in AUTH_CODES, (label, held, response.text)
+                accepted.setdefault(label, []).append(response.status_code)
+                continue
+            assert response.status_code == 403, (label, sorted(held), response.text)
+            assert code == "schedule.auth.scope_required", (label, sorted(held), response.text)
+            assert response.json()["error"]["details"] == {"scope": scope}, label
+            assert await fingerprint(world, names) == before, (label, sorted(held), "changed")
+            refused += 1
+    # The exact scope really did its work on the owner's resources.
+    for label in ("POST /v1/schedules/{schedule_id}/pause", "DELETE /v1/schedules/{schedule_id}"):
+        assert accepted[label] == [200], (label, accepted[label])
+    assert accepted["POST /v1/runs/{run_id}/cancel"] == [200], accepted
+    return {"routes": len(ORDER), "refused": refused, "accepted": accepted}
+
+
+@pytest.mark.rule("rule.http.scope_matrix")
+async def test_every_route_accepts_exactly_its_scope(pg_url: str) -> None:
+    apps: list[FastAPI] = []
+    async with http_world(pg_url, [OWNER], app_factory=capturing(apps)) as world:
+        evidence = await matrix(world, apps[0])
+    assert evidence["refused"] == 11 * 9  # 11 scoped routes x (8 other scopes + none)
+
+
+# ------------------------------------------------------------------ error envelope
+
+MARK = "planted-7f3a"
+SQL = f"SELECT scopes FROM principals WHERE principal_id = '{MARK}-bound'"
+GENERIC = {
+    "schedule.http.internal": "the server failed; the request may be retried",
+    "schedule.persistence.unavailable": "the request could not be completed",
+}
+
+
+class ExplodingTokens:
+    """A token directory that fails naming the presented token."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.armed = False
+
+    def authenticate(self, presented: str) -> Any:
+        if self.armed:
+            raise RuntimeError(f"{MARK} token store broke on {presented!r}: {SQL}")
+        return self.inner.authenticate(presented)
+
+
+class ExplodingPrincipals:
+    """A principal directory whose read fails with a driver error (statement, params)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.armed = False
+
+    async def current(self, tenant_id: str, principal_id: str) -> Any:
+        if self.armed:
+            raise OperationalError(SQL, {"principal_id": f"{MARK}-bound"}, Exception(MARK))
+        return await self.inner.current(tenant_id, principal_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def planting(planted: dict[str, Any]) -> Any:
+    def factory(plane: ControlPlane) -> FastAPI:
+        planted["tokens"] = plane.authenticator = ExplodingTokens(plane.authenticator)
+        planted["principals"] = plane.principals = ExplodingPrincipals(plane.principals)
+        return create_app(plane)
+
+    return factory
+
+
+TRIGGER = (
+    f"""CREATE FUNCTION planted_failure() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION '{MARK} % %', NEW.definition->>'title', NEW.definition->>'instruction';
+    END $$""",
+    """CREATE TRIGGER planted_failure BEFORE INSERT ON schedule_revisions FOR EACH ROW
+    WHEN (NEW.definition->>'title' LIKE 'planted%') EXECUTE FUNCTION planted_failure()""",
+)
+"""A real database failure whose driver message quotes the row's title and instruction."""
+
+
+async def envelope(world: HttpWorld, planted: dict[str, Any]) -> dict[str, Any]:
+    token = world.tokens[(OWNER.tenant_id, OWNER.principal_id)]
+    instruction = f"Private task text {MARK}-instruction for the planted failure."
+    secrets = [MARK, SQL, "SELECT", token, token[21:], "Traceback"]
+    async with world.admin.engine.begin() as conn:
+        for statement in TRIGGER:
+            await conn.exec_driver_sql(statement)
+    responses: dict[str, httpx.Response] = {}
+    with captured_logs() as logs:
+        planted["tokens"].armed = True
+        responses["token_directory"] = await world.call("GET", "/v1/schedules")
+        planted["tokens"].armed = False
+        planted["principals"].armed = True
+        responses["principal_directory"] = await world.create("planted-a")
+        planted["principals"].armed = False
+        responses["database"] = await world.create(
+            "planted-b", title=f"planted {MARK}-title", instruction=instruction
+        )
+    for name, response in responses.items():
+        assert response.status_code >= 500, (name, response.text)
+        document = response.json()
+        code = error_code(document)
+        assert code in GENERIC, (name, response.text)
+        assert document == {"error": {"code": code, "message": GENERIC[code], "details": {}}}, (
+            name,
+            response.text,
+        )
+        raw = response.text + json.dumps(dict(response.headers))
+        for secret in (*secrets, instruction):
+            assert secret not in raw, (name, secret)
+    text = logs.text()
+    assert text, "nothing was logged: the capture is broken"
+    for secret in (*secrets, instruction, f"{MARK}-title"):
+        assert secret not in text, (secret, text[-2000:])
+    return {"failures": sorted(responses), "log_lines": len(logs.lines)}
+
+
+@pytest.mark.rule("rule.http.error_envelope")
+async def test_internal_failures_answer_the_generic_envelope(pg_url: str) -> None:
+    planted: dict[str, Any] = {}
+    async with http_world(pg_url, [OWNER], app_factory=planting(planted)) as world:
+        evidence = await envelope(world, planted)
+        # Unplanted, the same server serves again.
+        assert (await world.call("GET", "/v1/schedules")).status_code == 200
+    assert evidence["failures"] == ["database", "principal_directory", "token_directory"]
