@@ -16,7 +16,7 @@ from gates.checks.corpora.public_formats import BENIGN, entropy_cases, load_rule
 from gates.checks.corpora.regex_sampler import to_python
 from gates.checks.test_no_credentials_public import CORPUS_SEED
 from scheduling.domain.secrets import DETECTORS, SecretScanner
-from scheduling.domain.secrets.detectors import FALLBACK_KINDS
+from scheduling.domain.secrets.detectors import FALLBACK_KINDS, VENDOR_KIND
 
 VENDOR, SKIPPED = vendor_cases(CORPUS_SEED)
 ENTROPY = entropy_cases(CORPUS_SEED)
@@ -53,7 +53,10 @@ def test_every_case_matches_the_public_rule_it_was_drawn_from() -> None:
 
 def test_the_scanner_without_its_entropy_rows_fails_the_corpus() -> None:
     # What no_credentials ran on before: vendor shapes and keyword rows only.
-    before = SecretScanner(d for d in DETECTORS if d.kind not in FALLBACK_KINDS)
+    # (The vendor-shape table, ADR 2131, came later still.)
+    before = SecretScanner(
+        d for d in DETECTORS if d.kind not in FALLBACK_KINDS and d.kind != VENDOR_KIND
+    )
     missed = [c for c in VENDOR + ENTROPY if not before.scan(c.instruction)]
     assert len(missed) > len(VENDOR) // 2
     now = SecretScanner()

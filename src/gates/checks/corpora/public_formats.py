@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from gates.checks.corpora.credentials import CredentialCase
-from gates.checks.corpora.regex_sampler import sample, shannon_entropy, to_python
+from gates.checks.corpora.regex_sampler import (
+    literal_prefix,
+    sample,
+    shannon_entropy,
+    to_python,
+)
 
 FORMATS_FILE = Path(__file__).with_name("public_formats.toml")
 DEFAULT_SEED = 20261201
@@ -41,6 +46,15 @@ keys) rather than a value: a draw renders the structure with an empty value, so 
 is no credential to plant. Listed, never silently dropped (the gate records them)."""
 TRIES = 12
 """Draws attempted per case before the rule is recorded as not drawable."""
+PERIODS = (1, 4)
+"""Patterned bodies per prefixed rule: one member repeated (``ghp_AAAA...``) and a
+cycle of four (``npm_abcdabcd...``)."""
+MIN_PREFIX = 3
+"""A rule is vendor-specific when its secret starts with this many literal characters."""
+NOT_PATTERNABLE = frozenset({"detect_secrets:jwt-17"})
+"""Prefixed rules whose patterned draw is not an instance of the format: a JWT's
+segments are base64 of JSON, so ``eyJGGGG.GGGG`` is no token of any vendor (a real
+one is in ``vendor_cases``'s random draws). Listed, never silently dropped."""
 
 _PROSE = (
     "Every weekday at 8, use {value} to pull the overnight report and summarize it.",
@@ -70,7 +84,7 @@ def load_rules(path: Path = FORMATS_FILE) -> tuple[dict[str, Any], list[Rule]]:
             int(r.get("secret_group", 1)),
             float(r.get("entropy", 0.0)),
         )
-        for source in ("gitleaks", "detect_secrets")
+        for source in ("gitleaks", "detect_secrets", "trufflehog")
         for r in data[source]
     ]
     return data["source"], rules
@@ -107,12 +121,60 @@ def _draw(rule: Rule, compiled: re.Pattern[str], rng: random.Random) -> tuple[st
     return None
 
 
+def _draw_patterned(
+    rule: Rule, compiled: re.Pattern[str], rng: random.Random, period: int
+) -> tuple[str, str] | None:
+    for _ in range(TRIES):
+        text, secret = sample(compiled.pattern, rng, rule.secret_group, period)
+        text = text.strip()
+        secret = secret.strip()
+        if len(secret) >= 8 and "\n" not in text and compiled.search(text):
+            return text, secret
+    return None
+
+
+def patterned_cases(
+    rules: list[Rule], compiled: dict[str, re.Pattern[str]], rng: random.Random
+) -> tuple[list[CredentialCase], list[str]]:
+    # ``compiled`` holds the rules a random draw satisfied; the others are recorded
+    # by ``vendor_cases`` already.
+    """Low-entropy instances of every vendor-specific rule (its secret starts with a
+    literal prefix): bodies that repeat one member or cycle four, which the rule still
+    matches but no entropy test would flag. Only a vendor-specific detector catches
+    them. (the cases, the prefixed rules no patterned draw satisfied)"""
+    cases: list[CredentialCase] = []
+    skipped: list[str] = []
+    for rule in rules:
+        name = f"{rule.source}:{rule.rule_id}"
+        pattern = compiled.get(name)
+        if pattern is None or name in NO_VALUE_RULES:
+            continue
+        if len(literal_prefix(pattern.pattern, rule.secret_group)) < MIN_PREFIX:
+            continue
+        if name in NOT_PATTERNABLE:
+            skipped.append(f"{name} (patterned: not an instance)")
+            continue
+        for period in PERIODS:
+            found = _draw_patterned(rule, pattern, rng, period)
+            if found is None:
+                skipped.append(f"{name} (patterned draw, period {period})")
+                continue
+            text, secret = found
+            instruction = rng.choice(_PROSE).format(value=text)
+            cases.append(_case(f"{name}:low{period}", rule.rule_id, instruction, text, secret))
+    return cases, skipped
+
+
 def vendor_cases(seed: int = DEFAULT_SEED) -> tuple[list[CredentialCase], list[str]]:
-    """(the cases, the ids of rules no draw could satisfy or Python cannot compile)."""
+    """(the cases, the ids of rules no draw could satisfy or Python cannot compile).
+
+    Random draws that reach each rule's entropy minimum, then ``patterned_cases``: the
+    low-entropy instances of every vendor-specific rule (ids ending ``:low<period>``)."""
     rng = random.Random(seed)
     _, rules = load_rules()
     cases: list[CredentialCase] = []
     skipped: list[str] = []
+    compiled_rules: dict[str, re.Pattern[str]] = {}
     for rule in rules:
         if f"{rule.source}:{rule.rule_id}" in NO_VALUE_RULES:
             skipped.append(f"{rule.source}:{rule.rule_id} (structure, no value)")
@@ -135,9 +197,13 @@ def vendor_cases(seed: int = DEFAULT_SEED) -> tuple[list[CredentialCase], list[s
                 _case(f"{rule.source}:{rule.rule_id}:{n}", rule.rule_id, instruction, text, secret)
             )
             drawn += 1
-        if not drawn:
+        if drawn:
+            compiled_rules[f"{rule.source}:{rule.rule_id}"] = compiled
+        else:
             skipped.append(f"{rule.source}:{rule.rule_id} (draw)")
-    return cases, skipped
+    # A separate generator, so adding patterned cases leaves the random draws as they were.
+    low, low_skipped = patterned_cases(rules, compiled_rules, random.Random(seed + 2))
+    return cases + low, skipped + low_skipped
 
 
 _TOKEN = string.ascii_letters + string.digits

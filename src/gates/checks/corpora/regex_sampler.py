@@ -71,11 +71,15 @@ def _class_members(items: list[tuple[Any, Any]]) -> list[str]:
 
 
 class _Drawer:
-    def __init__(self, rng: random.Random, secret_group: int) -> None:
+    def __init__(self, rng: random.Random, secret_group: int, period: int = 0) -> None:
         self.rng = rng
         self.secret_group = secret_group
         self.depth_in_secret = 0
         self.secret: list[str] = []
+        self.period = period
+        """0: random members; n > 0: inside the secret each class repeats a cycle of
+        ``n`` members of its own (``AAAA``, ``abcdabcd``): a low-entropy body."""
+        self._cycles: dict[tuple[str, ...], tuple[list[str], list[int]]] = {}
 
     def emit(self, out: list[str], text: str) -> None:
         out.append(text)
@@ -85,10 +89,22 @@ class _Drawer:
     def pick(self, members: list[str]) -> str:
         if not members:
             return ""
+        if self.period and self.depth_in_secret:
+            return self._cycled(members)
         if not self.depth_in_secret:
             printable = [c for c in members if not c.isspace() and c not in "\"'`"]
             members = printable or [" "]
         return self.rng.choice(members)
+
+    def _cycled(self, members: list[str]) -> str:
+        key = tuple(members)
+        if key not in self._cycles:
+            start = self.rng.randrange(len(members))
+            cycle = [members[(start + i) % len(members)] for i in range(self.period)]
+            self._cycles[key] = (cycle, [0])
+        cycle, at = self._cycles[key]
+        at[0] += 1
+        return cycle[(at[0] - 1) % len(cycle)]
 
     def _branch(self, alternatives: list[Any]) -> Any:
         if self.depth_in_secret:
@@ -134,18 +150,77 @@ class _Drawer:
             # AT (anchors), ASSERT/ASSERT_NOT (lookarounds), GROUPREF: nothing to draw
 
 
-def sample(pattern: str, rng: random.Random, secret_group: int = 1) -> tuple[str, str]:
+def sample(
+    pattern: str, rng: random.Random, secret_group: int = 1, period: int = 0
+) -> tuple[str, str]:
     """(the drawn text, the part drawn inside ``secret_group``; the whole text when the
-    pattern has no such group)."""
+    pattern has no such group). ``period`` > 0 draws a patterned, low-entropy secret:
+    each character class cycles through ``period`` consecutive members."""
     parsed = sre_parse.parse(pattern)
     groups = parsed.state.groups - 1
-    drawer = _Drawer(rng, secret_group if groups >= secret_group else 0)
+    drawer = _Drawer(rng, secret_group if groups >= secret_group else 0, period)
     out: list[str] = []
     if drawer.secret_group == 0:
         drawer.depth_in_secret = 1
     drawer.draw(parsed, out)
     text = "".join(out)
     return text, "".join(drawer.secret) or text
+
+
+def literal_prefix(pattern: str, secret_group: int = 1) -> str:
+    """The literal characters the secret starts with (``ghp_``, ``CFPAT-``): what makes
+    a format vendor-specific. Empty for a keyword rule whose secret is a bare class."""
+    parsed = sre_parse.parse(pattern)
+    groups = parsed.state.groups - 1
+    body: Any = parsed
+    if groups >= secret_group:
+        found = _group_body(parsed, secret_group)
+        if found is not None:
+            body = found
+    prefix: list[str] = []
+    for op, arg in body:
+        if op is sre.LITERAL:
+            prefix.append(chr(arg))
+        elif op is sre.AT or op in (sre.ASSERT, sre.ASSERT_NOT):
+            if prefix:
+                break
+        elif op is sre.SUBPATTERN and not prefix:
+            inner = literal_prefix_of(arg[3])
+            prefix.extend(inner)
+            if len(inner) < len(list(arg[3])):
+                break
+        else:
+            break
+    return "".join(prefix)
+
+
+def literal_prefix_of(body: Any) -> list[str]:
+    out: list[str] = []
+    for op, arg in body:
+        if op is not sre.LITERAL:
+            break
+        out.append(chr(arg))
+    return out
+
+
+def _group_body(parsed: Any, group: int) -> Any:
+    for op, arg in parsed:
+        if op is sre.SUBPATTERN:
+            if arg[0] == group:
+                return arg[3]
+            found = _group_body(arg[3], group)
+            if found is not None:
+                return found
+        elif op is sre.BRANCH:
+            for alternative in arg[1]:
+                found = _group_body(alternative, group)
+                if found is not None:
+                    return found
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+            found = _group_body(arg[2], group)
+            if found is not None:
+                return found
+    return None
 
 
 def shannon_entropy(value: str) -> float:

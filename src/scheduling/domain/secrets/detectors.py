@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduling.domain.secrets import vendors
 from scheduling.domain.secrets.predicates import (
     basic_credentials,
     has_digit_and_letter,
@@ -398,6 +399,10 @@ DETECTORS += (
         _url_password,
     ),
 )
+
+# Vendor shapes by structure alone, whatever their body's entropy (ADR 2131).
+VENDOR_KIND = "vendor_token"
+DETECTORS += (_d(VENDOR_KIND, vendors.PATTERN, ignore_case=False),)
 
 DETECTOR_KINDS: frozenset[str] = frozenset(d.kind for d in DETECTORS)
 """Every kind a finding can carry."""

@@ -184,10 +184,36 @@ def _assignment(value: str) -> bool:
     return bool(sep) and bool(_IDENTIFIER.match(head)) and _all_wordlike(head)
 
 
+_PROSE_WORD = re.compile(r"^[A-Za-z]{1,24}(?:'[a-z]{1,3})?[.,;:!?]?$")
+
+
+def decodes_to_prose(value: str) -> bool:
+    """Base64 of plain words (``VGhlIHF1aWNr...`` is "The quick..."): printable ASCII
+    of at least three whitespace-separated words, nearly all of them letters only.
+    Not a secret by itself; anything credential-shaped inside it is still found in
+    the scanner's decoded view, which scans the decoded text like any other."""
+    padded = value + "=" * (-len(value) % 4)
+    try:
+        raw = base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        try:
+            raw = base64.urlsafe_b64decode(padded)
+        except (binascii.Error, ValueError):
+            return False
+    try:
+        decoded = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    words = decoded.split()
+    if len(words) < 3 or not decoded.isprintable():
+        return False
+    return sum(bool(_PROSE_WORD.match(w)) for w in words) >= 0.9 * len(words)
+
+
 def looks_random_value(value: str) -> bool:
     """A value after a name and an assignment: random-looking (``looks_random``) or,
-    when it reads as words, a run no word has."""
-    if _assignment(value):
+    when it reads as words, a run no word has. Base64 of plain prose is neither."""
+    if _assignment(value) or decodes_to_prose(value):
         return False
     if sum(c.isalpha() for c in value) < 4:
         return False

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from scheduling.domain.secrets.detectors import DETECTORS, FALLBACK_KINDS, MAX_MATCH_CHARS, Detector
+from scheduling.domain.secrets.detectors import (
+    DETECTORS,
+    FALLBACK_KINDS,
+    MAX_MATCH_CHARS,
+    VENDOR_KIND,
+    Detector,
+)
 from scheduling.domain.secrets.views import (
     View,
     base64_pieces,
@@ -103,15 +109,22 @@ def _extend(text: str, end: int, alphabet: frozenset[str]) -> int:
     return end
 
 
+def _rank(kind: str) -> int:
+    """0: a named shape; 1: a vendor shape of the table (``vendor_token``); 2: an
+    entropy fallback."""
+    return 2 if kind in FALLBACK_KINDS else 1 if kind == VENDOR_KIND else 0
+
+
 def _without_shadowed(findings: list[SecretFinding]) -> list[SecretFinding]:
-    """A fallback finding (no vendor shape, only entropy) that overlaps a finding of a
-    named kind adds nothing: the named one says what the credential is."""
-    named = [f for f in findings if f.kind not in FALLBACK_KINDS]
+    """A finding that overlaps one of a more specific tier adds nothing: a fallback
+    (only entropy) under a vendor or named shape, a ``vendor_token`` under a named
+    kind. The most specific one says what the credential is."""
     return [
         f
         for f in findings
-        if f.kind not in FALLBACK_KINDS
-        or not any(n.start < f.end and f.start < n.end for n in named)
+        if not any(
+            _rank(n.kind) < _rank(f.kind) and n.start < f.end and f.start < n.end for n in findings
+        )
     ]
 
 
