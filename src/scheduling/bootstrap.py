@@ -72,6 +72,7 @@ from scheduling.domain.reasons import reason
 from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.domain.secrets import SecretScanner
 from scheduling.domain.tenancy import TenantCeilings
+from scheduling.mcp import McpEdge
 from scheduling.metrics import RunWorkerMetrics, SchedulerMetrics
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
@@ -955,3 +956,52 @@ def edge_authenticator(
     """Bearer authentication over ``tokens`` (e.g. ``token_file(path)``) and the role's
     principal directory (``ToolsRole.api.principals`` for the MCP edge)."""
     return BearerAuthenticator(tokens, principals)
+
+
+# --------------------------------------------------------------------- MCP edge
+# The model tools served over MCP (ADRs 1601, 2110): the edge's elicitation is the
+# pipeline's approval port; callers authenticate through the HTTP edge's token file
+# and the durable principal directory (scopes read on every call).
+
+
+@dataclass
+class McpRole:
+    edge: McpEdge
+    tools: ToolsRole
+
+    async def close(self) -> None:
+        await self.tools.close()
+
+
+def build_mcp(
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    tokens: TokenDirectory,
+    default_agent_id: UUID,
+    approval_timeout_seconds: float = 300.0,
+    uow: UnitOfWorkFactory | None = None,
+    edge_type: type[McpEdge] = McpEdge,
+) -> McpRole:
+    """``build_tools`` with an ``McpEdge`` attached (its elicitation the approval port,
+    ``edge_authenticator`` over ``tokens``). With either schedule flag off the edge
+    would serve nothing: startup is refused (``FEATURE_DISABLED``) in every environment;
+    production refusals are ``build_api``'s. Tests inject ``uow`` and, for a test of a
+    test, an ``edge_type`` (a subclass of ``McpEdge``)."""
+    flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
+    if not schedule_flags_on(**flags):
+        off = [f"AGENT_SCHEDULE_{name.upper()}" for name, on in flags.items() if not on]
+        _refuse([f"{FEATURE_DISABLED}: the MCP edge needs both schedule flags; off: {off}"])
+    edge = edge_type(approval_timeout_seconds=approval_timeout_seconds)
+    tools = build_tools(
+        settings,
+        clock=clock,
+        ids=ids,
+        approvals=edge.approvals,
+        default_agent_id=default_agent_id,
+        uow=uow,
+    )
+    assert tools.api is not None  # both flags on: build_tools built the API role
+    edge.attach(tools.pipeline, tools.roster, edge_authenticator(tools.api.principals, tokens))
+    return McpRole(edge, tools)

@@ -1,219 +1,243 @@
 """The MCP edge driven by the SDK's own client over streamable HTTP on loopback.
 
-A uvicorn server in this event loop serves ``McpEdge`` over the real tool pipeline
-(``bootstrap.build_tools`` on PostgreSQL, through ``ToolWorld``). The client lists the
-roster's tools, creates a schedule whose approval it completes through elicitation,
-declines a pause (nothing changes), replays a key, and is refused without a token or
-without the scope (no elicitation is ever sent for a denied scope).
+The edge is built by ``bootstrap.build_mcp`` over PostgreSQL and a token file issued
+with ``scheduling tokens add`` (``gates.checks.mcp_support.McpWorld``). What the gate
+facet (src/gates/checks/test_model_mcp.py) does not: replay, the result bytes at the
+page ceiling (defect 5), bad text (defect 7 at this edge), revocation, a disconnect
+mid-call without a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
+import logging
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from mcp import types
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
-from gates.checks.tool_support import OTHER, WHO, ToolWorld
-from scheduling import bootstrap as b
-from scheduling.adapters.token_file import issue_token, revoke_token
-from scheduling.mcp import McpEdge
-from simulation.worlds.service import START, principal
+from gates.checks.mcp_support import (
+    OWNER,
+    READER,
+    Elicitations,
+    McpWorld,
+    accept,
+    code,
+    payload,
+    reminder,
+    text_bytes,
+)
+from scheduling.adapters.token_file import read_entries, revoke_token
+from scheduling.mcp import RESULT_META
+from scheduling.runtime.tool_pipeline import output_bytes
+from simulation.worlds.service import definition
 
 pytestmark = pytest.mark.postgres
-# A principal of its own: its scopes come from the durable directory, never the token.
-READER = principal("mcp-reader", scopes={"schedule.read"})
+CEILING = 524_288
+WIDE = "\u0001"  # JSON escapes it to six bytes (\u0001)
+ALL_DATES = [
+    {"month": m, "day": d}
+    for m in range(1, 13)
+    for d in range(1, 32)
+    if d <= (29 if m == 2 else 30 if m in (4, 6, 9, 11) else 31)
+]
 
 
-@dataclass
-class Served:
-    url: str
-    world: ToolWorld
-    tokens: Path
-    owner: str
-    reader: str
-    owner_id: str
+def meta(result: types.CallToolResult) -> dict[str, Any]:
+    assert result.meta is not None
+    return dict(result.meta[RESULT_META])
 
 
-class Approver:
-    def __init__(self, *verdicts: bool) -> None:
-        self.verdicts = list(verdicts)
-        self.messages: list[dict[str, Any]] = []
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        self.messages.append(json.loads(params.message))
-        approve = self.verdicts.pop(0)
-        return types.ElicitResult(action="accept", content={"approve": approve})
-
-
-@asynccontextmanager
-async def client_session(url: str, token: str, approver: Approver) -> AsyncIterator[ClientSession]:
-    """The SDK's client over streamable HTTP with a bearer header on every request."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        httpx.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(url, http_client=http) as (read, write, _),
-        ClientSession(read, write, elicitation_callback=approver) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-@asynccontextmanager
-async def serving(url: str) -> AsyncIterator[Served]:
-    """The edge over a real token file (digests only) and the durable directory."""
-    edge = McpEdge()
-    world = await ToolWorld.open(url, approval_port=edge.approvals, principals=(WHO, OTHER, READER))
-    assert world.role.api is not None
-    with tempfile.TemporaryDirectory(prefix="mcp-tokens-") as tmp:
-        path = Path(tmp) / "tokens.json"
-        owner_entry, owner = issue_token(path, WHO.tenant_id, WHO.principal_id, START)
-        _, reader = issue_token(path, READER.tenant_id, READER.principal_id, START)
-        assert owner not in path.read_text()  # the file keeps digests only
-        authenticator = b.edge_authenticator(world.role.api.principals, b.token_file(path))
-        edge.attach(world.pipeline, world.role.roster, authenticator)
-        try:
-            async with edge.running() as app:
-                config = uvicorn.Config(
-                    app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none"
-                )
-                server = uvicorn.Server(config)
-                task = asyncio.create_task(server.serve())
-                for _ in range(500):  # uvicorn offers no started event; poll its flag
-                    if server.started:
-                        break
-                    await asyncio.sleep(0.01)
-                port = server.servers[0].sockets[0].getsockname()[1]
-                try:
-                    yield Served(
-                        f"http://127.0.0.1:{port}/mcp/",
-                        world,
-                        path,
-                        owner,
-                        reader,
-                        owner_entry.token_id,
-                    )
-                finally:
-                    server.should_exit = True
-                    await task
-        finally:
-            await world.close()
-
-
-def payload(result: types.CallToolResult) -> dict[str, Any]:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return dict(json.loads(block.text))
-
-
-async def test_the_sdk_client_creates_and_approves_through_elicitation(pg_url: str) -> None:
-    async with serving(pg_url) as served:
-        url, world = served.url, served.world
-        approver = Approver(True, False)
-        async with client_session(url, served.owner, approver) as session:
+async def test_create_replays_and_the_result_is_the_output_alone(pg_url: str) -> None:
+    async with McpWorld.serving(pg_url) as world:
+        asks = Elicitations([lambda p: _accepting()])
+        async with world.session(OWNER, asks) as session:
             listed = await session.list_tools()
-            names = sorted(t.name for t in listed.tools)
-            assert names == sorted(
-                [
-                    "schedule.cancel",
-                    "schedule.create",
-                    "schedule.list",
-                    "schedule.pause",
-                    "schedule.resume",
-                    "schedule.update",
-                ]
-            )
             create = next(t for t in listed.tools if t.name == "schedule.create")
             assert "idempotency_key" in create.inputSchema["required"]
             assert create.inputSchema["additionalProperties"] is False
-            args = {
-                "title": "Stretch",
-                "instruction": "Remind me to stretch.",
-                "at": world.later(days=1),
-                "idempotency_key": "mcp-1",
-            }
+            args = reminder(world, "Stretch", "mcp-1")
             made = await session.call_tool("schedule.create", args)
             assert not made.isError, payload(made)
-            out = payload(made)["output"]
-            assert approver.messages[0]["view"]["title"] == "Stretch"
-            assert approver.messages[0]["view"]["requested_scopes"] == []
+            out = payload(made)
+            assert set(out) >= {"schedule_id", "state", "next_fire_at"}
+            assert made.structuredContent is None  # one copy of the output (ADR 2111)
+            assert meta(made)["status"] == "succeeded"
+            assert meta(made)["replayed"] is False
             again = await session.call_tool("schedule.create", args)
-            assert payload(again)["output"]["schedule_id"] == out["schedule_id"]
-            assert payload(again)["replayed"] is True
-            assert len(approver.messages) == 1
-            declined = await session.call_tool(
-                "schedule.pause",
-                {
-                    "schedule_id": out["schedule_id"],
-                    "expected_revision": 1,
-                    "idempotency_key": "mcp-2",
-                },
-            )
-            assert declined.isError
-            assert payload(declined)["error"]["code"] == "schedule.tool.approval_denied"
-            assert approver.messages[1]["view"]["action"] == "pause"
+            assert payload(again)["schedule_id"] == out["schedule_id"]
+            assert meta(again)["replayed"] is True
+            assert len(asks.seen) == 1  # a replay asks nothing
+            assert asks.seen[0]["view"]["title"] == "Stretch"
             bad = await session.call_tool("schedule.list", {"limit": 99})
-            assert payload(bad)["error"]["code"] == "schedule.tool.invalid_arguments"
-        row = await world.schedule(out["schedule_id"])
-        assert row["state"] == "ACTIVE"
-        assert (await world.counts())["schedules"] == 1
+            assert bad.isError
+            assert code(bad) == "schedule.tool.invalid_arguments"
+            not_a_key = await session.call_tool("schedule.create", {**args, "idempotency_key": 7})
+            assert code(not_a_key) == "schedule.tool.invalid_arguments"
+            unknown = await session.call_tool("schedule.nope", {})
+            assert code(unknown) == "schedule.tool.undeclared"
+        assert len(await world.schedules()) == 1
 
 
-async def test_without_token_or_scope_nothing_happens(pg_url: str) -> None:
-    async with serving(pg_url) as served:
-        url, world = served.url, served.world
-        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        async with httpx.AsyncClient() as client:
-            for headers in ({}, {"Authorization": "Bearer sch_not_a_token"}):
-                response = await client.post(url, json=ping, headers=headers)
-                assert response.status_code == 401
-                assert response.json()["error"]["code"] == "schedule.mcp.unauthenticated"
-        approver = Approver()
-        async with client_session(url, served.reader, approver) as session:
-            args = {
-                "title": "x",
-                "instruction": "y",
-                "at": world.later(days=1),
-                "idempotency_key": "mcp-3",
-            }
-            denied = await session.call_tool("schedule.create", args)
-            assert denied.isError
-            assert payload(denied)["error"]["code"] == "schedule.auth.scope_required"
-            listed = await session.call_tool("schedule.list", {})
-            assert not listed.isError
-        assert approver.messages == []
-        assert (await world.counts())["tool_approval_requests"] == 0
-        assert (await world.counts())["schedules"] == 0
+async def test_a_page_at_the_ceiling_reaches_the_model_in_the_measured_bytes(
+    pg_url: str,
+) -> None:
+    """Defect 5: fifty legal summaries, each with the largest yearly selector and a
+    200-character title of six-byte escapes: the text the client receives is the
+    compact output the pipeline measured (under 524,288 bytes); the edge's former
+    default separators would have sent more than the ceiling."""
+    yearly = {
+        "kind": "YEARLY",
+        "local_time": "23:59:59",
+        "timezone": "America/North_Dakota/New_Salem",
+        "dates": ALL_DATES,
+    }
+    async with McpWorld.serving(pg_url) as world:
+        service = world.role.tools.service
+        assert service is not None
+        for i in range(50):
+            title = f"{i:03d} " + WIDE * 196
+            made = definition(title=title, instruction=f"item {i}", cadence=yearly)
+            await service.create(OWNER, f"seed-{i}", made)
+            world.clock.advance(1)
+        async with world.session(OWNER, Elicitations()) as session:
+            page = await session.call_tool("schedule.list", {"limit": 50})
+        assert not page.isError, payload(page)
+        listed = payload(page)
+        assert len(listed["items"]) == 50
+        size = text_bytes(page)
+        assert size == output_bytes(listed)
+        assert size <= CEILING
+        assert size > 400_000  # the page is near the ceiling, as the defect's was
+        assert len(json.dumps(listed, ensure_ascii=False).encode()) > CEILING
+
+
+@pytest.mark.parametrize(
+    ("title", "problem"),
+    [("nul\x00byte", "nul"), ("lone\ud800surrogate", "lone_surrogate")],
+)
+async def test_bad_text_is_the_stable_argument_failure(
+    pg_url: str, title: str, problem: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Defect 7 at this edge: a NUL or a lone surrogate (sent as the JSON escape, which
+    the SDK's client cannot even encode) comes back as ``schedule.text.invalid``, never
+    reaches an approval or a row, and no log line carries it."""
+    caplog.set_level(logging.DEBUG)
+    async with McpWorld.serving(pg_url) as world:
+        asks = Elicitations([lambda p: _accepting()])
+        if problem == "nul":  # the SDK's client cannot encode a lone surrogate at all
+            async with world.session(OWNER, asks) as session:
+                for field in ("title", "idempotency_key"):
+                    args = {**reminder(world, "Fine", "k-1"), field: title}
+                    result = await session.call_tool("schedule.create", args)
+                    assert code(result) == "schedule.text.invalid", payload(result)
+                    assert payload(result)["error"]["details"]["problem"] == problem
+        # The escape on the wire, by hand, in a text argument and in the key.
+        for field in ("title", "idempotency_key"):
+            raw = await _raw_call(world, {field: title})
+            assert raw["error"]["code"] == "schedule.text.invalid", raw
+            assert raw["error"]["details"]["problem"] == problem
+        assert asks.seen == []
+        assert await world.schedules() == []
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "nul\x00byte" not in logged
+    assert title not in logged
+    assert "Traceback" not in caplog.text
 
 
 async def test_a_token_revoked_in_the_file_stops_at_the_next_request(pg_url: str) -> None:
-    async with serving(pg_url) as served:
-        async with client_session(served.url, served.owner, Approver()) as session:
-            listed = await session.call_tool("schedule.list", {})
-            assert not listed.isError
-        revoke_token(served.tokens, served.owner_id)
-        async with httpx.AsyncClient() as client:
-            response = await client.post(
-                served.url,
-                json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                headers={"Authorization": f"Bearer {served.owner}"},
-            )
+    async with McpWorld.serving(pg_url) as world:
+        async with world.session(OWNER) as session:
+            assert not (await session.call_tool("schedule.list", {})).isError
+        owner_id = next(
+            e.token_id for e in read_entries(world.tokens) if e.principal_id == OWNER.principal_id
+        )
+        revoke_token(world.tokens, owner_id)
+        response = await world.post(
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"}, world.bearer[OWNER]
+        )
         assert response.status_code == 401
         assert response.json()["error"]["code"] == "schedule.mcp.unauthenticated"
         with pytest.raises(BaseExceptionGroup):  # the SDK client meets the 401 at initialize
-            async with client_session(served.url, served.owner, Approver()):
+            async with world.session(OWNER):
                 pass
-        # The reader's token is still in the file: only the revoked one stopped.
-        async with client_session(served.url, served.reader, Approver()) as session:
+        async with world.session(READER) as session:  # only the revoked token stopped
             assert not (await session.call_tool("schedule.list", {})).isError
+
+
+async def test_a_client_gone_mid_call_logs_no_traceback(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client leaves while its approval is asked (session deleted, streams closed),
+    then another while a call runs: no record carries a traceback, nothing persisted,
+    and the server still serves the next client."""
+    caplog.set_level(logging.INFO)
+    async with McpWorld.serving(pg_url) as world:
+        asked = asyncio.Event()
+
+        async def hang(params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked.set()
+            await asyncio.sleep(3600)
+            return accept(True)
+
+        async def leaving_client() -> None:
+            async with world.session(OWNER, Elicitations([hang])) as session:
+                await session.call_tool("schedule.create", reminder(world, "Gone", "g-1"))
+
+        task = asyncio.create_task(leaving_client())
+        await asyncio.wait_for(asked.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.5)
+        async with world.session(OWNER, Elicitations([lambda p: _accepting()])) as session:
+            made = await session.call_tool("schedule.create", reminder(world, "Next", "g-2"))
+        assert not made.isError, payload(made)
+        titles = [r["title"] for r in await world.schedules()]
+        assert titles == ["Next"]
+    tracebacks = [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert tracebacks == [], [(r.name, r.getMessage()) for r in tracebacks]
+
+
+async def _raw_call(world: McpWorld, override: dict[str, str]) -> dict[str, Any]:
+    """initialize, initialized, tools/call by hand (JSON with the escape as sent)."""
+    headers = {
+        "Authorization": f"Bearer {world.bearer[OWNER]}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    async with httpx.AsyncClient(timeout=30, headers=headers) as client:
+        first = await client.post(world.url, content=json.dumps(init))
+        session = first.headers["mcp-session-id"]
+        headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await client.post(world.url, content=json.dumps(note), headers=headers)
+        args = {**reminder(world, "x", "raw-1"), **override}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        body = json.dumps({**call, "params": {"name": "schedule.create", "arguments": args}})
+        assert "\\u0000" in body or "\\ud800" in body  # the escape, not the character
+        response = await client.post(world.url, content=body, headers=headers)
+        events = [
+            json.loads(line[len("data: ") :])
+            for line in response.text.splitlines()
+            if line.startswith("data: ")
+        ]
+        await client.delete(world.url, headers=headers)
+    result = next(e["result"] for e in events if e.get("id") == 2)
+    return dict(json.loads(result["content"][0]["text"]))
+
+
+async def _accepting() -> types.ElicitResult:
+    return accept(True)

@@ -10,6 +10,7 @@ One module per subcommand family, each registering itself in
 * ``serve``, ``principals``, ``agents``, ``tokens``, ``dev`` - the HTTP control plane,
   provisioning and the development stack (docs/operations/provisioning.md).
 * ``logins`` - create a login for a deployment role, rotate its password.
+* ``mcp`` - the model tools over MCP, stdio or streamable HTTP (ADRs 1601, 2110).
 
 ``edge`` holds what only the process edges do: read ``os.environ`` for settings and
 construct the system clock and id generator.
@@ -28,6 +29,7 @@ from scheduling.cli import (
     http,
     logins,
     maintenance,
+    mcp,
     migrate,
     preview,
     provision,
@@ -48,6 +50,7 @@ SUBCOMMAND_MODULES = (
     release,
     serve,
     http,
+    mcp,
     provision,
     dev,
     logins,

@@ -1,0 +1,393 @@
+"""The MCP edge served for real, for the MCP gate facet and its tests (not a test module).
+
+``McpWorld.serving(url)`` seeds principals of two tenants and the default agent through
+an admin login, issues their bearer tokens into a fresh token file with the operator
+command (``scheduling tokens add``: the file keeps digests only), builds the edge
+through the composition root (``bootstrap.build_mcp``: ``build_tools`` on PostgreSQL,
+the API role by ``SET LOCAL ROLE`` over the world's URL, the edge's elicitation as the
+approval port, ``edge_authenticator`` over the token file) and serves it with uvicorn
+on 127.0.0.1 (streamable HTTP). ``McpWorld.session(principal, answer)`` is the ``mcp``
+package's own client (``streamable_http_client`` + ``ClientSession``) with a bearer
+header on every request and an elicitation callback, ``answer``, which may read the
+database while the server waits for it.
+
+A test of the test passes ``edge_type``: a plausible wrong edge (one that ignores a
+decline, say) built and served the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import httpx
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from sqlalchemy import text
+
+from gates.checks.tool_support import TOOL_TABLES, tool_env
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import McpRole, build_mcp, token_file
+from scheduling.cli import main as scheduling_cli
+from scheduling.config import Settings
+from scheduling.domain.identity import Principal
+from scheduling.mcp import McpEdge, serving
+from scheduling.runtime.tool_pipeline import output_bytes
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import AGENT_ID, START, TENANT_B, principal, seed_durable
+
+OWNER = principal("mcp-owner")
+# Another tenant's principal with the same id: only the tenant tells them apart.
+FOREIGN = principal(OWNER.principal_id, tenant_id=TENANT_B)
+READER = principal("mcp-reader", scopes={"schedule.read"})
+PRINCIPALS = (OWNER, FOREIGN, READER)
+Row = dict[str, Any]
+Answer = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+
+
+def accept(approve: bool = True) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"approve": approve})
+
+
+@dataclass
+class Elicitations:
+    """The client's elicitation callback: each request is kept (its message parsed)
+    and answered by ``answer`` (the next one queued, else the default)."""
+
+    answers: list[Answer] = field(default_factory=list)
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+    def then(self, answer: Answer) -> None:
+        self.answers.append(answer)
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.seen.append(json.loads(params.message))
+        if not self.answers:
+            return types.ElicitResult(action="decline")
+        return await self.answers.pop(0)(params)
+
+
+def payload(result: types.CallToolResult) -> dict[str, Any]:
+    """The one text block, parsed (a success: the tool output; a failure: the envelope)."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return dict(json.loads(block.text))
+
+
+def text_bytes(result: types.CallToolResult) -> int:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return len(block.text.encode("utf-8"))
+
+
+def code(result: types.CallToolResult) -> str | None:
+    error = payload(result).get("error")
+    return None if not isinstance(error, dict) else str(error.get("code"))
+
+
+def issue(path: Path, who: Principal) -> str:
+    """A bearer token for ``who`` through ``scheduling tokens add`` (printed once)."""
+    out = io.StringIO()
+    argv = ["tokens", "--tokens-file", str(path), "add"]
+    status = scheduling_cli(
+        [*argv, "--tenant", who.tenant_id, "--principal", who.principal_id], out
+    )
+    assert status == 0, out.getvalue()
+    lines = dict(line.split(": ", 1) for line in out.getvalue().splitlines() if ": " in line)
+    return lines["token"]
+
+
+_SCHEDULES = (
+    "SELECT s.*, r.definition->>'title' AS title FROM schedules s"
+    " JOIN schedule_revisions r ON r.schedule_id = s.id AND r.revision = s.current_revision"
+)
+
+
+@dataclass
+class McpWorld:
+    admin: PostgresUnitOfWorkFactory
+    role: McpRole
+    clock: VirtualClock
+    tokens: Path
+    url: str
+    bearer: dict[Principal, str]
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def serving(
+        cls,
+        url: str,
+        *,
+        principals: Iterable[Principal] = PRINCIPALS,
+        edge_type: type[McpEdge] = McpEdge,
+        approval_timeout_seconds: float = 30.0,
+    ) -> AsyncIterator[McpWorld]:
+        who = list(principals)
+        admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
+        try:
+            await seed_durable(admin, who, at=START)
+            clock = VirtualClock(START)
+            with tempfile.TemporaryDirectory(prefix="mcp-world-") as tmp:
+                path = Path(tmp) / "tokens.json"
+                bearer = {p: issue(path, p) for p in who}
+                role = build_mcp(
+                    Settings.from_env(tool_env(url)),
+                    clock=clock,
+                    ids=SeededIds(0),
+                    tokens=token_file(path),
+                    default_agent_id=AGENT_ID,
+                    approval_timeout_seconds=approval_timeout_seconds,
+                    edge_type=edge_type,
+                )
+                try:
+                    async with serving(role.edge) as endpoint:
+                        yield cls(admin, role, clock, path, endpoint, bearer)
+                finally:
+                    await role.close()
+        finally:
+            await admin.dispose()
+
+    @contextlib.asynccontextmanager
+    async def session(
+        self, who: Principal | str, elicitations: Elicitations | None = None
+    ) -> AsyncIterator[ClientSession]:
+        """The SDK's client as ``who`` (or with the raw token ``who``) over streamable
+        HTTP; without ``elicitations`` the client declares no elicitation capability."""
+        token = who if isinstance(who, str) else self.bearer[who]
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
+            streamable_http_client(self.url, http_client=http) as (read, write, _),
+            ClientSession(
+                read,
+                write,
+                read_timeout_seconds=timedelta(seconds=60),
+                elicitation_callback=elicitations,
+            ) as session,
+        ):
+            await session.initialize()
+            yield session
+
+    async def post(self, body: Any, token: str | None) -> httpx.Response:
+        """One raw POST to the endpoint (no SDK: to see what an unknown token gets)."""
+        headers = {"Accept": "application/json, text/event-stream"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await client.post(self.url, json=body, headers=headers)
+
+    def later(self, **delta: float) -> str:
+        return (self.clock.now() + timedelta(**delta)).isoformat()
+
+    async def sql(self, statement: str, **params: Any) -> list[Row]:
+        async with self.admin.engine.begin() as conn:
+            result = await conn.execute(text(statement), params)
+            return [dict(r._mapping) for r in result.all()] if result.returns_rows else []
+
+    async def schedules(self) -> list[Row]:
+        """Every schedule row with its current revision's ``title``."""
+        return await self.sql(_SCHEDULES + " ORDER BY s.id")
+
+    async def schedule(self, schedule_id: str | UUID) -> Row | None:
+        rows = await self.sql(_SCHEDULES + " WHERE s.id = :i", i=UUID(str(schedule_id)))
+        return rows[0] if rows else None
+
+    async def snapshot(self, tables: Iterable[str] = TOOL_TABLES) -> dict[str, list[str]]:
+        """Every row of every table a tool call may write (as sorted reprs)."""
+        return {
+            table: sorted(repr(sorted(r.items())) for r in await self.sql(f"SELECT * FROM {table}"))
+            for table in tables
+        }
+
+
+def compact_problems(result: types.CallToolResult, label: str) -> list[str]:
+    """A success's text must be the output in the bytes the pipeline measured."""
+    if result.isError:
+        return []
+    size, measured = text_bytes(result), output_bytes(payload(result))
+    if size != measured:
+        return [f"{label}: the model reads {size} bytes, the pipeline measured {measured}"]
+    return []
+
+
+# ------------------------------------------------------------------ the checks
+# Each returns (problems, evidence); the gate facet asserts no problems, the tests of
+# the tests assert a wrong edge yields some. Codes are the spec's, written out here.
+
+SCHEDULE_TOOLS = sorted(
+    [
+        "schedule.cancel",
+        "schedule.create",
+        "schedule.list",
+        "schedule.pause",
+        "schedule.resume",
+        "schedule.update",
+    ]
+)
+DENIED = "schedule.tool.approval_denied"
+# The schedule state (the invocation ledger records every call, refused ones included).
+STATE_TABLES = tuple(t for t in TOOL_TABLES if not t.startswith("tool_"))
+
+
+def reminder(world: McpWorld, title: str, key: str) -> dict[str, Any]:
+    return {
+        "title": title,
+        "instruction": f"Remind me: {title}.",
+        "at": world.later(days=1),
+        "idempotency_key": key,
+    }
+
+
+async def mcp_create_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
+    """List; create approved (no row before the answer); declined, cancelled and
+    accepted-with-false (no row, ever); a client that cannot elicit (fails closed)."""
+    problems: list[str] = []
+    evidence: dict[str, Any] = {}
+    asks = Elicitations()
+
+    def before_answer(title: str, then: types.ElicitResult) -> Answer:
+        async def answer(params: types.ElicitRequestParams) -> types.ElicitResult:
+            rows = [r for r in await world.schedules() if r["title"] == title]
+            if rows:
+                problems.append(f"{title!r}: a schedule exists before the approval answer")
+            return then
+
+        return answer
+
+    async with world.session(OWNER, asks) as session:
+        listed = sorted(t.name for t in (await session.list_tools()).tools)
+        evidence["listed"] = listed
+        if listed != SCHEDULE_TOOLS:
+            problems.append(f"listed tools {listed}, expected {SCHEDULE_TOOLS}")
+        asks.then(before_answer("Stretch", accept(True)))
+        made = await session.call_tool("schedule.create", reminder(world, "Stretch", "c-1"))
+        problems += compact_problems(made, "create")
+        if made.isError:
+            problems.append(f"approved create failed: {payload(made)}")
+        else:
+            row = await world.schedule(payload(made)["schedule_id"])
+            if row is None or row["state"] != "ACTIVE" or row["title"] != "Stretch":
+                problems.append(f"approved create persisted {row}")
+        if not asks.seen or asks.seen[0].get("view", {}).get("title") != "Stretch":
+            problems.append(f"the elicitation did not show the approval view: {asks.seen}")
+        refusals = {
+            "declined": types.ElicitResult(action="decline"),
+            "cancelled": types.ElicitResult(action="cancel"),
+            "accepted-false": accept(False),
+        }
+        for n, (label, answer) in enumerate(refusals.items()):
+            title = f"Refused {label}"
+            asks.then(before_answer(title, answer))
+            refused = await session.call_tool("schedule.create", reminder(world, title, f"r-{n}"))
+            rows = [r for r in await world.schedules() if r["title"] == title]
+            if code(refused) != DENIED or rows:
+                problems.append(f"{label}: {code(refused)}, {len(rows)} schedule(s) persisted")
+        evidence["elicited"] = len(asks.seen)
+        if len(asks.seen) != 1 + len(refusals):
+            problems.append(f"{len(asks.seen)} elicitations for {1 + len(refusals)} calls")
+    before = await world.snapshot()
+    async with world.session(OWNER) as mute:  # declares no elicitation capability
+        blind = await mute.call_tool("schedule.create", reminder(world, "Blind", "b-1"))
+    if code(blind) != "schedule.mcp.elicitation_unsupported" or await world.snapshot() != before:
+        problems.append(f"a client that cannot elicit: {payload(blind)} (or state changed)")
+    evidence["schedules"] = len(await world.schedules())
+    return problems, evidence
+
+
+async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
+    """Pause approved (still ACTIVE at the question); another tenant's pause is not
+    found and changes nothing; a missing scope is denied before any elicitation; an
+    unknown token or none gets no session."""
+    problems: list[str] = []
+    evidence: dict[str, Any] = {}
+    owner_asks = Elicitations([lambda params: _accepting()])
+    async with world.session(OWNER, owner_asks) as session:
+        made = await session.call_tool("schedule.create", reminder(world, "Water", "a-1"))
+    if made.isError:
+        return [f"setup create failed: {payload(made)}"], evidence
+    target = payload(made)["schedule_id"]
+    pause = {"schedule_id": target, "expected_revision": 1}
+
+    foreign_asks = Elicitations([lambda params: _accepting()] * 2)
+    before = await world.snapshot(STATE_TABLES)
+    async with world.session(FOREIGN, foreign_asks) as session:
+        foreign = await session.call_tool("schedule.pause", {**pause, "idempotency_key": "f-1"})
+        seen = await session.call_tool("schedule.list", {})
+    row = await world.schedule(target)
+    if code(foreign) != "schedule.not_found" or row is None or row["state"] != "ACTIVE":
+        problems.append(
+            f"cross-tenant pause: {payload(foreign)}; schedule now {row and row['state']}"
+        )
+    listed = [] if seen.isError else list(payload(seen).get("items", []))
+    if any(str(item.get("schedule_id")) == target for item in listed):
+        problems.append("another tenant's list shows the schedule")
+    if (after := await world.snapshot(STATE_TABLES)) != before:
+        problems.append(f"cross-tenant calls changed {[t for t in after if after[t] != before[t]]}")
+
+    reader_asks = Elicitations([lambda params: _accepting()] * 2)
+    before = await world.snapshot()
+    async with world.session(READER, reader_asks) as session:
+        denied = [
+            await session.call_tool("schedule.create", reminder(world, "Nope", "d-1")),
+            await session.call_tool("schedule.pause", {**pause, "idempotency_key": "d-2"}),
+        ]
+        after = await world.snapshot()
+        read = await session.call_tool("schedule.list", {})
+    codes = [code(r) for r in denied]
+    if codes != ["schedule.auth.scope_required"] * 2 or reader_asks.seen:
+        problems.append(f"missing scope: {codes}, {len(reader_asks.seen)} elicitation(s)")
+    if read.isError:
+        problems.append(f"schedule.read may list: {payload(read)}")
+    if after != before:
+        problems.append(f"denied calls changed {[t for t in after if after[t] != before[t]]}")
+
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for label, token in (("unknown token", "sch_0000000000000000_unknown"), ("no token", None)):
+        response = await world.post(ping, token)
+        body = (
+            response.json()
+            if response.headers.get("content-type", "").startswith("application/json")
+            else {}
+        )
+        got = body.get("error", {}).get("code") if isinstance(body.get("error"), dict) else None
+        if response.status_code != 401 or got != "schedule.mcp.unauthenticated":
+            problems.append(f"{label}: HTTP {response.status_code} {got}")
+    try:
+        async with world.session("sch_0000000000000000_unknown") as session:
+            problems.append("an unknown token initialized a session")
+    except Exception:  # the SDK client meets the 401 at initialize
+        evidence["unknown_token_session"] = "refused"
+
+    pause_asks = Elicitations()
+    state_at_question: list[str] = []
+
+    async def answer(params: types.ElicitRequestParams) -> types.ElicitResult:
+        now = await world.schedule(target)
+        state_at_question.append(str(now and now["state"]))
+        return accept(True)
+
+    pause_asks.then(answer)
+    async with world.session(OWNER, pause_asks) as session:
+        paused = await session.call_tool("schedule.pause", {**pause, "idempotency_key": "p-1"})
+    problems += compact_problems(paused, "pause")
+    row = await world.schedule(target)
+    if paused.isError or row is None or row["state"] != "PAUSED":
+        problems.append(f"approved pause: {payload(paused)}; schedule {row and row['state']}")
+    if state_at_question != ["ACTIVE"]:
+        problems.append(f"state while the approval was asked: {state_at_question}")
+    evidence["pause_question_state"] = state_at_question
+    return problems, evidence
+
+
+async def _accepting() -> types.ElicitResult:
+    return accept(True)

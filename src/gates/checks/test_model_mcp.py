@@ -1,0 +1,46 @@
+"""The model tools over the MCP edge, served for real (issue 22).
+
+Facets of two model-tool gates driven by the ``mcp`` package's own client over
+streamable HTTP on 127.0.0.1 against PostgreSQL, the edge built by
+``bootstrap.build_mcp`` and authenticated by the token file (see ``mcp_support``):
+
+* gate.schedule.model_create_happy_path: the call waits for the approval elicited from
+  the client (no schedule exists while the question is open), persists one definition
+  when approved, and nothing when declined, cancelled or accepted with ``false``; a
+  client that cannot elicit fails closed; the text the model reads is the output in
+  the bytes the pipeline measured;
+* gate.schedule.model_lifecycle_authorization: an approved pause (still ACTIVE at the
+  question), another tenant's pause (not found, nothing changed), a missing scope
+  (denied before any elicitation), an unknown or absent token (no session).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gates.checks.mcp_support import McpWorld, mcp_authorization_check, mcp_create_check
+from gates.runner.pytest_plugin import GateEvidence
+
+
+@pytest.mark.postgres
+@pytest.mark.gate("gate.schedule.model_create_happy_path")
+async def test_mcp_create_waits_for_the_elicited_approval(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    async with McpWorld.serving(pg_url) as world:
+        problems, evidence = await mcp_create_check(world)
+    assert problems == [], problems
+    for key, value in evidence.items():
+        gate_evidence.record(key, value)
+
+
+@pytest.mark.postgres
+@pytest.mark.gate("gate.schedule.model_lifecycle_authorization")
+async def test_mcp_lifecycle_has_exact_authority_across_tenants(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    async with McpWorld.serving(pg_url) as world:
+        problems, evidence = await mcp_authorization_check(world)
+    assert problems == [], problems
+    for key, value in evidence.items():
+        gate_evidence.record(key, value)

@@ -1,0 +1,120 @@
+"""The stdio transport of the MCP edge: newline-delimited JSON-RPC on stdin/stdout.
+
+A variant of the SDK's ``stdio_server`` that reads text the way the streamable HTTP
+transport does, so every text reaches the pipeline's one validator (ADR 2112):
+
+* a line is decoded as UTF-8 with ``surrogateescape`` (an invalid byte becomes a lone
+  surrogate the text validator refuses as ``schedule.text.invalid``, instead of being
+  silently replaced) and parsed by the standard ``json`` module, which accepts the
+  escape ``"\\ud800"`` (the SDK's own parser rejects the whole message, so the caller
+  never learns why);
+* a line that is not a JSON-RPC message is answered with a JSON-RPC error when it
+  carries a usable id, and otherwise dropped; the log line never quotes it;
+* a response that cannot be encoded is replaced by an internal-error response;
+* a closed stdin ends the session; a closed stdout (the client went away) ends it
+  quietly, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import types
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+_log = logging.getLogger(__name__)
+
+
+def decode_line(raw: bytes) -> types.JSONRPCMessage | types.JSONRPCError | None:
+    """The message on one line; a JSON-RPC error to answer; or ``None`` (drop it)."""
+    text = raw.decode("utf-8", errors="surrogateescape").strip()
+    if not text:
+        return None
+    try:
+        document: Any = json.loads(text)
+    except ValueError:
+        _log.warning("stdio: a line that is not JSON was dropped (%d bytes)", len(raw))
+        return None
+    try:
+        return types.JSONRPCMessage.model_validate(document)
+    except ValidationError:
+        ident = document.get("id") if isinstance(document, dict) else None
+        if isinstance(ident, str | int) and not isinstance(ident, bool):
+            error = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request")
+            return types.JSONRPCError(jsonrpc="2.0", id=ident, error=error)
+        _log.warning("stdio: a line that is not a JSON-RPC message was dropped")
+        return None
+
+
+def encode_message(message: types.JSONRPCMessage) -> bytes:
+    """One line of UTF-8 JSON; an unencodable response becomes an internal error."""
+    try:
+        text = message.model_dump_json(by_alias=True, exclude_none=True)
+        return text.encode("utf-8") + b"\n"
+    except (ValueError, UnicodeError):  # pydantic's serialization error is a ValueError
+        root = message.root
+        ident = getattr(root, "id", None)
+        _log.warning("stdio: an outgoing message could not be encoded")
+        if not isinstance(ident, str | int):
+            return b""
+        error = types.ErrorData(code=types.INTERNAL_ERROR, message="Unencodable response")
+        fallback = types.JSONRPCMessage(types.JSONRPCError(jsonrpc="2.0", id=ident, error=error))
+        return fallback.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
+
+
+@asynccontextmanager
+async def stdio_transport(
+    stdin: Any = None, stdout: Any = None
+) -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
+    """(read, write) streams for ``Server.run`` over binary ``stdin``/``stdout``
+    (default: this process's standard streams)."""
+    source = anyio.wrap_file(stdin if stdin is not None else sys.stdin.buffer)
+    sink = anyio.wrap_file(stdout if stdout is not None else sys.stdout.buffer)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    replies = write_stream.clone()  # the reader answers undecodable requests itself
+
+    async def reader() -> None:
+        async with read_writer, replies:
+            try:
+                async for raw in source:
+                    decoded = decode_line(raw)
+                    if isinstance(decoded, types.JSONRPCError):
+                        await replies.send(SessionMessage(types.JSONRPCMessage(decoded)))
+                    elif decoded is not None:
+                        await read_writer.send(SessionMessage(decoded))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                _log.debug("stdio: the session ended before stdin")
+
+    async def writer(session: anyio.CancelScope) -> None:
+        async with write_reader:
+            try:
+                async for message in write_reader:
+                    line = encode_message(message.message)
+                    if line:
+                        await sink.write(line)
+                        await sink.flush()
+            except (BrokenPipeError, ConnectionError, ValueError):  # ValueError: closed file
+                _log.info("stdio: the client closed stdout; ending the session")
+                session.cancel()  # nobody reads the answers: end the session, quietly
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer, tg.cancel_scope)
+        try:
+            yield read_stream, write_stream
+        finally:
+            tg.cancel_scope.cancel()
