@@ -1,7 +1,12 @@
 """Tests of the model-tool case gates: each check, run on a world with one plausible wrong
 implementation swapped in, reports problems (real PostgreSQL, the same checks the gates
-run). Mutants: a pipeline that asks approval before the scope check, one that skips the
-check, one that never replays; a policy that approves nothing; tools that widen scopes,
+run). Wrong implementations are swapped onto the world ``bootstrap.build_tools`` built
+(its pipeline object's class, a registered handler, a service method, a ledger port):
+a pipeline that asks approval before the scope check, one that skips the check, one
+that never replays, one that ignores a decline, one that takes a timeout for consent;
+a policy that approves nothing; a ledger that lets anyone decide or finds keys across
+principals; lifecycle tools that act in prepare; an update that re-pins the active
+agent; summaries at revision 1; no output ceiling; next firings at now; tools that widen scopes,
 skip the future check, show a raw cadence, accept both at and cadence, leak the
 instruction, ignore the page limit, ignore the expected revision, cancel as a pause,
 rebuild the definition on update, invent unchanged fields, or skip the secret scan.
@@ -11,13 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+import scheduling.service.schedules as schedules_module
 import scheduling.tools.create as create_module
 from gates.checks import tool_checks as checks
-from gates.checks.tool_support import ToolWorld
+from gates.checks.tool_support import WHO, ToolWorld
+from scheduling.adapters.memory.tool_ledger import MemoryToolLedger
+from scheduling.domain.recurrence.engine import next_after
 from scheduling.runtime.tool_pipeline import (
     ApprovalPolicy,
     ApprovalRequest,
@@ -28,9 +37,11 @@ from scheduling.runtime.tool_pipeline import (
     ToolResult,
     ToolSpec,
 )
+from scheduling.service.schedules import patched_definition
 from scheduling.service.values import ScheduleDefinition
 from scheduling.tools.listing import summary
 from simulation.worlds.service import definition
+from simulation.worlds.service import principal as principal_of
 
 Mutant = Callable[[ToolWorld], None]
 Check = Callable[[ToolWorld], Awaitable[checks.Verdict]]
@@ -281,7 +292,115 @@ def no_secret_scan(world: ToolWorld) -> None:
     object.__setattr__(deps, "scanner", Blind())
 
 
-CASES: list[tuple[str, Check, type[ToolPipeline] | None, Mutant | None]] = [
+class IgnoresDecline(ToolPipeline):
+    """Asks, records the answer, then carries on as if it were yes."""
+
+    async def _approve(self, *args: Any, **kwargs: Any) -> ToolResult | None:
+        await super()._approve(*args, **kwargs)
+        return None
+
+
+class TimeoutApproves(ToolPipeline):
+    """Treats an approver that never answered as consent."""
+
+    async def _approve(self, *args: Any, **kwargs: Any) -> ToolResult | None:
+        try:
+            return await super()._approve(*args, **kwargs)
+        except TimeoutError:
+            return None
+
+
+def effect_in_prepare(world: ToolWorld) -> None:
+    """pause/resume/cancel run their effect while preparing (before approval)."""
+
+    class Eager:
+        def __init__(self, inner: ToolHandler) -> None:
+            self.inner = inner
+
+        async def prepare(self, args: Any, context: ToolExecutionContext) -> PreparedCall:
+            prepared = await self.inner.prepare(args, context)
+            out = await prepared.execute()
+
+            async def execute() -> dict[str, Any]:
+                return out
+
+            return PreparedCall(prepared.view, execute)
+
+    for name in ("schedule.pause", "schedule.resume", "schedule.cancel"):
+        world.replace_handler(name, Eager)
+
+
+def repin_on_update(world: ToolWorld) -> None:
+    """The patch drops the pinned version and policy: the validator pins the active one."""
+    service = world.service
+
+    async def patch(principal: Any, sid: Any, expected: int, p: Any, key: str) -> Any:
+        current = (await service.get(principal, sid)).revision
+        fresh = dataclasses.replace(
+            patched_definition(current, p), agent_version=None, policy_profile=None
+        )
+        return await service.update(principal, sid, expected, fresh, key)
+
+    service.patch = patch  # type: ignore[method-assign,assignment]
+
+
+def revision_one(world: ToolWorld) -> None:
+    def one(out: dict[str, Any]) -> dict[str, Any]:
+        return {**out, "items": [{**i, "current_revision": 1} for i in out.get("items", [])]}
+
+    wrap(world, "schedule.list", output=one)
+
+
+def no_output_ceiling(world: ToolWorld) -> None:
+    for spec in world.role.registry.versions("schedule.list"):
+        object.__setattr__(spec, "maximum_output_bytes", 10**9)
+
+
+def fires_at_now(world: ToolWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    def at_or_after(cadence: Any, instant: Any, counter: Any = None) -> Any:
+        return next_after(cadence, instant - timedelta(microseconds=1), counter)
+
+    monkeypatch.setattr(schedules_module, "next_after", at_or_after)
+
+
+def ledger_without_owner(world: ToolWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def find(self: MemoryToolLedger, principal: Any, key: str) -> Any:
+        return next((r for r in self.invocations.values() if r.idempotency_key == key), None)
+
+    monkeypatch.setattr(MemoryToolLedger, "find", find)
+
+
+def anyone_decides(world: ToolWorld) -> None:
+    """A ledger that records a decision for whoever asks, under the request's owner."""
+    ledger = world.role.ledger
+    assert ledger is not None
+    original = ledger.decide
+
+    async def decide(principal: Any, decision: Any, state: Any) -> None:
+        owner = principal_of(WHO.principal_id, WHO.tenant_id)
+        await original(owner, dataclasses.replace(decision, tenant_id=owner.tenant_id), state)
+
+    ledger.decide = decide  # type: ignore[method-assign]
+
+
+PATCHED = (fires_at_now, ledger_without_owner)
+
+CASES: list[tuple[str, Check, type[ToolPipeline] | None, Any]] = [
+    ("declined-create", checks.create_happy_path_check, IgnoresDecline, None),
+    ("declined-pause", checks.pause_resume_check, IgnoresDecline, None),
+    ("declined-cancel", checks.cancel_check, IgnoresDecline, None),
+    ("declined-update", checks.update_happy_path_check, IgnoresDecline, None),
+    ("timeout-approves", checks.create_happy_path_check, TimeoutApproves, None),
+    ("foreign-decides", checks.create_happy_path_check, None, anyone_decides),
+    ("effect-in-prepare-pause", checks.pause_resume_check, None, effect_in_prepare),
+    ("effect-in-prepare-cancel", checks.cancel_check, None, effect_in_prepare),
+    ("repin-update", checks.update_happy_path_check, None, repin_on_update),
+    ("repin-preserves", checks.update_preserves_authority_check, None, repin_on_update),
+    ("revision-one", checks.lifecycle_discovery_check, None, revision_one),
+    ("no-output-ceiling", checks.lifecycle_discovery_check, None, no_output_ceiling),
+    ("fires-at-now-resume", checks.pause_resume_check, None, fires_at_now),
+    ("fires-at-now-update", checks.update_happy_path_check, None, fires_at_now),
+    ("ledger-without-owner", checks.create_retry_check, None, ledger_without_owner),
     ("approve-before-scope", checks.create_authorization_check, ApprovesFirst, None),
     ("skip-scope-check", checks.create_authorization_check, SkipsScopeCheck, None),
     ("skip-scope-lifecycle", checks.lifecycle_authorization_check, SkipsScopeCheck, None),
@@ -317,13 +436,13 @@ async def test_each_model_gate_check_catches_its_mutant(
     mutant: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    world = await ToolWorld.open(pg_url, pipeline_class=pipeline or ToolPipeline)
+    world = await ToolWorld.open(pg_url, pipeline_class=pipeline)
     try:
         if mutant == "policy":
             assert world.pipeline.governance is not None
             world.pipeline.governance.policy = ApprovesNothing()
-        elif mutant is no_future_check:
-            no_future_check(world, monkeypatch)
+        elif mutant is no_future_check or mutant in PATCHED:
+            mutant(world, monkeypatch)
         elif mutant is not None:
             mutant(world)
         verdict = await check(world)
