@@ -122,6 +122,7 @@ class Rerun:
     rerun_digest: str | None
     differing: list[str]  # evidence keys whose deterministic values differ
     detail: str | None
+    evidence: dict[str, Any] | None = None  # what the re-run recorded
 
     @property
     def reproduced(self) -> bool:
@@ -220,6 +221,7 @@ def _compare(candidate: Candidate, raw: dict[str, Any] | None) -> Rerun:
         evidence_digest(evidence),
         differing_keys(candidate.check.evidence, evidence),
         raw.get("detail"),
+        evidence,
     )
 
 
