@@ -1,10 +1,12 @@
 """Milestone 19: conversational creation through the ordinary tool pipeline.
 
 gate.schedule.model_create_contract (structural): the registered schedule.create specs
-(1.1.1 and 1.2.0) equal the spec's classification block field by field, their input
-schemas are closed, and they register and join the default agent's roster only with
-both schedule flags on. The four case gates drive scripted model turns on PostgreSQL
-through ``bootstrap.build_tools`` (see ``tool_checks`` for what each one checks).
+(1.1.1, 1.2.0 with use_website, 1.3.0 with place_call, as the quoted spec sentences
+say) equal the spec's classification block field by field, their input schemas are
+closed, a call waits for approval (observed through the pipeline), and they register
+and join the default agent's roster only with both schedule flags on (unset: off).
+The four case gates drive scripted model turns on PostgreSQL through the pipeline
+``bootstrap.build_tools`` built (see ``tool_checks`` for what each one checks).
 """
 
 from __future__ import annotations
