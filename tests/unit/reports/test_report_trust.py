@@ -293,7 +293,7 @@ def test_weights_favour_claimed_passes_and_explorations() -> None:
 def _doc_rows(heading: str) -> list[list[str]]:
     text = DOC.read_text(encoding="utf-8")
     section = text[text.index(heading) :]
-    rows = []
+    rows: list[list[str]] = []
     for line in section.splitlines()[2:]:
         if not line.startswith("|"):
             if rows:
