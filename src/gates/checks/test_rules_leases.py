@@ -1,0 +1,167 @@
+"""``rule.lease.fencing`` on PostgreSQL: a reclaimed lease fences out its stale holder.
+
+The real run worker (``bootstrap.build_run_worker``) runs a scripted run on a virtual
+clock. At a chosen commit of that worker (its probe step), the clock passes the lease
+and a second claimer takes the expired run through the real queue (fencing token + 1).
+The stale worker then makes its next write: a heartbeat during a wait, a checkpoint
+after a charge, or the completion. Each must write nothing: the worker ends with
+``schedule.runtime.lease_lost``, no commit of it follows the takeover (no probe step),
+the run row is the one the claim left, and no checkpoint or session event was added.
+The new holder then finishes the run once.
+
+Tests of the test: ``scheduling-gates mutate`` (``fencing.save_ignores_token``,
+``fencing.stale_write_ignored``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.bootstrap import RunWorkerRole, build_run_worker
+from scheduling.ports.probe import Probe
+from scheduling.ports.records import RunStatus
+from scheduling.ports.runtime import ClaimedRun, QueueCapacity
+from scheduling.runtime import LEASE_LOST, WorkerSettings
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.runtime import UNACCOUNTED, run_row, submission, submitter
+from simulation.worlds.service import START, principal, seed_durable, world_settings
+
+pytestmark = pytest.mark.postgres
+
+WHO = principal("fenced", scopes={"memory.read"})
+WIDE = QueueCapacity(8, 1, 1)
+SETTINGS = WorkerSettings(lease_seconds=30, heartbeat_seconds=10, poll_seconds=1)
+
+
+@dataclass
+class Takeover:
+    """A probe: at the ``nth`` commit named ``step`` the lease expires and another
+    claimer takes the run; every later commit of the stale worker is recorded."""
+
+    holder: RunWorkerRole
+    admin: PostgresUnitOfWorkFactory
+    clock: VirtualClock
+    step_name: str
+    nth: int
+    seen: int = 0
+    claimed: ClaimedRun | None = None
+    row_after: Any = None
+    stale_commits: list[str] = field(default_factory=list)
+
+    async def step(self, name: str) -> None:
+        if self.claimed is not None:
+            self.stale_commits.append(name)
+            return
+        if name != self.step_name:
+            return
+        self.seen += 1
+        if self.seen < self.nth:
+            return
+        self.clock.advance(SETTINGS.lease_seconds + 1)
+        queue = self.holder.queue
+        self.claimed = await queue.claim("w2", self.clock.now(), SETTINGS.lease_seconds)
+        assert self.claimed is not None, "the expired lease was not reclaimable"
+        self.row_after = await run_row(self.admin, self.claimed.run.id)
+
+
+async def trail(admin: PostgresUnitOfWorkFactory, run_id: UUID) -> tuple[list[Any], list[Any]]:
+    async with admin.begin() as uow:
+        run = await uow.runs.get(run_id, None)
+        return list(await uow.runs.checkpoints(run_id)), list(
+            await uow.sessions.events(run.session_id, None)
+        )
+
+
+def role(
+    admin: PostgresUnitOfWorkFactory, clock: VirtualClock, owner: str, probe: Probe | None = None
+) -> RunWorkerRole:
+    """The run worker production builds, with the test's lease settings and no
+    post-run accounting (these runs have no schedule)."""
+    return build_run_worker(
+        world_settings(),
+        None,
+        clock=clock,
+        ids=SeededIds(0).fork(owner),
+        probe=probe,
+        uow=admin,
+        capacity=WIDE,
+        owner=owner,
+        worker_settings=SETTINGS,
+        on_finished=UNACCOUNTED,
+    )
+
+
+@dataclass
+class Env:
+    admin: PostgresUnitOfWorkFactory
+    clock: VirtualClock
+
+
+@pytest.fixture
+async def env(pg_url: str) -> AsyncIterator[Env]:
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=6)
+    await seed_durable(admin, [WHO])
+    try:
+        yield Env(admin, VirtualClock(START))
+    finally:
+        await admin.dispose()
+
+
+async def fenced_out(env: Env, script: str, step: str, nth: int, refused: str) -> dict[str, Any]:
+    """The stale worker's next write after the takeover (``refused``) writes nothing."""
+    run = await submitter(env.admin, env.clock).submit(WHO, submission(script))
+    holder = role(env.admin, env.clock, "w2")
+    probe = Takeover(holder, env.admin, env.clock, step, nth)
+    stale = role(env.admin, env.clock, "w1", probe).worker
+    outcome = await stale.run_once()
+    assert probe.claimed is not None, f"{script}: no takeover at {step} #{nth}"
+    claimed = probe.claimed
+    assert outcome is not None
+    assert claimed.lease.fencing_token == outcome.fencing_token + 1
+    assert outcome.lease_lost, f"{refused}: the stale worker went on ({outcome})"
+    assert outcome.reason_code == LEASE_LOST
+    assert probe.stale_commits == [], f"{refused}: the stale worker committed"
+    assert await run_row(env.admin, run.id) == probe.row_after, f"{refused}: the row moved"
+    checkpoints, events = await trail(env.admin, run.id)
+    assert all(c.fencing_token < claimed.lease.fencing_token for c in checkpoints), refused
+    assert all(e.occurred_at <= claimed.claimed_at for e in events), refused
+
+    # The new holder finishes the run, once.
+    done = await holder.worker.execute(claimed)
+    assert done.status == RunStatus.COMPLETED.value, done
+    final = await run_row(env.admin, run.id)
+    assert final.status is RunStatus.COMPLETED
+    assert final.fencing_token == claimed.lease.fencing_token
+    checkpoints, events = await trail(env.admin, run.id)
+    types = [e.event_type for e in events]
+    assert types.count("run.completed") == 1, types
+    assert types.count("message.assistant") == 1, types
+    tokens = [c.fencing_token for c in checkpoints]
+    assert tokens == sorted(tokens), tokens  # no stale token after the new holder's
+    assert tokens[-1] == claimed.lease.fencing_token, tokens
+    return {"refused": refused, "stale_token": outcome.fencing_token}
+
+
+@pytest.mark.rule("rule.lease.fencing")
+async def test_a_stale_heartbeat_writes_nothing(env: Env) -> None:
+    # run_long: a model call, then a wait (charged) whose next write is a heartbeat.
+    await fenced_out(env, "run_long:120", "run.charged", 2, "heartbeat")
+
+
+@pytest.mark.rule("rule.lease.fencing")
+async def test_a_stale_checkpoint_writes_nothing(env: Env) -> None:
+    # After the first charge, the next write is the action's checkpoint.
+    await fenced_out(env, "steps:3", "run.charged", 1, "checkpoint")
+
+
+@pytest.mark.rule("rule.lease.fencing")
+async def test_a_stale_completion_writes_nothing(env: Env) -> None:
+    # succeed: after the model call's checkpoint, the next write is the completion.
+    await fenced_out(env, "succeed", "run.checkpointed", 1, "completion")

@@ -1,0 +1,316 @@
+"""``rule.outbox.finished`` on PostgreSQL: when, and in which transaction,
+``schedule_run_finished`` is written.
+
+* Terminal outcomes: a MATERIALIZED occurrence has no outcome row while its run is
+  queued, and none once the run is terminal but not yet accounted; accounting writes
+  exactly one (COMPLETED, FAILED and CANCELLED alike), naming the pinned revision's
+  title and the nominal instant; accounting again writes none.
+* Skipped outcomes (MISSED past grace, SKIPPED_OVERLAP): the row commits with the
+  materializer's decision, exactly one.
+* Same transaction: a crash after every write of one accounting (each repository
+  write and the COMMIT, found by a discovery run) leaves either no accounting and no
+  row, or both; the scheduler's retry then leaves exactly one of each. The skip
+  decision is crashed at each of its probe steps the same way.
+
+Tests of the test: ``scheduling-gates mutate`` (``outbox.emitted_at_materialization``,
+``outbox.accounted_in_a_later_transaction``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from scheduling.domain.cadence import format_instant
+from scheduling.domain.events import RUN_ACCOUNTED
+from scheduling.domain.identity import Principal
+from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.service.accounting import RunAccountant
+from scheduling.service.materializer import MaterializeResult
+from simulation.worlds.materialize import Harness
+
+pytestmark = pytest.mark.postgres
+
+WRITES = frozenset({"append", "append_once", "mutate", "insert", "create", "put", "save"})
+
+
+class Crash(Exception):
+    """An injected crash of the accounting process."""
+
+
+class _Counter:
+    def __init__(self, after: int | None) -> None:
+        self.after = after
+        self.writes: list[str] = []
+
+    def wrote(self, name: str) -> None:
+        self.writes.append(name)
+        if self.after is not None and len(self.writes) == self.after:
+            raise Crash(f"crash after write #{self.after} ({name})")
+
+
+class _Repository:
+    def __init__(self, inner: Any, counter: _Counter, label: str) -> None:
+        self._inner, self._counter, self._label = inner, counter, label
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in WRITES:
+            return attr
+
+        async def write(*args: Any, **kwargs: Any) -> Any:
+            result = await attr(*args, **kwargs)
+            self._counter.wrote(f"{self._label}.{name}")
+            return result
+
+        return write
+
+
+class _Unit:
+    """A unit of work whose writes and COMMIT are counted; the crash fires right after
+    the chosen one (after COMMIT: the work committed, the caller never learns it)."""
+
+    def __init__(self, inner: UnitOfWork, counter: _Counter) -> None:
+        self._inner, self._counter = inner, counter
+
+    def __getattr__(self, name: str) -> Any:
+        return _Repository(getattr(self._inner, name), self._counter, name)
+
+    async def commit(self) -> None:
+        await self._inner.commit()
+        self._counter.wrote("commit")
+
+    async def rollback(self) -> None:
+        await self._inner.rollback()
+
+    async def __aenter__(self) -> _Unit:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._inner.__aexit__(et, e, tb)
+
+
+class CrashingFactory:
+    """A ``UnitOfWorkFactory`` over ``inner`` that crashes after its ``after``-th write
+    (counted over every unit it begins; ``None``: never, just count)."""
+
+    def __init__(self, inner: UnitOfWorkFactory, after: int | None) -> None:
+        self._inner = inner
+        self.counter = _Counter(after)
+
+    def begin(self, principal: Principal | None = None, *, tenant_id: str | None = None) -> Any:
+        return _Unit(self._inner.begin(principal, tenant_id=tenant_id), self.counter)
+
+    async def dispose(self) -> None:
+        return None
+
+
+async def rows(h: Harness, occurrence_id: UUID) -> list[dict[str, Any]]:
+    return await h.sql(
+        "SELECT kind, payload FROM schedule_outbox WHERE occurrence_id = :o", o=occurrence_id
+    )
+
+
+async def accounted(h: Harness, occurrence_id: UUID) -> int:
+    found = await h.sql(
+        "SELECT count(*) AS n FROM process_events WHERE event_type = :t"
+        " AND payload->>'occurrence_id' = :o",
+        t=RUN_ACCOUNTED,
+        o=str(occurrence_id),
+    )
+    return int(found[0]["n"])
+
+
+async def fire(h: Harness, sid: UUID, *, late: float = 1.0) -> MaterializeResult:
+    h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=late))
+    result = await h.materializer().materialize(sid)
+    assert result.occurrence is not None, result
+    return result
+
+
+async def finish(h: Harness, run_id: UUID, status: str) -> None:
+    failure = {"reason": "schedule.runtime.agent_failed"} if status == "FAILED" else None
+    await h.sql(
+        "UPDATE runs SET status = :s, finished_at = :t, failure = CAST(:f AS jsonb) WHERE id = :i",
+        s=status,
+        t=h.clock.now(),
+        f=None if failure is None else json.dumps(failure),
+        i=run_id,
+    )
+
+
+def accountant(h: Harness, uow: UnitOfWorkFactory, name: str) -> RunAccountant:
+    return RunAccountant(uow=uow, clock=h.clock, ids=h.world.ids.fork(name))
+
+
+def expected_payload(title: str, result: MaterializeResult) -> dict[str, Any]:
+    assert result.occurrence is not None
+    return {"title": title, "nominal_fire_at": format_instant(result.occurrence.nominal_fire_at)}
+
+
+@pytest.mark.rule("rule.outbox.finished")
+async def test_one_row_per_accounted_terminal_run_none_before(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(title="Pinned title", max_consecutive_failures=10)
+        plain = accountant(h, h.scheduler, "acct")
+        for status in ("COMPLETED", "FAILED", "CANCELLED"):
+            result = await fire(h, sid)
+            occurrence, run_id = result.occurrence, result.run_id
+            assert occurrence is not None
+            assert run_id is not None, result
+            assert await rows(h, occurrence.id) == [], "a row at materialization"
+            await h.sql("UPDATE runs SET status = 'RUNNING' WHERE id = :i", i=run_id)
+            assert await plain.account_run(run_id) is None  # not terminal: nothing
+            assert await rows(h, occurrence.id) == [], "a row for a running run"
+            await finish(h, run_id, status)
+            assert await rows(h, occurrence.id) == [], "a row before accounting"
+            first = await plain.account_run(run_id)
+            assert first is not None
+            assert not first.already_accounted
+            again = await plain.account_run(run_id)
+            assert again is not None
+            assert again.already_accounted
+            found = await rows(h, occurrence.id)
+            assert [r["kind"] for r in found] == ["schedule_run_finished"], (status, found)
+            assert found[0]["payload"] == expected_payload("Pinned title", result), status
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.outbox.finished")
+async def test_a_crash_after_every_accounting_write_keeps_decision_and_row_together(
+    pg_url: str,
+) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        sid = await h.create(title="Swept", max_consecutive_failures=50)
+        role = h.scheduler_role(ids=h.world.ids.fork("sweep"), materializer=h.materializer())
+
+        async def terminal() -> tuple[UUID, UUID]:
+            result = await fire(h, sid)
+            assert result.occurrence is not None
+            assert result.run_id is not None
+            await finish(h, result.run_id, "COMPLETED")
+            return result.occurrence.id, result.run_id
+
+        # Discovery: the writes of one accounting, COMMIT included.
+        occurrence_id, run_id = await terminal()
+        counting = CrashingFactory(h.scheduler, None)
+        assert await accountant(h, counting, "discover").account_run(run_id) is not None
+        writes = list(counting.counter.writes)
+        assert "commit" in writes, writes
+        assert await accounted(h, occurrence_id) == 1
+        assert len(await rows(h, occurrence_id)) == 1
+        swept: list[str] = []
+        for after in range(1, len(writes) + 1):
+            occurrence_id, run_id = await terminal()
+            crashing = CrashingFactory(h.scheduler, after)
+            with pytest.raises(Crash):
+                await accountant(h, crashing, f"crash-{after}").account_run(run_id)
+            decisions, outcome = (
+                await accounted(h, occurrence_id),
+                len(await rows(h, occurrence_id)),
+            )
+            assert (decisions, outcome) in ((0, 0), (1, 1)), (
+                f"after {crashing.counter.writes[-1]} (#{after}): {decisions} accounting"
+                f" event(s) but {outcome} outcome row(s)"
+            )
+            # The scheduler's post-run sweep retries; the outcome ends up whole, once.
+            await role.worker.account()
+            await accountant(h, h.scheduler, f"retry-{after}").account_run(run_id)
+            assert await accounted(h, occurrence_id) == 1, after
+            assert len(await rows(h, occurrence_id)) == 1, after
+            swept.append(crashing.counter.writes[-1])
+        assert swept == writes
+    finally:
+        await h.close()
+
+
+class CrashAtStep:
+    """A materializer probe raising at its ``nth`` step (``None``: only records)."""
+
+    def __init__(self, nth: int | None) -> None:
+        self.nth = nth
+        self.steps: list[str] = []
+
+    async def step(self, name: str) -> None:
+        self.steps.append(name)
+        if self.nth is not None and len(self.steps) == self.nth:
+            raise Crash(f"crash at {name}")
+
+
+async def counts(h: Harness, sid: UUID) -> tuple[int, int]:
+    found = await h.sql(
+        "SELECT (SELECT count(*) FROM schedule_occurrences WHERE schedule_id = :s) AS o,"
+        " (SELECT count(*) FROM schedule_outbox WHERE schedule_id = :s) AS r",
+        s=sid,
+    )
+    return int(found[0]["o"]), int(found[0]["r"])
+
+
+async def skipped_sweep(
+    h: Harness, sid: UUID, arrange: Callable[[], Awaitable[None]], disposition: str
+) -> list[str]:
+    """Crash the skip decision of ``sid`` at each of its steps: the occurrence and its
+    outcome row commit together or not at all; a retry decides it, with its one row."""
+    discovery = CrashAtStep(None)
+    await arrange()
+    found = await h.materializer(probe=discovery).materialize(sid)
+    assert found.occurrence is not None
+    assert found.occurrence.disposition.value == disposition, found
+    assert found.run_id is None
+    assert len(await rows(h, found.occurrence.id)) == 1, "no row with the decision"
+    for nth in range(1, len(discovery.steps) + 1):
+        await arrange()
+        occurrences, outcomes = await counts(h, sid)
+        crash = CrashAtStep(nth)
+        with pytest.raises(Crash):
+            await h.materializer(probe=crash).materialize(sid)
+        now_occurrences, now_outcomes = await counts(h, sid)
+        delta = (now_occurrences - occurrences, now_outcomes - outcomes)
+        assert delta in ((0, 0), (1, 1)), (crash.steps, delta)
+        if delta == (0, 0):
+            retry = await h.materializer().materialize(sid)
+            assert retry.occurrence is not None
+            assert retry.occurrence.disposition.value == disposition, retry
+            assert len(await rows(h, retry.occurrence.id)) == 1, crash.steps
+    return discovery.steps
+
+
+@pytest.mark.rule("rule.outbox.finished")
+async def test_skipped_outcomes_commit_their_row_with_the_decision(pg_url: str) -> None:
+    h = await Harness.open(pg_url)
+    try:
+        missed = await h.create(
+            title="Late", key="late", misfire_grace_seconds=60, max_consecutive_failures=50
+        )
+
+        async def past_grace() -> None:
+            h.clock.advance_to(await h.next_fire(missed) + timedelta(minutes=5))
+
+        steps = await skipped_sweep(h, missed, past_grace, "MISSED")
+        assert len(steps) >= 2, steps
+
+        busy = await h.create(title="Busy", key="busy", max_consecutive_failures=50)
+        first = await fire(h, busy)
+        assert first.run_id is not None  # stays queued: the next instant overlaps it
+        assert first.occurrence is not None
+        assert await rows(h, first.occurrence.id) == []
+
+        async def while_active() -> None:
+            h.clock.advance_to(await h.next_fire(busy) + timedelta(seconds=1))
+
+        await skipped_sweep(h, busy, while_active, "SKIPPED_OVERLAP")
+        assert await rows(h, first.occurrence.id) == [], "a row for the still-active run"
+    finally:
+        await h.close()

@@ -1,0 +1,156 @@
+"""Spec rules of the public reads, over a real uvicorn server against PostgreSQL:
+
+* ``rule.transcript.seed_omitted``: a materialized run is executed by the real run
+  worker; the session's public transcript holds every session event except the
+  scheduler's seed (the instruction), keeps the completed assistant answer, and never
+  shows the instruction text, which the authorized point read still returns whole.
+* ``rule.http.list_filters``: ``GET /v1/schedules?state=...`` paged with a small limit
+  returns exactly the caller's schedules in the supplied states, every page but the
+  last full, none twice, none of another principal's; omission lists every state.
+
+Tests of the test: ``scheduling-gates mutate`` (``transcript.seed_included``,
+``transcript.answer_dropped``, ``list_filters.applied_after_limit``,
+``list_filters.ignored``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from scheduling.runtime.scripted import ANSWER
+from simulation.worlds.http import OWNER, HttpWorld, http_world
+from simulation.worlds.service import principal
+
+pytestmark = pytest.mark.postgres
+
+OTHER = principal("reads-other", scopes=OWNER.scopes)
+INSTRUCTION = "Summarize the overnight news, marker 51f0c2, for the projects I follow."
+
+
+# ------------------------------------------------------------------ transcript
+
+
+async def transcript(world: HttpWorld) -> dict[str, Any]:
+    created = await world.create("seeded", title="Seeded", instruction=INSTRUCTION)
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    world.clock.advance_to(datetime.fromisoformat(created.json()["next_fire_at"]))
+    world.clock.advance(1)
+    assert (await world.scheduler().worker.run_once()).errors == {}
+    outcome = await world.run_worker().worker.run_once()
+    assert outcome is not None
+    assert outcome.status == "COMPLETED", outcome
+    links = await world.sql(
+        "SELECT session_id FROM schedule_occurrences WHERE schedule_id = :s", s=sid
+    )
+    session = str(links[0]["session_id"])
+    stored = await world.sql(
+        "SELECT seq, event_type, actor, payload::text AS payload FROM session_events"
+        " WHERE session_id = :s ORDER BY seq",
+        s=session,
+    )
+    seeds = [e for e in stored if INSTRUCTION in e["payload"]]
+    assert len(seeds) == 1, "the instruction is not the session's seed event"
+    users = [e for e in stored if e["event_type"] == "message.user"]
+    assert users[0] is seeds[0], "the seed is not the session's first user event"
+    assert seeds[0]["actor"] == "scheduler", seeds
+    answers = [e["seq"] for e in stored if e["event_type"] == "message.assistant"]
+    assert len(answers) == 1, stored
+
+    read = await world.call("GET", f"/v1/sessions/{session}/transcript")
+    assert read.status_code == 200, read.text
+    events = read.json()["events"]
+    assert INSTRUCTION not in read.text, "the transcript shows the scheduler's seed"
+    shown = [e["seq"] for e in events]
+    assert shown == [e["seq"] for e in stored if e["seq"] != seeds[0]["seq"]], (shown, stored)
+    answer = [e for e in events if e["event_type"] == "message.assistant"]
+    assert len(answer) == 1, events
+    assert ANSWER in str(answer[0]), answer
+    point = await world.call("GET", f"/v1/schedules/{sid}")
+    assert point.json()["revision"]["instruction"] == INSTRUCTION
+    return {"stored": len(stored), "shown": len(shown)}
+
+
+@pytest.mark.rule("rule.transcript.seed_omitted")
+async def test_the_transcript_omits_the_seed_and_keeps_the_answer(pg_url: str) -> None:
+    async with http_world(pg_url, [OWNER]) as world:
+        evidence = await transcript(world)
+    assert evidence["shown"] == evidence["stored"] - 1
+
+
+# ------------------------------------------------------------------ list filters
+
+STATES = ("ACTIVE", "PAUSED", "CANCELLED")
+# The order of the state changes interleaves the states in the list's order (newest
+# update first): P C P C P, then the untouched ACTIVE ones.
+PLAN = ("ACTIVE", "PAUSED", "CANCELLED", "ACTIVE", "PAUSED", "CANCELLED", "PAUSED")
+
+
+async def populate(world: HttpWorld, who: Any, prefix: str) -> dict[str, str]:
+    """Schedules of ``who`` in the states of ``PLAN``: id -> state."""
+    made: dict[str, str] = {}
+    for n, state in enumerate(PLAN):
+        created = await world.create(f"{prefix}-{n}", who, title=f"{prefix} {n}")
+        assert created.status_code == 201, created.text
+        made[created.json()["id"]] = state
+        world.clock.advance(1)
+    for sid, state in made.items():
+        if state == "PAUSED":
+            done = await world.call(
+                "POST", f"/v1/schedules/{sid}/pause", who, json={"expected_revision": 1}
+            )
+        elif state == "CANCELLED":
+            done = await world.call(
+                "DELETE", f"/v1/schedules/{sid}", who, params={"expected_revision": 1}
+            )
+        else:
+            continue
+        assert done.status_code == 200, done.text
+        world.clock.advance(1)
+    return made
+
+
+async def pages(world: HttpWorld, who: Any, states: list[str], limit: int) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": limit, "state": states}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = await world.call("GET", "/v1/schedules", who, params=params)
+        assert page.status_code == 200, page.text
+        out.append(page.json()["items"])
+        cursor = page.json()["next_cursor"]
+        if cursor is None:
+            return out
+        assert len(out) < 50, "the cursor never ends"
+
+
+async def filters(world: HttpWorld) -> dict[str, Any]:
+    mine = await populate(world, OWNER, "own")
+    theirs = await populate(world, OTHER, "other")
+    checked = 0
+    for states in (["PAUSED"], ["CANCELLED"], ["ACTIVE", "PAUSED"], [], list(STATES)):
+        for who, own in ((OWNER, mine), (OTHER, theirs)):
+            wanted = {sid for sid, s in own.items() if not states or s in states}
+            for limit in (1, 2, 3):
+                found = await pages(world, who, states, limit)
+                ids = [item["id"] for page in found for item in page]
+                assert len(ids) == len(set(ids)), (states, limit, "an item twice")
+                assert set(ids) == wanted, (states, limit, ids)
+                assert all(len(page) == limit for page in found[:-1]), (states, limit, found)
+                for page in found:
+                    for item in page:
+                        assert not states or item["state"] in states, (states, item)
+                checked += 1
+    return {"listings": checked}
+
+
+@pytest.mark.rule("rule.http.list_filters")
+async def test_state_filters_apply_before_cursor_and_limit(pg_url: str) -> None:
+    async with http_world(pg_url, [OWNER, OTHER]) as world:
+        evidence = await filters(world)
+    assert evidence["listings"] == 5 * 2 * 3
