@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from scheduling.domain.errors import (
     AuthorizationError,
@@ -37,6 +38,7 @@ from scheduling.http.codes import (
     METHOD_NOT_ALLOWED,
     ROUTE_NOT_FOUND,
     UNAUTHENTICATED,
+    UNSUPPORTED_MEDIA_TYPE,
 )
 
 _log = logging.getLogger("scheduling.http")
@@ -403,8 +405,34 @@ def _is_schema_name(part: str) -> bool:
     return closed_name(part) or part in _LOC_ROOTS
 
 
-def validation_response(exc: RequestValidationError) -> JSONResponse:
+def _json_media(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _sent_a_body(request: Request) -> bool:
+    length = request.headers.get("content-length")
+    return (length is not None and length.strip() not in ("", "0")) or (
+        "transfer-encoding" in request.headers
+    )
+
+
+def validation_response(
+    exc: RequestValidationError, request: Request | None = None
+) -> JSONResponse:
     errors = list(exc.errors())
+    if (
+        request is not None
+        and _sent_a_body(request)
+        and not _json_media(request.headers.get("content-type"))
+        and any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors)
+    ):
+        # The framework hands a non-JSON body over as bytes, which no model accepts.
+        return error_response(
+            415, UNSUPPORTED_MEDIA_TYPE, "a request body must be application/json"
+        )
     if any(e.get("type") == "json_invalid" for e in errors):
         return error_response(400, MALFORMED_BODY, "the request body is not valid JSON")
     for e in errors:
@@ -420,6 +448,28 @@ def validation_response(exc: RequestValidationError) -> JSONResponse:
     )
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves on this path. The router's own 405 names only the
+    first route whose path matched, so ``/v1/schedules/{id}`` (GET, PATCH and DELETE
+    are three routes) would advertise GET alone."""
+    methods: set[str] = set()
+    for route in _leaf_routes(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match in (Match.PARTIAL, Match.FULL):
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
+def _leaf_routes(routes: Any) -> Any:
+    # An included router (no prefix here) holds its routes on its original router.
+    for route in routes:
+        inner = getattr(getattr(route, "original_router", route), "routes", None)
+        if inner is not None and inner is not routes:
+            yield from _leaf_routes(inner)
+        else:
+            yield route
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_scheduling(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, SchedulingError)
@@ -427,7 +477,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return validation_response(exc)
+        return validation_response(exc, request)
 
     def too_large(request: Request) -> JSONResponse | None:
         limit = request.scope.get("state", {}).get(TOO_LARGE_FLAG)
@@ -448,7 +498,7 @@ def install_error_handlers(app: FastAPI) -> None:
                 405,
                 METHOD_NOT_ALLOWED,
                 "the route does not accept this method",
-                headers=dict(exc.headers or {}),
+                headers={**dict(exc.headers or {}), "Allow": allowed_methods(request)},
             )
         if exc.status_code == 401:
             return error_response(

@@ -8,16 +8,25 @@ carry a credential; only ``ScheduleDetailOut`` carries the complete instruction.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
+from scheduling.http import schemas
 from scheduling.ports.records import SessionEvent
 from scheduling.service.values import (
     OccurrenceView,
@@ -26,15 +35,58 @@ from scheduling.service.values import (
     ScheduleSummary,
 )
 
-CADENCE_DOC = (
-    "One closed cadence payload: ONCE {at}, DAILY {local_time, timezone}, WEEKLY"
-    " {local_time, weekdays, timezone}, MONTHLY {local_time, days_of_month, last_day,"
-    " timezone} or YEARLY {local_time, dates:[{month, day}], timezone}, each with 'kind'."
-)
-
 
 class Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def integral(value: Any) -> Any:
+    """``1.0`` is the integer 1 (JSON Schema's ``integer`` includes it); any other float,
+    a string or a boolean stays as it is for the strict check to refuse."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [integral(item) for item in value]
+    if isinstance(value, dict):
+        return {key: integral(item) for key, item in value.items()}
+    return value
+
+
+def _int32(value: int) -> int:
+    if value > schemas.INT32_MAX:
+        raise ValueError("above the largest stored integer")
+    return value
+
+
+def _at_least_one(value: int) -> int:
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+Integer = Annotated[
+    int,
+    BeforeValidator(integral),
+    Field(strict=True, json_schema_extra={"maximum": schemas.INT32_MAX}),
+    AfterValidator(_int32),
+]
+"""A strict integer (no string, no bool, no 2.5; ``1.0`` is 1) up to PostgreSQL's
+``integer`` maximum, which the edge enforces and the document declares."""
+Revision = Annotated[
+    Integer, Field(json_schema_extra={"minimum": 1}), AfterValidator(_at_least_one)
+]
+
+
+def _positive(minimum: int = 1) -> Any:
+    # The minimum is the domain's own rule (its code, e.g. schedule.limits.non_positive_bound);
+    # the document states it, the edge does not pre-empt it.
+    return Field(json_schema_extra={"minimum": minimum})
+
+
+def _decimal_text(value: Any, pattern: str) -> Any:
+    if isinstance(value, str) and not re.fullmatch(pattern, value):
+        raise ValueError("not a decimal amount")
+    return value
 
 
 class StateParam(StrEnum):
@@ -45,30 +97,53 @@ class StateParam(StrEnum):
 
 
 class LimitsBody(Closed):
-    max_steps: int = Field(strict=True)
-    max_model_calls: int = Field(strict=True)
-    max_tool_calls: int = Field(strict=True)
-    max_cost: Decimal | str = Field(description='decimal amount, e.g. "2.50"')
-    reserve_steps: int = Field(default=0, strict=True)
-    reserve_model_calls: int = Field(default=0, strict=True)
-    reserve_cost: Decimal | str = "0"
+    max_steps: Annotated[Integer, _positive()]
+    max_model_calls: Annotated[Integer, _positive()]
+    max_tool_calls: Annotated[Integer, _positive()]
+    max_cost: Decimal | str = Field(json_schema_extra=schemas.money(positive=True))
+    reserve_steps: Annotated[Integer, _positive(0)] = 0
+    reserve_model_calls: Annotated[Integer, _positive(0)] = 0
+    reserve_cost: Decimal | str = Field(
+        default="0", json_schema_extra=schemas.money(positive=False)
+    )
+
+    @field_validator("max_cost", mode="before")
+    @classmethod
+    def _max_cost(cls, value: Any) -> Any:
+        return _decimal_text(value, schemas.POSITIVE_DECIMAL)
+
+    @field_validator("reserve_cost", mode="before")
+    @classmethod
+    def _reserve_cost(cls, value: Any) -> Any:
+        return _decimal_text(value, schemas.DECIMAL)
 
 
 class DefinitionBody(Closed):
     """A complete definition (create, and the full-definition PATCH)."""
 
-    title: str
-    instruction: str
-    cadence: Any = Field(description=CADENCE_DOC, json_schema_extra={"type": "object"})
+    title: str = Field(json_schema_extra=schemas.TITLE)
+    instruction: str = Field(json_schema_extra=schemas.INSTRUCTION)
+    cadence: Any = Field(json_schema_extra=schemas.CADENCE)
     agent_id: UUID
-    agent_version: str | None = None
-    policy_profile: str | None = None
-    requested_scopes: list[str] = Field(default_factory=list, max_length=32)
+    agent_version: str | None = Field(
+        default=None, json_schema_extra={"anyOf": [schemas.NAME, {"type": "null"}]}
+    )
+    policy_profile: str | None = Field(
+        default=None, json_schema_extra={"anyOf": [schemas.NAME, {"type": "null"}]}
+    )
+    requested_scopes: list[str] = Field(
+        default_factory=list, max_length=32, json_schema_extra={"items": schemas.SCOPE_ITEM}
+    )
     browser_profile_id: UUID | None = None
     limits: LimitsBody
-    run_timeout_seconds: int = Field(strict=True)
-    misfire_grace_seconds: int = Field(strict=True)
-    max_consecutive_failures: int = Field(strict=True)
+    run_timeout_seconds: Annotated[Integer, _positive()]
+    misfire_grace_seconds: Annotated[Integer, _positive()]
+    max_consecutive_failures: Annotated[Integer, _positive()]
+
+    @field_validator("cadence", mode="before")
+    @classmethod
+    def _cadence(cls, value: Any) -> Any:
+        return integral(value)
 
     def to_definition(self) -> ScheduleDefinition:
         limits = self.limits.model_dump()
@@ -97,11 +172,11 @@ class CreateScheduleBody(DefinitionBody):
 class UpdateScheduleBody(DefinitionBody):
     """The full-definition update: the complete next definition plus the revision read."""
 
-    expected_revision: int = Field(strict=True, ge=1)
+    expected_revision: Revision
 
 
 class RevisionGuard(Closed):
-    expected_revision: int = Field(strict=True, ge=1)
+    expected_revision: Revision
 
 
 # ------------------------------------------------------------------ responses

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
+from scheduling.http import schemas
 from scheduling.http.auth import plane_of, requires, scope_extra
 from scheduling.http.models import (
     CreateScheduleBody,
@@ -48,6 +49,7 @@ _COMMON: dict[int | str, dict[str, Any]] = {
     401: {**_ERRORS, "description": "no valid bearer token"},
     403: {**_ERRORS, "description": "the caller lacks the route's exact scope, or is disabled"},
     413: {**_ERRORS, "description": "the body exceeds the byte limit"},
+    415: {**_ERRORS, "description": "a request body that is not application/json"},
     422: {**_ERRORS, "description": "a field, parameter or value is invalid"},
     400: {**_ERRORS, "description": "malformed JSON, or a missing or invalid header"},
     500: {**_ERRORS, "description": "unexpected failure (no details)"},
@@ -67,6 +69,10 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 router = APIRouter()
 
 Limit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX, description="page size")]
+ExpectedRevision = Annotated[
+    int, Query(ge=1, le=schemas.INT32_MAX, description="the revision the caller read")
+]
+IDEMPOTENCY_KEY = {"pattern": schemas.IDEMPOTENCY_KEY_PATTERN}
 Cursor = Annotated[str | None, Query(max_length=CURSOR_MAX, description="opaque cursor")]
 
 
@@ -109,7 +115,9 @@ async def create_schedule(
     response: Response,
     body: CreateScheduleBody,
     principal: Annotated[Principal, Depends(requires(WRITE))],
-    idempotency_key: Annotated[str, Header(alias="Idempotency-Key", max_length=200)],
+    idempotency_key: Annotated[
+        str, Header(alias="Idempotency-Key", max_length=200, json_schema_extra=IDEMPOTENCY_KEY)
+    ],
 ) -> ScheduleOut:
     key = header_text(idempotency_key)
     result = await plane_of(request).service.create(principal, key, body.to_definition())
@@ -168,7 +176,10 @@ async def update_schedule(
     schedule_id: UUID,
     body: UpdateScheduleBody,
     principal: Annotated[Principal, Depends(requires(WRITE))],
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(alias="Idempotency-Key", max_length=200, json_schema_extra=IDEMPOTENCY_KEY),
+    ] = None,
 ) -> ScheduleOut:
     result = await plane_of(request).service.update(
         principal,
@@ -222,7 +233,7 @@ async def cancel_schedule(
     request: Request,
     schedule_id: UUID,
     principal: Annotated[Principal, Depends(requires(CANCEL))],
-    expected_revision: Annotated[int, Query(ge=1, le=2**31 - 1)],
+    expected_revision: ExpectedRevision,
 ) -> ScheduleOut:
     result = await plane_of(request).service.cancel(principal, schedule_id, expected_revision)
     return await _written(request, principal, result)
