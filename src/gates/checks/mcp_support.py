@@ -62,9 +62,12 @@ def accept(approve: bool = True) -> types.ElicitResult:
 @dataclass
 class Elicitations:
     """The client's elicitation callback: each request is kept (its message parsed)
-    and answered by ``answer`` (the next one queued, else the default)."""
+    and answered by the next queued answer, else ``default`` (decline)."""
 
     answers: list[Answer] = field(default_factory=list)
+    default: types.ElicitResult = field(
+        default_factory=lambda: types.ElicitResult(action="decline")
+    )
     seen: list[dict[str, Any]] = field(default_factory=list)
 
     def then(self, answer: Answer) -> None:
@@ -73,7 +76,7 @@ class Elicitations:
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.seen.append(json.loads(params.message))
         if not self.answers:
-            return types.ElicitResult(action="decline")
+            return self.default
         return await self.answers.pop(0)(params)
 
 
@@ -310,7 +313,7 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
     unknown token or none gets no session."""
     problems: list[str] = []
     evidence: dict[str, Any] = {}
-    owner_asks = Elicitations([lambda params: _accepting()])
+    owner_asks = Elicitations(default=accept(True))
     async with world.session(OWNER, owner_asks) as session:
         made = await session.call_tool("schedule.create", reminder(world, "Water", "a-1"))
     if made.isError:
@@ -318,7 +321,7 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
     target = payload(made)["schedule_id"]
     pause = {"schedule_id": target, "expected_revision": 1}
 
-    foreign_asks = Elicitations([lambda params: _accepting()] * 2)
+    foreign_asks = Elicitations(default=accept(True))  # a wrong edge would act
     before = await world.snapshot(STATE_TABLES)
     async with world.session(FOREIGN, foreign_asks) as session:
         foreign = await session.call_tool("schedule.pause", {**pause, "idempotency_key": "f-1"})
@@ -334,7 +337,7 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
     if (after := await world.snapshot(STATE_TABLES)) != before:
         problems.append(f"cross-tenant calls changed {[t for t in after if after[t] != before[t]]}")
 
-    reader_asks = Elicitations([lambda params: _accepting()] * 2)
+    reader_asks = Elicitations(default=accept(True))
     before = await world.snapshot()
     async with world.session(READER, reader_asks) as session:
         denied = [
@@ -387,7 +390,3 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
         problems.append(f"state while the approval was asked: {state_at_question}")
     evidence["pause_question_state"] = state_at_question
     return problems, evidence
-
-
-async def _accepting() -> types.ElicitResult:
-    return accept(True)
