@@ -1085,6 +1085,9 @@ async def pause_resume_check(world: ToolWorld) -> Verdict:
     # START is 2026-03-02T08:00Z; three days and two hours later it is 11:00 in Paris
     # (UTC+1) on 5 March, so the first strictly future 09:00 is 6 March 08:00Z.
     world.clock.advance(3 * 86400 + 7200)
+    # A deploy rotates the active agent while the schedule is paused: resume keeps the
+    # pinned revision (v1) and writes none.
+    await world.activate(AGENT_VERSION_2)
     resumed = (
         await approved_after_inspection(
             world,
@@ -1110,6 +1113,8 @@ async def pause_resume_check(world: ToolWorld) -> Verdict:
     v.expect(made.status.value == "not_due", f"a backfill scan decided {made.status}")
     occ = await world.sql("SELECT * FROM schedule_occurrences WHERE schedule_id = :i", i=uuid(sid))
     v.expect(not occ, f"{len(occ)} occurrences backfilled")
+    pinned = [(r["revision"], r["definition"]["agent_version"]) for r in await world.revisions(sid)]
+    v.expect(pinned == [(1, AGENT_VERSION)], f"resume after the rotation re-pinned: {pinned}")
     events = await world.events(sid)
     v.expect(events == ["schedule.created", "schedule.paused", "schedule.resumed"], f"{events}")
     boundary = await resume_at_a_firing(world, v, sid)
