@@ -122,16 +122,25 @@ class Records(logging.Handler):
         return "\n".join(self.lines)
 
 
+SERVER_LOGGERS = ("scheduling", "uvicorn", "starlette", "fastapi")
+"""The server's loggers (the product's, access log included, and the ASGI stack's),
+captured down to DEBUG; every other logger's records reach the capture at the level
+it is configured for (the root logger's level is left alone, so SQLAlchemy does not
+start echoing statements because of the capture)."""
+
+
 @contextlib.contextmanager
 def captured_logs() -> Iterator[Records]:
-    """Capture every record (root logger, DEBUG) while the block runs."""
+    """Capture every record reaching the root logger while the block runs."""
     handler = Records()
     root = logging.getLogger()
-    level = root.level
+    levels = {name: logging.getLogger(name).level for name in SERVER_LOGGERS}
     root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
+    for name in SERVER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG)
     try:
         yield handler
     finally:
         root.removeHandler(handler)
-        root.setLevel(level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
