@@ -139,6 +139,10 @@ async def test_bad_text_is_the_stable_argument_failure(
             raw = await _raw_call(world, {field: title})
             assert raw["error"]["code"] == "schedule.text.invalid", raw
             assert raw["error"]["details"]["problem"] == problem
+        # Bytes that are not UTF-8 at all: the validator sees a lone surrogate.
+        raw = await _raw_call(world, {"title": "BYTE"}, (b"BYTE", b"byte\xff"))
+        assert raw["error"]["code"] == "schedule.text.invalid", raw
+        assert raw["error"]["details"]["problem"] == "lone_surrogate"
         assert asks.seen == []
         assert await world.schedules() == []
     logged = "\n".join(r.getMessage() for r in caplog.records)
@@ -201,7 +205,9 @@ async def test_a_client_gone_mid_call_logs_no_traceback(
     assert tracebacks == [], [(r.name, r.getMessage()) for r in tracebacks]
 
 
-async def _raw_call(world: McpWorld, override: dict[str, str]) -> dict[str, Any]:
+async def _raw_call(
+    world: McpWorld, override: dict[str, str], raw: tuple[bytes, bytes] | None = None
+) -> dict[str, Any]:
     """initialize, initialized, tools/call by hand (JSON with the escape as sent)."""
     headers = {
         "Authorization": f"Bearer {world.bearer[OWNER]}",
@@ -227,8 +233,8 @@ async def _raw_call(world: McpWorld, override: dict[str, str]) -> dict[str, Any]
         args = {**reminder(world, "x", "raw-1"), **override}
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
         body = json.dumps({**call, "params": {"name": "schedule.create", "arguments": args}})
-        assert "\\u0000" in body or "\\ud800" in body  # the escape, not the character
-        response = await client.post(world.url, content=body, headers=headers)
+        data = body.encode() if raw is None else body.encode().replace(*raw)
+        response = await client.post(world.url, content=data, headers=headers)
         events = [
             json.loads(line[len("data: ") :])
             for line in response.text.splitlines()
@@ -241,3 +247,13 @@ async def _raw_call(world: McpWorld, override: dict[str, str]) -> dict[str, Any]
 
 async def _accepting() -> types.ElicitResult:
     return accept(True)
+
+
+async def test_a_body_over_the_limit_is_refused_with_its_code(pg_url: str) -> None:
+    async with McpWorld.serving(pg_url) as world:
+        big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 1_100_000}}
+        response = await world.post(big, world.bearer[OWNER])
+        assert response.status_code == 413
+        assert response.json() == {"error": {"code": "schedule.mcp.body_too_large"}}
+        ping = await world.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, world.bearer[OWNER])
+        assert ping.status_code != 413

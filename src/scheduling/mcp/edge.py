@@ -73,7 +73,11 @@ INTERNAL = reason(
     "schedule.mcp.internal_error",
     "The MCP edge failed unexpectedly; the effect is unknown, retry with the same key",
 )
+BODY_TOO_LARGE = reason(
+    "schedule.mcp.body_too_large", "The MCP request body exceeds the edge's byte limit"
+)
 IDEMPOTENCY_FIELD = "idempotency_key"
+MAX_BODY_BYTES = 1024 * 1024
 RESULT_META = "scheduling/result"
 DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300.0
 
@@ -314,8 +318,14 @@ class McpEdge:
             if scope["type"] == "http":
                 headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
                 if await self.principal(headers.get("authorization")) is None:
-                    await _unauthorized(send)
+                    await _refuse(send, 401, UNAUTHENTICATED)
                     return
+                if scope.get("method") == "POST":
+                    body = await _body(receive, MAX_BODY_BYTES)
+                    if body is None:
+                        await _refuse(send, 413, BODY_TOO_LARGE)
+                        return
+                    receive = _replay(_as_utf8(body), receive)
             await manager.handle_request(scope, receive, send)
 
         async with manager.run():
@@ -330,16 +340,60 @@ class McpEdge:
             await self.server.run(read, write, self.server.create_initialization_options())
 
 
-async def _unauthorized(send: Send) -> None:
-    body = json.dumps({"error": {"code": UNAUTHENTICATED}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b"Bearer"),
-            ],
-        }
-    )
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or ``None`` past ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect: what arrived is all
+            break
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _as_utf8(body: bytes) -> bytes:
+    """``body`` unchanged when it is UTF-8; otherwise, when it is JSON once its invalid
+    bytes are read as lone surrogates (``surrogateescape``), that JSON ASCII-escaped, so
+    the text validator refuses those strings with ``schedule.text.invalid`` (the SDK
+    would raise on the bytes and log a traceback). Anything else is the SDK's parse
+    error to answer."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            document = json.loads(body.decode("utf-8", errors="surrogateescape"))
+        except ValueError:
+            return b"{"  # not JSON either: the SDK answers its parse error
+        return json.dumps(document, ensure_ascii=True).encode("ascii")
+    return body
+
+
+def _replay(body: bytes, original: Receive) -> Receive:
+    """``body`` as one message, then the connection's own messages (a disconnect is
+    what an open event stream waits for)."""
+    sent = False
+
+    async def receive() -> MutableMapping[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await original()
+
+    return receive
+
+
+async def _refuse(send: Send, status: int, code: str) -> None:
+    body = json.dumps({"error": {"code": code}}).encode()
+    headers = [(b"content-type", b"application/json")]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
