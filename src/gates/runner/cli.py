@@ -313,7 +313,14 @@ def _rerun(report: GateReport, checkout: Path, n: int, seed: int | None) -> tupl
         f" tzdata {report.run.tzdata})",
         file=sys.stderr,
     )
-    results, _ = rerun.rerun_checks(chosen, checkout, report.run.seed, report.run.profile)
+    where = report.run.provenance.checks_dir if report.run.provenance else None
+    results, _ = rerun.rerun_checks(
+        chosen,
+        checkout,
+        report.run.seed,
+        report.run.profile,
+        where or rerun.DEFAULT_CHECKS_DIR,
+    )
     seconds = (clock.now() - started).total_seconds()
     for result in results:
         print(rerun.describe(result), file=sys.stderr)
