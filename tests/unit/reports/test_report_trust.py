@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gates.catalog import load_catalog
 from gates.catalog.ledger import load_ledger
@@ -327,3 +328,21 @@ def test_the_documented_weighted_figures_are_what_the_sampler_does() -> None:
         assert float(row[2]) == pytest.approx(rerun.detection_probability(128, k, n), abs=0.005)
         assert float(row[3]) == pytest.approx(plain, abs=0.035)
         assert float(row[4]) == pytest.approx(explored, abs=0.035)
+
+
+# ------------------------------------------------------------------ the example workflow
+
+
+def test_the_example_workflow_signs_verifies_and_attests() -> None:
+    workflow = DOC.parents[1] / ".github" / "workflows" / "gates.yml"
+    data = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    steps = data["jobs"]["gates"]["steps"]
+    script = "\n".join(str(s.get("run", "")) for s in steps)
+    assert "secrets.GATE_REPORT_SIGNING_KEY" in workflow.read_text(encoding="utf-8")
+    assert "${{ steps.key.outputs.sign }}" in script
+    assert "--checkout ." in script
+    assert "${{ steps.key.outputs.trust }}" in script
+    attest = [s for s in steps if str(s.get("uses", "")).startswith("actions/attest-build")]
+    assert len(attest) == 1
+    assert attest[0]["with"]["subject-path"] == "reports/out/gate-report.json"
+    assert {"id-token", "attestations"} <= set(data["permissions"])
