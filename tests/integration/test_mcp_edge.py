@@ -257,3 +257,18 @@ async def test_a_body_over_the_limit_is_refused_with_its_code(pg_url: str) -> No
         assert response.json() == {"error": {"code": "schedule.mcp.body_too_large"}}
         ping = await world.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, world.bearer[OWNER])
         assert ping.status_code != 413
+
+
+async def test_an_unanswered_approval_times_out_as_a_denial(pg_url: str) -> None:
+    async with McpWorld.serving(pg_url, approval_timeout_seconds=1) as world:
+
+        async def never(params: types.ElicitRequestParams) -> types.ElicitResult:
+            await asyncio.sleep(3)  # answers after the server stopped waiting
+            return accept(True)
+
+        async with world.session(OWNER, Elicitations([never])) as session:
+            late = await session.call_tool("schedule.create", reminder(world, "Late", "t-1"))
+        assert code(late) == "schedule.tool.approval_denied"
+        assert await world.schedules() == []
+        decided = await world.sql("SELECT approved, decided_by FROM tool_approval_decisions")
+        assert decided == [{"approved": False, "decided_by": "mcp:elicitation-failed"}]
