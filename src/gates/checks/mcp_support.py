@@ -1,8 +1,8 @@
 """The MCP edge served for real, for the MCP gate facet and its tests (not a test module).
 
 ``McpWorld.serving(url)`` seeds principals of two tenants and the default agent through
-an admin login, issues their bearer tokens into a fresh token file with the operator
-command (``scheduling tokens add``: the file keeps digests only), builds the edge
+an admin login, issues their bearer tokens into a fresh token file the way
+``scheduling tokens add`` does (the file keeps digests only), builds the edge
 through the composition root (``bootstrap.build_mcp``: ``build_tools`` on PostgreSQL,
 the API role by ``SET LOCAL ROLE`` over the world's URL, the edge's elicitation as the
 approval port, ``edge_authenticator`` over the token file) and serves it with uvicorn
@@ -18,7 +18,6 @@ decline, say) built and served the same way.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -36,8 +35,8 @@ from sqlalchemy import text
 
 from gates.checks.tool_support import TOOL_TABLES, tool_env
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.adapters.token_file import issue_token
 from scheduling.bootstrap import McpRole, build_mcp, token_file
-from scheduling.cli import main as scheduling_cli
 from scheduling.config import Settings
 from scheduling.domain.identity import Principal
 from scheduling.mcp import McpEdge, serving
@@ -99,15 +98,11 @@ def code(result: types.CallToolResult) -> str | None:
 
 
 def issue(path: Path, who: Principal) -> str:
-    """A bearer token for ``who`` through ``scheduling tokens add`` (printed once)."""
-    out = io.StringIO()
-    argv = ["tokens", "--tokens-file", str(path), "add"]
-    status = scheduling_cli(
-        [*argv, "--tenant", who.tenant_id, "--principal", who.principal_id], out
-    )
-    assert status == 0, out.getvalue()
-    lines = dict(line.split(": ", 1) for line in out.getvalue().splitlines() if ": " in line)
-    return lines["token"]
+    """A bearer token for ``who`` in the token file, as ``scheduling tokens add`` writes
+    it (that command runs its own event loop, so the world calls the same function)."""
+    _, token = issue_token(path, who.tenant_id, who.principal_id, START)
+    assert token not in path.read_text(encoding="utf-8")  # the file keeps digests only
+    return token
 
 
 _SCHEDULES = (
