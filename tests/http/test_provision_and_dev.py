@@ -104,10 +104,22 @@ def test_invalid_principal_files_write_nothing(
     assert "schedule.provision." in capsys.readouterr().err
 
 
-def test_tokens_add_list_revoke(tmp_path: Path) -> None:
+def test_tokens_add_list_revoke(pg_url: str, tmp_path: Path) -> None:
+    principals = tmp_path / "principals.json"
+    principals.write_text(json.dumps(PRINCIPALS))
+    assert run_cli("principals", "import", str(principals), "--url", pg_url)[0] == 0
     path = tmp_path / "tokens.json"
     code, out = run_cli(
-        "tokens", "--tokens-file", str(path), "add", "--tenant", "acme", "--principal", "alice"
+        "tokens",
+        "--tokens-file",
+        str(path),
+        "add",
+        "--tenant",
+        "acme",
+        "--principal",
+        "alice",
+        "--url",
+        pg_url,
     )
     assert code == 0
     token_id = out.split("token_id: ")[1].split()[0]
@@ -118,6 +130,56 @@ def test_tokens_add_list_revoke(tmp_path: Path) -> None:
     assert token not in listed
     assert run_cli("tokens", "--tokens-file", str(path), "revoke", token_id)[0] == 0
     assert run_cli("tokens", "--tokens-file", str(path), "revoke", token_id)[0] == 2
+
+
+@pytest.mark.parametrize(
+    ("tenant", "who", "expected"),
+    [
+        ("acme", "carol", "schedule.provision.unknown_principal"),  # no such principal
+        ("globex", "alice", "schedule.provision.unknown_principal"),  # unknown tenant
+        ("acme", "bob", "schedule.provision.principal_disabled"),  # disabled
+    ],
+    ids=["unknown-principal", "unknown-tenant", "disabled"],
+)
+def test_tokens_add_refuses_who_cannot_act_and_writes_nothing(
+    pg_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    tenant: str,
+    who: str,
+    expected: str,
+) -> None:
+    """Issue 23 finding 6: a token for a principal the directory does not hold, or holds
+    disabled, would be a credential that names nobody; refused, exit code 2, the token
+    file untouched (absent stays absent, an existing one keeps its bytes)."""
+    principals = tmp_path / "principals.json"
+    principals.write_text(json.dumps(PRINCIPALS))
+    assert run_cli("principals", "import", str(principals), "--url", pg_url)[0] == 0
+    capsys.readouterr()
+    path = tmp_path / "tokens.json"
+    argv = ("tokens", "--tokens-file", str(path), "add", "--tenant", tenant, "--principal", who)
+    code, out = run_cli(*argv, "--url", pg_url)
+    err = capsys.readouterr().err
+    assert (code, out) == (2, "")
+    assert f"error: {expected}:" in err
+    assert "Traceback" not in err
+    assert not path.exists()
+    assert (
+        run_cli(*argv[:3], "add", "--tenant", "acme", "--principal", "alice", "--url", pg_url)[0]
+        == 0
+    )
+    before = path.read_bytes()
+    assert run_cli(*argv, "--url", pg_url)[0] == 2
+    assert path.read_bytes() == before
+
+
+def test_tokens_add_needs_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_SCHEDULE_DATABASE_URL", raising=False)
+    path = tmp_path / "tokens.json"
+    code, out = run_cli(
+        "tokens", "--tokens-file", str(path), "add", "--tenant", "acme", "--principal", "alice"
+    )
+    assert (code, out, path.exists()) == (2, "", False)
 
 
 def test_serve_and_dev_refuse_without_their_inputs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,9 @@
 * ``scheduling principals import FILE`` - upsert principals into the durable directory;
 * ``scheduling agents import FILE`` - add immutable agent versions, move active pointers;
 * ``scheduling tokens add --tenant T --principal P`` - issue a bearer token (printed once;
-  the token file keeps its SHA-256 digest), ``tokens revoke TOKEN_ID``, ``tokens list``.
+  the token file keeps its SHA-256 digest) for a principal the durable directory holds
+  enabled (else ``schedule.provision.unknown_principal`` / ``principal_disabled``, exit
+  code 2, nothing written), ``tokens revoke TOKEN_ID``, ``tokens list``.
 
 Imports are idempotent and validated completely before one transaction writes them. They
 connect with the migration/trusted login (``--url`` or ``AGENT_SCHEDULE_DATABASE_URL``).
@@ -25,10 +27,20 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.adapters.token_file import issue_token, read_entries, revoke_token
 from scheduling.cli.edge import load_settings, system_edge
 from scheduling.cli.registry import command
-from scheduling.domain.errors import SchedulingError
+from scheduling.domain.errors import SchedulingError, ValidationError
+from scheduling.domain.reasons import reason
 from scheduling.service.provisioning import ImportReport, ProvisioningService
 
 TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
+
+UNKNOWN_PRINCIPAL = reason(
+    "schedule.provision.unknown_principal",
+    "tokens add names a tenant/principal the durable directory does not hold",
+)
+PRINCIPAL_DISABLED = reason(
+    "schedule.provision.principal_disabled",
+    "tokens add names a principal the durable directory holds disabled",
+)
 
 
 def _error(exc: SchedulingError) -> int:
@@ -110,9 +122,29 @@ def _configure_tokens(parser: argparse.ArgumentParser) -> None:
     add = sub.add_parser("add", help="issue a token for a principal (printed once)")
     add.add_argument("--tenant", required=True, help="the tenant the token acts in")
     add.add_argument("--principal", required=True, help="the principal the token acts as")
+    add.add_argument(
+        "--url", default=None, help="trusted login URL (the principal directory is checked)"
+    )
     revoke = sub.add_parser("revoke", help="remove a token by its id")
     revoke.add_argument("token_id", metavar="TOKEN_ID", help="the id printed by `tokens add`")
     sub.add_parser("list", help="list token ids and their principals (never a token)")
+
+
+async def _check_principal(url: str, tenant_id: str, principal_id: str) -> None:
+    """The principal must be in the durable directory and enabled: a token for anyone
+    else would be a credential that names nobody (or someone who may not act)."""
+    uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
+    try:
+        async with uow.begin() as tx:
+            record = await tx.principals.get(tenant_id, principal_id)
+    finally:
+        await uow.dispose()
+    if record is None:
+        raise ValidationError(
+            UNKNOWN_PRINCIPAL, "the directory has no such principal in this tenant"
+        )
+    if not record.enabled:
+        raise ValidationError(PRINCIPAL_DISABLED, "the principal is disabled")
 
 
 def tokens_path(value: str | None) -> Path | None:
@@ -128,6 +160,11 @@ def tokens(args: argparse.Namespace, out: TextIO) -> int:
         return 2
     try:
         if args.action == "add":
+            url = _database_url(args)
+            if not url:
+                print("error: give --url or set AGENT_SCHEDULE_DATABASE_URL", file=sys.stderr)
+                return 2
+            asyncio.run(_check_principal(url, args.tenant, args.principal))
             clock, _ = system_edge()
             entry, token = issue_token(path, args.tenant, args.principal, clock.now())
             print(f"token_id: {entry.token_id}", file=out)

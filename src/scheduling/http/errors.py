@@ -152,6 +152,8 @@ STATUS: dict[str, int] = {
     "schedule.provision.agent_version_conflict": 409,
     "schedule.provision.duplicate_entry": 422,
     "schedule.provision.file_invalid": 422,
+    "schedule.provision.principal_disabled": 422,
+    "schedule.provision.unknown_principal": 422,
     "schedule.provision.unknown_scope": 422,
     # idempotency
     "schedule.idempotency.key_reused": 409,
