@@ -293,11 +293,17 @@ def build_api(
         tenants=tenants or _ceilings(settings),
         scanner=scanner or SecretScanner(),
     )
-    service = service_type(
-        uow=uow, clock=clock, ids=ids, validator=validator, notifier=notifier, probe=probe
-    )
     keys: KeyRing = (
         PostgresKeyRing(uow) if isinstance(uow, PostgresUnitOfWorkFactory) else MemoryKeyRing()
+    )
+    service = service_type(
+        uow=uow,
+        clock=clock,
+        ids=ids,
+        validator=validator,
+        notifier=notifier,
+        probe=probe,
+        keys=keys,
     )
     return ApiRole(service, uow, principals, agents, profiles, owns_uow, keys)
 

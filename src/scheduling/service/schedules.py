@@ -13,7 +13,10 @@ and no details, so a caller cannot tell them apart.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
+import secrets
 from collections.abc import Callable
 from datetime import datetime
 from typing import NoReturn
@@ -30,6 +33,7 @@ from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
+from scheduling.ports.keys import IDEMPOTENCY_KEY, KEY_BYTES, KeyRing
 from scheduling.ports.notifier import NullNotifier, ScheduleNotifier
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.records import IdempotencyEntry, ProcessEvent
@@ -75,6 +79,28 @@ _EVENT_FOR = {
 }
 
 
+def idempotency_digest(secret: bytes, tenant_id: str, principal_id: str, key: str) -> str:
+    """What ``schedule_idempotency_keys.key`` stores for a client's Idempotency-Key: the
+    hex HMAC-SHA256 under the deployment's ``idempotency.key`` key of the tenant, the
+    principal and the key, each length-prefixed (domain-separated: no two triples share
+    a message). A credential pasted as the header never reaches a row (ADR 2133), and
+    the same key from the same caller still finds its entry."""
+    parts = (b"schedule.idempotency.v1", tenant_id.encode(), principal_id.encode(), key.encode())
+    message = b"".join(len(part).to_bytes(4, "big") + part for part in parts)
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
+class _InstanceKeys:
+    """The key ring of a service built without one (a single-process memory stack): one
+    random key for the life of the instance."""
+
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(KEY_BYTES)
+
+    async def key(self, purpose: str) -> bytes:
+        return self._key
+
+
 def not_found() -> NotFoundError:
     """The one not-found error every read and write returns (no details, on purpose)."""
     return NotFoundError(SCHEDULE_NOT_FOUND, "schedule not found")
@@ -110,8 +136,10 @@ class ScheduleService:
         validator: DefinitionValidator,
         notifier: ScheduleNotifier | None = None,
         probe: Probe | None = None,
+        keys: KeyRing | None = None,
     ) -> None:
         self._uow = uow
+        self._keys: KeyRing = keys or _InstanceKeys()
         self._clock = clock
         self._ids = ids
         self._validator = validator
@@ -132,6 +160,7 @@ class ScheduleService:
         # before anything is hashed, looked up or stored.
         check_definition_text(definition)
         self._validator.scan_text(definition.title, definition.instruction)
+        key = await self._stored_key(principal, key)
         digest = request_hash("schedule.create", normalized_request(definition))
         replay = await self._replay(principal, key, digest)
         if replay is not None:
@@ -192,6 +221,8 @@ class ScheduleService:
             check_idempotency_key(idempotency_key)
         check_definition_text(definition)
         self._validator.scan_text(definition.title, definition.instruction)
+        if idempotency_key is not None:
+            idempotency_key = await self._stored_key(principal, idempotency_key)
         digest = None
         if idempotency_key is not None:
             body = {
@@ -224,6 +255,7 @@ class ScheduleService:
         key = check_idempotency_key(idempotency_key)
         check_patch_text(patch)
         self._validator.scan_text(patch.title or "-", patch.instruction or "-")
+        key = await self._stored_key(principal, key)
         body = {
             "schedule_id": str(schedule_id),
             "expected_revision": expected_revision,
@@ -476,6 +508,11 @@ class ScheduleService:
                 "the schedule changed since it was read",
                 {"current_revision": current},
             ) from None
+
+    async def _stored_key(self, principal: Principal, key: str) -> str:
+        """The keyed digest that stands for ``key`` in the idempotency ledger."""
+        secret = await self._keys.key(IDEMPOTENCY_KEY)
+        return idempotency_digest(secret, principal.tenant_id, principal.principal_id, key)
 
     async def _replay(self, principal: Principal, key: str, digest: str) -> ScheduleResult | None:
         async with self._uow.begin(principal) as uow:
