@@ -172,3 +172,14 @@ def test_the_document_declares_the_constraints_the_validators_enforce() -> None:
         for op in ops.values():
             if "requestBody" in op:
                 assert "415" in op["responses"], path
+
+
+async def test_an_instant_before_the_first_utc_instant_is_422_not_500(pg_url: str) -> None:
+    # Found by the schemathesis run of this issue: astimezone(UTC) overflowed (500).
+    async with http_world(pg_url) as world:
+        for at in ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"):
+            response = await world.create(at, cadence={"kind": "ONCE", "at": at})
+            assert (response.status_code, _code(response)) == (
+                422,
+                "schedule.cadence.invalid_instant",
+            ), response.text

@@ -151,7 +151,10 @@ def _instant(value: object) -> datetime:
         raise _fail(INVALID_TYPE, "at must be a string", field="at")
     if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise _fail(NAIVE_INSTANT, "at must carry a UTC offset")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first UTC instant
+        raise _fail(INVALID_INSTANT, "at is outside the representable range") from None
 
 
 class _Base:

@@ -24,12 +24,12 @@ INT32_MAX = 2**31 - 1
 _SPACE = (
     r"\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-NO_NUL = r"^[^\u0000]*$"
-NOT_BLANK = f"[^{_SPACE}]"
+TEXT_PATTERN = rf"^[^\u0000]*[^\u0000{_SPACE}][^\u0000]*$"
+"""No NUL anywhere, and at least one character that is not white space."""
 IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]{{1,{MAX_IDEMPOTENCY_KEY}}}$"
 LOCAL_TIME_PATTERN = r"^(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?$"
 INSTANT_PATTERN = (
-    r"^[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3])"
+    r"^(?:1[0-9]|[2-8][0-9]|9[0-8])[0-9]{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3])"
     r":[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
 )
 POSITIVE_DECIMAL = (
@@ -44,18 +44,13 @@ def text(max_length: int) -> dict[str, Any]:
         "type": "string",
         "minLength": 1,
         "maxLength": max_length,
-        "allOf": [{"pattern": NO_NUL}, {"pattern": NOT_BLANK}],
+        "pattern": TEXT_PATTERN,
     }
 
 
 TITLE = text(MAX_TITLE)
 INSTRUCTION = text(MAX_INSTRUCTION)
-NAME: dict[str, Any] = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 200,
-    "allOf": [{"pattern": NO_NUL}, {"pattern": NOT_BLANK}],
-}
+NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": TEXT_PATTERN}
 SCOPE_ITEM: dict[str, Any] = {"type": "string", "enum": sorted(PLATFORM_SCOPES)}
 
 
@@ -143,7 +138,7 @@ CADENCE: dict[str, Any] = {
             "required": ["kind", "at"],
             "properties": {
                 "kind": {"const": "ONCE"},
-                "at": {"type": "string", "pattern": INSTANT_PATTERN},
+                "at": {"type": "string", "format": "date-time", "pattern": INSTANT_PATTERN},
             },
         },
         _civil("DAILY"),
