@@ -194,3 +194,30 @@ async def test_startup_refuses_an_unknown_token_and_the_flags_off(pg_url: str) -
             assert proc.returncode == 1, err
             assert "schedule.bootstrap.feature_disabled" in err.decode()
             assert "Traceback" not in err.decode()
+
+
+async def test_a_client_that_stops_reading_ends_the_process_quietly(pg_url: str) -> None:
+    async with McpWorld.serving(pg_url) as world:
+        env = stdio_env(world, pg_url, world.bearer[OWNER])
+        read_end, write_end = os.pipe()
+        proc = await asyncio.create_subprocess_exec(
+            SCHEDULING, "mcp", env=env, stdin=asyncio.subprocess.PIPE, stdout=write_end,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        os.close(write_end)
+        os.close(read_end)  # nobody reads the answers: every write fails with EPIPE
+        assert proc.stdin is not None
+        assert proc.stderr is not None
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }
+        line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        proc.stdin.write(line.encode() + b"\n")
+        await proc.stdin.drain()
+        status = await asyncio.wait_for(proc.wait(), 60)
+        stderr = (await proc.stderr.read()).decode()
+        assert status == 0, stderr
+        assert "Traceback" not in stderr
+        assert "client closed stdout" in stderr

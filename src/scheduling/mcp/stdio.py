@@ -12,14 +12,19 @@ transport does, so every text reaches the pipeline's one validator (ADR 2112):
   carries a usable id, and otherwise dropped; the log line never quotes it;
 * a response that cannot be encoded is replaced by an internal-error response;
 * a closed stdin ends the session; a closed stdout (the client went away) ends it
-  quietly, without a traceback.
+  quietly, without a traceback, even while stdin stays open (stdin is read by a
+  daemon thread).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -70,6 +75,39 @@ def encode_message(message: types.JSONRPCMessage) -> bytes:
         return fallback.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
 
 
+def _lines(source: Any) -> asyncio.Queue[bytes | None]:
+    """The lines of ``source``, read by a daemon thread (``None`` at the end). A blocked
+    read cannot be cancelled; a daemon thread never keeps the process alive, so a session
+    that ends while the client keeps stdin open (it stopped reading stdout) still exits."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def put(item: bytes | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    def pump() -> None:
+        # os.read on the descriptor, not the buffered file: a daemon thread blocked
+        # inside a buffered read holds its lock, and interpreter shutdown aborts on it.
+        pending = b""
+        try:
+            fd = source.fileno()
+            while chunk := os.read(fd, 65536):
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for raw in complete:
+                    put(raw)
+            if pending:
+                put(pending)
+        except (OSError, ValueError):  # a closed or broken stdin is its end
+            pass
+        finally:
+            put(None)
+
+    threading.Thread(target=pump, name="mcp-stdin", daemon=True).start()
+    return queue
+
+
 @asynccontextmanager
 async def stdio_transport(
     stdin: Any = None, stdout: Any = None
@@ -81,7 +119,7 @@ async def stdio_transport(
 ]:
     """(read, write) streams for ``Server.run`` over binary ``stdin``/``stdout``
     (default: this process's standard streams)."""
-    source = anyio.wrap_file(stdin if stdin is not None else sys.stdin.buffer)
+    lines = _lines(stdin if stdin is not None else sys.stdin.buffer)
     sink = anyio.wrap_file(stdout if stdout is not None else sys.stdout.buffer)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -90,7 +128,7 @@ async def stdio_transport(
     async def reader() -> None:
         async with read_writer, replies:
             try:
-                async for raw in source:
+                while (raw := await lines.get()) is not None:
                     decoded = decode_line(raw)
                     if isinstance(decoded, types.JSONRPCError):
                         await replies.send(SessionMessage(types.JSONRPCMessage(decoded)))
