@@ -93,7 +93,12 @@ from scheduling.ports.tool_ledger import ToolLedger, WebsiteBindings
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime.hooks import AccountingHook
 from scheduling.runtime.scripted import ScriptedAgent
-from scheduling.runtime.tool_pipeline import ApprovalPort, Governance, ToolRegistry
+from scheduling.runtime.tool_pipeline import (
+    DEFAULT_APPROVAL_TIMEOUT_SECONDS,
+    ApprovalPort,
+    Governance,
+    ToolRegistry,
+)
 from scheduling.runtime.tools import ToolPipeline, scripted_tools
 from scheduling.runtime.worker import RunWorker
 from scheduling.runtime.worker import WorkerSettings as RunWorkerSettings
@@ -863,11 +868,13 @@ def build_tools(
     uow: UnitOfWorkFactory | None = None,
     notifier: ScheduleNotifier | None = None,
     tenants: TenantConfiguration | None = None,
+    approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
 ) -> ToolsRole:
     """The conversation-side tool pipeline: registry, roster, ledger and approvals, over
     ``build_api``'s service (same login, directories, validator; ``uow``, ``notifier``
     and ``tenants`` are injected as there). The chat surface supplies the website
-    bindings; browser profiles are the API role's (``ToolsRole.api.profiles``)."""
+    bindings; browser profiles are the API role's (``ToolsRole.api.profiles``). The
+    pipeline waits at most ``approval_timeout_seconds`` (real time) for a decision."""
     flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
     registry = ToolRegistry()
     roster = default_agent_roster(**flags, base=base_roster)
@@ -890,7 +897,13 @@ def build_tools(
         scanner=SecretScanner(),
     )
     register_schedule_tools(registry, deps, **flags)
-    governance = Governance(ledger=ledger, approvals=approvals, clock=clock, ids=ids)
+    governance = Governance(
+        ledger=ledger,
+        approvals=approvals,
+        clock=clock,
+        ids=ids,
+        approval_timeout_seconds=approval_timeout_seconds,
+    )
     return ToolsRole(ToolPipeline(registry, governance), registry, roster, api, ledger)
 
 

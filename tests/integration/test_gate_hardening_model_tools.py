@@ -3,7 +3,9 @@ implementation swapped in, reports problems (real PostgreSQL, the same checks th
 run). Wrong implementations are swapped onto the world ``bootstrap.build_tools`` built
 (its pipeline object's class, a registered handler, a service method, a ledger port):
 a pipeline that asks approval before the scope check, one that skips the check, one
-that never replays, one that ignores a decline, one that takes a timeout for consent;
+that never replays, one that ignores a decline, one that takes a timeout for consent,
+lets the approval port's exception escape, never bounds the approval wait or records a
+timeout as a decline;
 a policy that approves nothing; a ledger that lets anyone decide or finds keys across
 principals; lifecycle tools that act in prepare; an update that re-pins the active
 agent; summaries at revision 1; no output ceiling; next firings at now; tools that widen scopes,
@@ -28,8 +30,10 @@ from gates.checks.tool_support import WHO, ToolWorld
 from scheduling.adapters.memory.tool_ledger import MemoryToolLedger
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.runtime.tool_pipeline import (
+    ApprovalDecision,
     ApprovalPolicy,
     ApprovalRequest,
+    Governance,
     PreparedCall,
     ToolExecutionContext,
     ToolHandler,
@@ -60,7 +64,7 @@ class ApprovesFirst(ToolPipeline):
     ) -> ToolResult:
         assert self.governance is not None
         request = ApprovalRequest(
-            context.principal and self.governance.ids.new_uuid(),
+            self.governance.ids.new_uuid(),
             self.governance.ids.new_uuid(),
             name,
             version or "",
@@ -113,7 +117,7 @@ class NeverReplays(ToolPipeline):
             return None
 
         real_key = context.idempotency_key
-        ledger.find = find  # type: ignore[method-assign]
+        ledger.find = find  # type: ignore[method-assign,assignment]
         try:
             record = self._record
 
@@ -253,7 +257,7 @@ def ignore_revision(world: ToolWorld) -> None:
         current = (await service.get(principal, sid)).schedule.current_revision
         return await original(principal, sid, current)
 
-    service.pause = pause  # type: ignore[method-assign]
+    service.pause = pause  # type: ignore[method-assign,assignment]
 
 
 def cancel_as_pause(world: ToolWorld) -> None:
@@ -272,7 +276,7 @@ def rebuild_on_update(world: ToolWorld) -> None:
         )
         return await service.update(principal, sid, expected, fresh, key)
 
-    service.patch = patch  # type: ignore[method-assign]
+    service.patch = patch  # type: ignore[method-assign,assignment]
 
 
 def invent_unchanged(world: ToolWorld) -> None:
@@ -301,13 +305,36 @@ class IgnoresDecline(ToolPipeline):
 
 
 class TimeoutApproves(ToolPipeline):
-    """Treats an approver that never answered as consent."""
+    """Treats an approver that never answered (or could not be reached) as consent."""
 
-    async def _approve(self, *args: Any, **kwargs: Any) -> ToolResult | None:
+    async def _ask(self, gov: Governance, request: ApprovalRequest) -> ApprovalDecision | None:
+        answer = await super()._ask(gov, request)
+        return answer or ApprovalDecision(approved=True, decided_by="timeout")
+
+
+class TimeoutEscapes(ToolPipeline):
+    """Lets the approval port's exception escape ``call`` (which promises never to raise)."""
+
+    async def _ask(self, gov: Governance, request: ApprovalRequest) -> ApprovalDecision | None:
+        return await gov.approvals.decide(request)
+
+
+class UnboundedWait(ToolPipeline):
+    """Turns a port's error into the timeout result but never bounds the wait itself."""
+
+    async def _ask(self, gov: Governance, request: ApprovalRequest) -> ApprovalDecision | None:
         try:
-            return await super()._approve(*args, **kwargs)
-        except TimeoutError:
+            return await gov.approvals.decide(request)
+        except Exception:
             return None
+
+
+class TimeoutIsFinal(ToolPipeline):
+    """Records an unanswered approval as a decline (the retry can never ask again)."""
+
+    async def _ask(self, gov: Governance, request: ApprovalRequest) -> ApprovalDecision | None:
+        answer = await super()._ask(gov, request)
+        return answer or ApprovalDecision(approved=False, decided_by="timeout")
 
 
 def effect_in_prepare(world: ToolWorld) -> None:
@@ -391,6 +418,11 @@ CASES: list[tuple[str, Check, type[ToolPipeline] | None, Any]] = [
     ("declined-cancel", checks.cancel_check, IgnoresDecline, None),
     ("declined-update", checks.update_happy_path_check, IgnoresDecline, None),
     ("timeout-approves", checks.create_happy_path_check, TimeoutApproves, None),
+    ("timeout-approves-cancel", checks.cancel_check, TimeoutApproves, None),
+    ("timeout-escapes", checks.create_happy_path_check, TimeoutEscapes, None),
+    ("timeout-escapes-update", checks.update_happy_path_check, TimeoutEscapes, None),
+    ("timeout-unbounded", checks.create_happy_path_check, UnboundedWait, None),
+    ("timeout-is-final", checks.pause_resume_check, TimeoutIsFinal, None),
     ("foreign-decides", checks.create_happy_path_check, None, anyone_decides),
     ("effect-in-prepare-pause", checks.pause_resume_check, None, effect_in_prepare),
     ("effect-in-prepare-cancel", checks.cancel_check, None, effect_in_prepare),

@@ -15,6 +15,7 @@ from scheduling.domain.errors import ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.ports.tool_ledger import InvocationState
 from scheduling.runtime.tool_pipeline import (
+    DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     Conversation,
     Governance,
     Idempotency,
@@ -248,8 +249,8 @@ class Timing(ScriptedApprovals):
 async def test_an_undecided_request_whose_view_changed_is_not_asked_again() -> None:
     thing, approvals = Drifting(), Timing()
     pipe, _ = pipeline(thing, approvals)
-    with pytest.raises(TimeoutError):
-        await pipe.call("thing.make", {"n": 1}, ctx())
+    timed = await pipe.call("thing.make", {"n": 1}, ctx())
+    assert timed.reason_code == "schedule.tool.approval_timeout"
     thing.view = "P2"
     stale = await pipe.call("thing.make", {"n": 1}, ctx())
     assert stale.reason_code == "schedule.tool.approval_stale"
@@ -287,3 +288,81 @@ async def test_bad_text_anywhere_in_the_arguments_fails_before_anything(bad: str
         assert not result.retryable
     assert not approvals.requests
     assert not ledger.invocations
+
+
+class Silent(ScriptedApprovals):
+    """An approver that never answers the first ``hang`` requests, then follows its script."""
+
+    def __init__(self, *verdicts: bool, hang: int = 1) -> None:
+        super().__init__(verdicts)
+        self.hang = hang
+
+    async def decide(self, request: Any) -> Any:
+        if self.hang:
+            self.hang -= 1
+            self.requests.append(request)
+            await asyncio.Event().wait()
+        return await super().decide(request)
+
+
+class Unreachable(ScriptedApprovals):
+    """An approval port that raises on its first request (its service is down)."""
+
+    async def decide(self, request: Any) -> Any:
+        if not self.requests:
+            self.requests.append(request)
+            raise ConnectionError("approval service unreachable")
+        return await super().decide(request)
+
+
+def bounded(
+    thing: Thing, approvals: ScriptedApprovals, seconds: float
+) -> tuple[ToolPipeline, MemoryToolLedger]:
+    pipe, ledger = pipeline(thing, approvals)
+    assert pipe.governance is not None
+    pipe.governance.approval_timeout_seconds = seconds
+    return pipe, ledger
+
+
+def test_the_default_approval_wait_is_bounded() -> None:
+    pipe, _ = pipeline(Thing(), ScriptedApprovals())
+    assert pipe.governance is not None
+    assert pipe.governance.approval_timeout_seconds == DEFAULT_APPROVAL_TIMEOUT_SECONDS == 300
+
+
+@pytest.mark.parametrize("approvals", [Silent(True), Unreachable([True])], ids=["silent", "down"])
+async def test_an_unanswered_approval_fails_retryably_and_the_retry_asks_again(
+    approvals: ScriptedApprovals,
+) -> None:
+    thing = Thing()
+    pipe, ledger = bounded(thing, approvals, 0.05)
+    timed = await pipe.call("thing.make", {"n": 1}, ctx())
+    assert timed.status is ToolStatus.FAILED
+    assert timed.reason_code == "schedule.tool.approval_timeout"
+    assert timed.retryable
+    assert thing.effects == 0
+    [row] = ledger.invocations.values()
+    assert row.state is InvocationState.AWAITING_APPROVAL
+    assert timed.invocation_id == row.id
+    assert not ledger.decisions
+    done = await pipe.call("thing.make", {"n": 1}, ctx())
+    assert done.ok
+    assert not done.replayed
+    assert thing.effects == 1
+    first, second = approvals.requests
+    assert (first.approval_id, first.view) == (second.approval_id, second.view)
+    assert ledger.invocations[row.id].state is InvocationState.SUCCEEDED
+
+
+async def test_a_timed_out_approval_then_declined_takes_no_effect() -> None:
+    thing, approvals = Thing(), Silent(False, hang=2)
+    pipe, ledger = bounded(thing, approvals, 0.02)
+    for _ in range(2):
+        timed = await pipe.call("thing.make", {"n": 1}, ctx())
+        assert (timed.reason_code, timed.retryable) == ("schedule.tool.approval_timeout", True)
+    declined = await pipe.call("thing.make", {"n": 1}, ctx())
+    assert declined.reason_code == "schedule.tool.approval_denied"
+    assert len(approvals.requests) == 3
+    assert thing.effects == 0
+    [row] = ledger.invocations.values()
+    assert row.state is InvocationState.DENIED

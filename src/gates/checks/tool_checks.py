@@ -24,6 +24,7 @@ from gates.checks.tool_support import (
     SESSION,
     WHO,
     WHO_B,
+    ApproverHung,
     ApproverTimedOut,
     ToolWorld,
     memory_tools,
@@ -216,14 +217,7 @@ async def approval_refusals(
         v.expect(len(world.approvals.requests) == asked, f"{label}: the decline was asked again")
         await unchanged_effects(world, v, before, f"{label}: retry after decline")
 
-        world.approvals.fail_next(ApproverTimedOut("the approver did not answer"))
-        try:
-            timed = await world.call(tool, args, f"{label}-timeout")
-            v.expect(not timed.ok, f"{label}: a call whose approval timed out succeeded")
-            surfaces["timeout"] = timed.reason_code
-        except ApproverTimedOut:
-            surfaces["timeout"] = "raised"
-        await unchanged_effects(world, v, before, f"{label}: approval timed out")
+        surfaces["timeout"] = await approval_timeouts(world, v, tool, args, before, label)
 
         meddle = True
         world.approvals.push(False)
@@ -233,10 +227,77 @@ async def approval_refusals(
         await unchanged_effects(world, v, before, f"{label}: answered by another principal")
     finally:
         world.approvals.on_request = None
-    v.expect(len(pending) == 3, f"{label}: {len(pending)} approvals asked, not 3")
+    v.expect(len(pending) == 5, f"{label}: {len(pending)} approvals asked, not 5")
     early = [c for c in pending if c]
     v.expect(not early, f"{label}: changed {early} before the approver answered")
     return surfaces
+
+
+APPROVAL_TIMEOUT = "schedule.tool.approval_timeout"
+BOUNDED_WAIT_SECONDS = 0.05  # the pipeline's approval timeout while the approver hangs
+
+
+async def timed_out_call(
+    world: ToolWorld, v: Verdict, tool: str, args: dict[str, Any], key: str, label: str
+) -> str:
+    """One call whose approval gets no answer: it must end as the stable, retryable
+    approval timeout (never the port's exception, never an effect)."""
+    try:
+        result = await world.call(tool, args, key)
+    except (Exception, ApproverHung) as exc:  # the pipeline promised never to raise
+        v.problems.append(f"{label}: the pipeline raised {type(exc).__name__}")
+        return f"raised {type(exc).__name__}"
+    finally:
+        world.approvals.drop_failures()
+    v.expect(
+        result.status is ToolStatus.FAILED and result.reason_code == APPROVAL_TIMEOUT,
+        f"{label}: expected {APPROVAL_TIMEOUT}, got {result.status} {result.reason_code}",
+    )
+    v.expect(result.retryable, f"{label}: {result.reason_code} is not retryable")
+    return str(result.reason_code)
+
+
+async def approval_timeouts(
+    world: ToolWorld,
+    v: Verdict,
+    tool: str,
+    args: dict[str, Any],
+    before: dict[str, list[Row]],
+    label: str,
+) -> str:
+    """The approval port raises (``ApproverTimedOut``), then, retried with the same key,
+    never answers (the pipeline's own bound must end the wait); each is the retryable
+    ``schedule.tool.approval_timeout`` with no effect and no decision, and each retry
+    asks again on the same request and view; the third ask is declined."""
+    key = f"{label}-timeout"
+    first = len(world.approvals.requests)
+    world.approvals.fail_next(ApproverTimedOut("the approver did not answer"))
+    raised = await timed_out_call(world, v, tool, args, key, f"{label}: approval port raised")
+    await unchanged_effects(world, v, before, f"{label}: approval timed out")
+    governance = world.pipeline.governance
+    assert governance is not None
+    bound = governance.approval_timeout_seconds
+    governance.approval_timeout_seconds = BOUNDED_WAIT_SECONDS
+    world.approvals.hang_next()
+    try:
+        hung = await timed_out_call(world, v, tool, args, key, f"{label}: approver never answered")
+    finally:
+        governance.approval_timeout_seconds = bound
+    await unchanged_effects(world, v, before, f"{label}: approver never answered")
+    world.approvals.push(False)
+    declined = await world.call(tool, args, key)
+    v.expect(
+        declined.reason_code == "schedule.tool.approval_denied",
+        f"{label}: the decline after two timeouts: {declined.status} {declined.reason_code}",
+    )
+    asked = world.approvals.requests[first:]
+    v.expect(len(asked) == 3, f"{label}: the timed-out key was asked {len(asked)} times, not 3")
+    v.expect(
+        len({(r.approval_id, dumps(r.view)) for r in asked}) == 1,
+        f"{label}: the retries after a timeout were not asked on the same request and view",
+    )
+    await unchanged_effects(world, v, before, f"{label}: declined after the timeouts")
+    return f"{raised}, {hung}"
 
 
 async def unchanged_effects(

@@ -19,6 +19,7 @@ able to fail.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -129,12 +130,23 @@ class ApproverTimedOut(TimeoutError):
     """The approval port gave up waiting for the person (raised by ``fail_next``)."""
 
 
+class ApproverHung(BaseException):
+    """A ``hang_next`` approver was still waiting after ``HANG_CAP_SECONDS`` of real
+    time: the pipeline did not bound the wait (so the check ends instead of hanging; a
+    BaseException, so no ``except Exception`` in the product turns it into an answer)."""
+
+
+HANG_CAP_SECONDS = 5.0
+
+
 class InspectingApprovals(ScriptedApprovals):
     """Scripted approvals that run ``on_request`` (e.g. read the database) before deciding.
 
     The approver takes ``think_seconds`` of virtual time per decision, so successive
     effects carry strictly increasing timestamps (events order by time). ``fail_next``
-    makes the next decisions raise instead (an approver that timed out)."""
+    makes the next decisions raise instead (an approver that timed out); ``hang_next``
+    makes them never answer (only the pipeline's own approval timeout ends the wait;
+    after ``HANG_CAP_SECONDS`` of real time the approver raises ``ApproverHung``)."""
 
     def __init__(
         self,
@@ -150,6 +162,7 @@ class InspectingApprovals(ScriptedApprovals):
         self.think_seconds = think_seconds
         self.on_request = on_request
         self._failures: deque[BaseException] = deque()
+        self._hangs = 0
         self.decided: list[tuple[ApprovalRequest, bool]] = []
 
     def drop_verdicts(self) -> None:
@@ -159,6 +172,14 @@ class InspectingApprovals(ScriptedApprovals):
     def fail_next(self, *errors: BaseException) -> None:
         self._failures.extend(errors)
 
+    def hang_next(self, count: int = 1) -> None:
+        self._hangs += count
+
+    def drop_failures(self) -> None:
+        """Forget the raises and hangs not yet used (a call that never asked)."""
+        self._failures.clear()
+        self._hangs = 0
+
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         if self.on_request is not None:
             await self.on_request(request)
@@ -166,6 +187,11 @@ class InspectingApprovals(ScriptedApprovals):
         if self._failures:
             self.requests.append(request)
             raise self._failures.popleft()
+        if self._hangs:
+            self._hangs -= 1
+            self.requests.append(request)
+            await asyncio.sleep(HANG_CAP_SECONDS)
+            raise ApproverHung("no approval timeout ended the wait")
         decision = await super().decide(request)
         self.decided.append((request, decision.approved))
         return decision

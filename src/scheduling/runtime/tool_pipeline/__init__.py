@@ -35,6 +35,8 @@ from scheduling.runtime.tool_pipeline.conversation import (
 from scheduling.runtime.tool_pipeline.pipeline import (
     APPROVAL_DENIED,
     APPROVAL_STALE,
+    APPROVAL_TIMEOUT,
+    DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     OUTPUT_TOO_LARGE,
     TOOL_SCOPE_DENIED,
     TOOL_TIMEOUT,
@@ -71,6 +73,8 @@ __all__ = [
     "APPROVAL_DENIED",
     "APPROVAL_EFFECTS",
     "APPROVAL_STALE",
+    "APPROVAL_TIMEOUT",
+    "DEFAULT_APPROVAL_TIMEOUT_SECONDS",
     "INVALID_ARGUMENTS",
     "OUTPUT_TOO_LARGE",
     "TOOL_INVALID_SPEC",

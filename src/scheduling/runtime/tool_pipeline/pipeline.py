@@ -24,7 +24,11 @@ A governed call (``call``), in this order, each step before anything later:
    (found by its key, not final) runs or asks only when the freshly prepared view
    hashes to the recorded request's ``view_hash``; otherwise it fails closed for good
    with ``schedule.tool.approval_stale`` (ADR 2101): an approval covers exactly the
-   view the approver saw;
+   view the approver saw. The wait for the decision is bounded by
+   ``Governance.approval_timeout_seconds`` (real time: ``asyncio.wait_for``, ADR 2121);
+   no answer in time, or an approval port that raises, is the retryable
+   ``schedule.tool.approval_timeout``: nothing is decided or run, the invocation stays
+   AWAITING_APPROVAL, and a retry with the same key asks again (same view only);
 7. the effect under the tool's timeout, the output under its byte ceiling, and the
    result recorded.
 """
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +63,7 @@ from scheduling.ports.tool_ledger import (
     ToolLedger,
 )
 from scheduling.runtime.tool_pipeline.approval import (
+    ApprovalDecision,
     ApprovalPolicy,
     ApprovalPort,
     ApprovalRequest,
@@ -94,6 +100,14 @@ APPROVAL_STALE = reason(
 NOT_GOVERNED = reason(
     "schedule.tool.not_governed", "The pipeline has no ledger or approval port for governed calls"
 )
+APPROVAL_TIMEOUT = reason(
+    "schedule.tool.approval_timeout",
+    "No approval decision arrived in time (or the approver was unreachable); nothing ran,"
+    " retry with the same key to ask again",
+)
+DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300.0
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,9 @@ class Governance:
     clock: Clock
     ids: IdGenerator
     policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS
+    """The longest wait for one approval decision, in real seconds (``asyncio.wait_for``:
+    the virtual clock cannot bound a person's answer; ADR 2121)."""
 
 
 class ToolPipeline:
@@ -383,7 +400,8 @@ class ToolPipeline:
         if request is None:  # pragma: no cover - open writes both rows together
             return self._failure(tool, UnavailableError(NOT_GOVERNED, "approval row missing"))
         if decision is None:
-            answer = await gov.approvals.decide(
+            answer = await self._ask(
+                gov,
                 ApprovalRequest(
                     approval_id=request.id,
                     invocation_id=record.id,
@@ -392,8 +410,19 @@ class ToolPipeline:
                     tenant_id=record.tenant_id,
                     principal_id=record.principal_id,
                     view=prepared.view,
-                )
+                ),
             )
+            if answer is None:
+                # Nothing decided: the invocation stays AWAITING_APPROVAL, so a retry with
+                # the same key (and the same view, ``_stale``) asks again.
+                return ToolResult(
+                    tool.spec.name,
+                    tool.spec.version,
+                    ToolStatus.FAILED,
+                    reason_code=APPROVAL_TIMEOUT,
+                    retryable=True,
+                    invocation_id=record.id,
+                )
             decision = ApprovalDecisionRecord(
                 approval_id=request.id,
                 tenant_id=record.tenant_id,
@@ -419,6 +448,17 @@ class ToolPipeline:
                 invocation_id=record.id,
             )
         return None
+
+    async def _ask(self, gov: Governance, request: ApprovalRequest) -> ApprovalDecision | None:
+        """The approver's answer within the approval timeout; None when none came (the
+        wait timed out, or the port raised: unreachable, or its own timeout)."""
+        try:
+            return await asyncio.wait_for(
+                gov.approvals.decide(request), timeout=gov.approval_timeout_seconds
+            )
+        except Exception as exc:  # TimeoutError included: no answer, nothing decided
+            _log.warning("no approval decision for %s: %s", request.tool, type(exc).__name__)
+            return None
 
     async def _execute(
         self,
