@@ -195,6 +195,7 @@ def rerun_checks(
             "-m",
             "pytest",
             "-q",
+            "--tb=line",  # one line a failure: verify's own lines say what differs
             "-p",
             "no:cacheprovider",
             f"--rootdir={checkout}",
