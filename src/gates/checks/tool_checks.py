@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -520,8 +520,64 @@ async def create_validation_check(world: ToolWorld) -> Verdict:
         )
     v.expect(not world.approvals.requests, "an invalid instant reached approval")
     await unchanged(world, v, before, "invalid create")
+    good = {
+        "title": "Reminder",
+        "instruction": "Stretch.",
+        "cadence": {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"},
+    }
+    bad_text = await bad_text_refused(world, v, "schedule.create", good, ("cadence", "timezone"))
+    v.expect(not world.approvals.requests, "bad text reached approval")
+    await unchanged(world, v, before, "create with bad text")
     v.evidence["rejected"] = {k: c for k, (_, c) in cases.items()}
+    v.evidence["bad_text"] = bad_text
     return v
+
+
+TEXT_INVALID = "schedule.text.invalid"
+# A NUL byte and a lone surrogate: no edge may show or store either (the one text
+# validator refuses them as arguments, before any approval or SQL).
+BAD_TEXT = {"NUL": "\x00", "lone surrogate": "\ud800"}
+
+
+def with_bad(value: str, bad: str) -> str:
+    return value[:2] + bad + value[2:]
+
+
+async def bad_text_refused(
+    world: ToolWorld,
+    v: Verdict,
+    tool: str,
+    good: dict[str, Any],
+    nested: tuple[str, str],
+) -> list[str]:
+    """``good`` with NUL or a lone surrogate in its title, its instruction and one
+    nested string (``nested``: object, field): each is the non-retryable
+    ``schedule.text.invalid`` with no approval asked and no row of any tool table
+    changed."""
+    before = await world.snapshot()
+    asked = len(world.approvals.requests)
+    labels = []
+    for what, bad in BAD_TEXT.items():
+        outer, inner = nested
+        variants = {
+            "title": {**good, "title": with_bad(good["title"], bad)},
+            "instruction": {**good, "instruction": with_bad(good["instruction"], bad)},
+            f"{outer}.{inner}": {
+                **good,
+                outer: {**good[outer], inner: with_bad(good[outer][inner], bad)},
+            },
+        }
+        for field_name, args in variants.items():
+            label = f"{tool}: {what} in {field_name}"
+            key = "text-" + label.replace(" ", "-").replace(":", "")
+            expect_code(v, await world.call(tool, args, key), TEXT_INVALID, label)
+            labels.append(label)
+    v.expect(
+        len(world.approvals.requests) == asked,
+        f"{tool}: bad text reached approval ({len(world.approvals.requests) - asked} asked)",
+    )
+    await unchanged(world, v, before, f"{tool} with bad text")
+    return labels
 
 
 async def create_retry_check(world: ToolWorld) -> Verdict:
@@ -540,6 +596,13 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
         "the replay names another schedule",
     )
     v.expect(again.output is not None and again.output.get("replayed") is True, "replayed flag")
+    for label, at in same_instant(args["at"]).items():
+        replay_check(
+            v,
+            await world.call("schedule.create", {**args, "at": at}, "retry-1"),
+            first,
+            f"the same instant written {label} ({at})",
+        )
     counts = await world.counts()
     v.expect(counts["schedules"] == 1, f"{counts['schedules']} schedules after replay")
     v.expect(len(world.approvals.requests) == 1, "the replay asked for approval again")
@@ -580,6 +643,30 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
     await no_unapproved_effects(world, v, "create retry")
     v.evidence.update(schedules=2, approvals=len(world.approvals.requests), shared_key=owners)
     return v
+
+
+def same_instant(at: str) -> dict[str, str]:
+    """``at`` (an aware RFC 3339 instant) written other ways that name the same instant:
+    with ``Z`` for UTC, and at UTC+02:00 and UTC-05:30."""
+    instant = datetime.fromisoformat(at)
+    return {
+        "with Z": instant.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "at +02:00": instant.astimezone(timezone(timedelta(hours=2))).isoformat(),
+        "at -05:30": instant.astimezone(timezone(-timedelta(hours=5, minutes=30))).isoformat(),
+    }
+
+
+def replay_check(v: Verdict, result: ToolResult, first: ToolResult, label: str) -> None:
+    """``result`` (the same key, arguments equal after normalization) replays ``first``:
+    the original schedule, flagged replayed, never ``key_reused`` or a second effect."""
+    v.expect(
+        result.ok and result.replayed,
+        f"retry with {label}: {result.status} {result.reason_code} replayed={result.replayed}",
+    )
+    v.expect(
+        out_id(result) is not None and out_id(result) == out_id(first),
+        f"retry with {label}: names {out_id(result)}, not the original {out_id(first)}",
+    )
 
 
 PROFILE_1 = UUID("1c0ffee0-0000-4000-8000-000000000001")
@@ -803,6 +890,19 @@ INVALID_CALENDARS: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
+# RECURRING["weekly"] (weekdays [5, 1, 3] at 08:00:00) written other ways that
+# normalize to the same cadence: the same key must replay it.
+WEEKLY_SPELLINGS: dict[str, dict[str, Any]] = {
+    "weekdays [1, 3, 5]": {**RECURRING["weekly"], "weekdays": [1, 3, 5]},
+    "local_time 08:00": {**RECURRING["weekly"], "local_time": "08:00"},
+    "weekdays [3, 5, 1] at 08:00": {
+        **RECURRING["weekly"],
+        "weekdays": [3, 5, 1],
+        "local_time": "08:00",
+    },
+}
+
+
 async def create_recurring_validation_check(world: ToolWorld) -> Verdict:
     v = Verdict()
     before = await world.snapshot()
@@ -840,6 +940,12 @@ async def create_recurring_validation_check(world: ToolWorld) -> Verdict:
     v.expect(again.ok and again.replayed, "identical retry did not replay")
     v.expect(out_id(again) is not None and out_id(again) == out_id(first), "other schedule")
     await unchanged(world, v, after_first, "identical retry")
+    asked = len(world.approvals.requests)
+    for label, cadence in WEEKLY_SPELLINGS.items():
+        retry = await world.call("schedule.create", {**args, "cadence": cadence}, "rec-key")
+        replay_check(v, retry, first, label)
+    v.expect(len(world.approvals.requests) == asked, "a normalized retry asked for approval")
+    await unchanged(world, v, after_first, "normalized retries")
     v.evidence.update(rejected={k: c for k, (_, c) in INVALID_CALENDARS.items()})
     return v
 
@@ -1741,6 +1847,13 @@ async def update_validation_check(world: ToolWorld) -> Verdict:
             label,
         )
     v.expect(len(world.approvals.requests) == asked, "a pre-approval failure reached approval")
+    bad_text = await bad_text_refused(
+        world,
+        v,
+        "schedule.update",
+        {**ref, "title": "Alpha 2", "instruction": "New words.", "cadence": DAILY_PARIS},
+        ("cadence", "timezone"),
+    )
     after_approval = [
         (
             "unknown",
@@ -1775,13 +1888,19 @@ async def update_validation_check(world: ToolWorld) -> Verdict:
     everything = dumps(await world.snapshot())
     v.expect(token not in everything and token[4:] not in everything, "the secret reached a row")
     v.evidence["failures"] = {label: code for label, _, code in (*pre_approval, *after_approval)}
+    v.evidence["bad_text"] = bad_text
     return v
 
 
 async def update_retry_check(world: ToolWorld) -> Verdict:
     v = Verdict()
     sid = await create_via_tool(world, "Alpha", "c-a")
-    args = {"schedule_id": sid, "expected_revision": 1, "instruction": "Shorter, please."}
+    args = {
+        "schedule_id": sid,
+        "expected_revision": 1,
+        "instruction": "Shorter, please.",
+        "cadence": {**WEEKLY_WED, "weekdays": [5, 3]},
+    }
     first = await world.call("schedule.update", args, "u-1")
     v.expect(first.ok and first.output is not None and first.output["replayed"] is False, "first")
     after_first = await schedule_rows(world)
@@ -1790,6 +1909,18 @@ async def update_retry_check(world: ToolWorld) -> Verdict:
     v.expect(len(world.approvals.requests) == asked, "the replay asked for approval again")
     v.expect(again.ok and again.output is not None and again.output["replayed"] is True, "replay")
     v.expect(again.output is not None and again.output["current_revision"] == 2, "replay revision")
+    # The same patch written another way (an upper-case id, sorted weekdays, HH:MM:SS).
+    spelled = {
+        **args,
+        "schedule_id": sid.upper(),
+        "cadence": {**WEEKLY_WED_CANONICAL, "weekdays": [3, 5]},
+    }
+    same = await world.call("schedule.update", spelled, "u-1")
+    v.expect(
+        same.ok and same.replayed and out_id(same) == sid,
+        f"normalized retry: {same.status} {same.reason_code} replayed={same.replayed}",
+    )
+    v.expect(len(world.approvals.requests) == asked, "the normalized retry asked for approval")
     changed = await world.call("schedule.update", {**args, "instruction": "Longer."}, "u-1")
     expect_code(v, changed, "schedule.idempotency.key_reused", "same key, other patch")
     v.expect(await schedule_rows(world) == after_first, "a replay or conflict wrote something")
