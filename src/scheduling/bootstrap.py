@@ -999,15 +999,16 @@ def build_mcp(
     ids: IdGenerator,
     tokens: TokenDirectory,
     default_agent_id: UUID,
-    approval_timeout_seconds: float = 300.0,
+    approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     uow: UnitOfWorkFactory | None = None,
     edge_type: type[McpEdge] = McpEdge,
 ) -> McpRole:
     """``build_tools`` with an ``McpEdge`` attached (its elicitation the approval port,
     ``edge_authenticator`` over ``tokens``). With either schedule flag off the edge
     would serve nothing: startup is refused (``FEATURE_DISABLED``) in every environment;
-    production refusals are ``build_api``'s. Tests inject ``uow`` and, for a test of a
-    test, an ``edge_type`` (a subclass of ``McpEdge``)."""
+    production refusals are ``build_api``'s. The pipeline bounds an approval's wait at
+    ``approval_timeout_seconds`` (ADR 2121; the elicitation's own bound is a little
+    later). Tests inject ``uow`` and, for a test of a test, an ``edge_type``."""
     flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
     if not schedule_flags_on(**flags):
         off = [f"AGENT_SCHEDULE_{name.upper()}" for name, on in flags.items() if not on]
@@ -1020,6 +1021,7 @@ def build_mcp(
         approvals=edge.approvals,
         default_agent_id=default_agent_id,
         uow=uow,
+        approval_timeout_seconds=approval_timeout_seconds,
     )
     assert tools.api is not None  # both flags on: build_tools built the API role
     edge.attach(tools.pipeline, tools.roster, edge_authenticator(tools.api.principals, tokens))

@@ -259,16 +259,23 @@ async def test_a_body_over_the_limit_is_refused_with_its_code(pg_url: str) -> No
         assert ping.status_code != 413
 
 
-async def test_an_unanswered_approval_times_out_as_a_denial(pg_url: str) -> None:
+async def test_an_unanswered_approval_is_the_retryable_timeout(pg_url: str) -> None:
+    """ADR 2121 over MCP: no answer in time decides nothing; the same key asks again."""
     async with McpWorld.serving(pg_url, approval_timeout_seconds=1) as world:
 
-        async def never(params: types.ElicitRequestParams) -> types.ElicitResult:
+        async def late(params: types.ElicitRequestParams) -> types.ElicitResult:
             await asyncio.sleep(3)  # answers after the server stopped waiting
             return accept(True)
 
-        async with world.session(OWNER, Elicitations([never])) as session:
-            late = await session.call_tool("schedule.create", reminder(world, "Late", "t-1"))
-        assert code(late) == "schedule.tool.approval_denied"
-        assert await world.schedules() == []
-        decided = await world.sql("SELECT approved, decided_by FROM tool_approval_decisions")
-        assert decided == [{"approved": False, "decided_by": "mcp:elicitation-failed"}]
+        asks = Elicitations([late], default=accept(True))
+        async with world.session(OWNER, asks) as session:
+            args = reminder(world, "Late", "t-1")
+            first = await session.call_tool("schedule.create", args)
+            assert code(first) == "schedule.tool.approval_timeout", payload(first)
+            assert payload(first)["error"]["retryable"] is True
+            assert await world.schedules() == []
+            assert await world.sql("SELECT * FROM tool_approval_decisions") == []
+            again = await session.call_tool("schedule.create", args)
+        assert not again.isError, payload(again)
+        assert len(asks.seen) == 2
+        assert [r["title"] for r in await world.schedules()] == ["Late"]

@@ -15,7 +15,8 @@ scopes come from the durable principal directory on every call.
   resolves it again, so a revocation applies to the next call. stdout carries only
   the protocol; everything else goes to stderr.
 
-Approvals are elicited from the client (``--approval-timeout`` seconds, then denied).
+Approvals are elicited from the client; ``--approval-timeout`` seconds without an answer
+is the retryable ``schedule.tool.approval_timeout`` (ADR 2121).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         "--approval-timeout",
         type=float,
         default=300.0,
-        help="seconds an approval elicitation may wait before it counts as denied (300)",
+        help="seconds to wait for an approval (300); then the retryable approval_timeout",
     )
 
 

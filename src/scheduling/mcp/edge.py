@@ -14,10 +14,12 @@
   every call, so a revocation in the file or the directory applies to the next call.
 * Approval: ``ElicitedApprovals`` is the pipeline's approval port; it asks the calling
   client, inside the tool call, with an elicitation showing exactly the approval view.
-  Only ``accept`` with ``{"approve": true}`` approves; decline, cancel, a timeout, a
-  client error and a closed connection do not. A tool that needs approval, called by a
-  client that did not declare the elicitation capability, fails closed with
-  ``schedule.mcp.elicitation_unsupported`` before the pipeline runs (nothing written).
+  Only ``accept`` with ``{"approve": true}`` approves; decline and cancel are denials;
+  a timeout, an error answer or a closed connection is no answer (the pipeline's
+  retryable ``schedule.tool.approval_timeout``, ADR 2121). A tool that needs approval,
+  called by a client that did not declare the elicitation capability, fails closed
+  with ``schedule.mcp.elicitation_unsupported`` before the pipeline runs (nothing
+  written).
 * Result bytes (ADR 2111): a success's one text block is the tool output in the compact
   canonical JSON the pipeline measured against ``maximum_output_bytes`` (the same
   separators and ``ensure_ascii=False``; key order does not change the size), and no
@@ -80,6 +82,9 @@ IDEMPOTENCY_FIELD = "idempotency_key"
 MAX_BODY_BYTES = 1024 * 1024
 RESULT_META = "scheduling/result"
 DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300.0
+# The pipeline bounds the wait (ADR 2121); the edge's own bound on the elicitation is a
+# backstop this much later, so the pipeline's retryable timeout is what a client sees.
+ELICITATION_MARGIN_SECONDS = 5.0
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -118,17 +123,25 @@ def approved_by(answer: types.ElicitResult) -> bool:
     return answer.action == "accept" and (answer.content or {}).get("approve") is True
 
 
+class ApprovalUnanswered(Exception):
+    """The elicitation ended without an answer: a timeout, an error answer, a closed
+    connection. The pipeline takes it for no answer (ADR 2121): the retryable
+    ``schedule.tool.approval_timeout``, nothing decided, the same key asks again."""
+
+
 class ElicitedApprovals:
     """The approval port of the MCP edge: elicits the decision from the calling client.
 
-    Fails closed: no elicitation capability, a timeout, an error answer or a closed
-    connection is a denial (recorded as such by the pipeline)."""
+    Fails closed: only ``accept`` with ``approve: true`` approves; decline and cancel
+    are denials; no answer raises ``ApprovalUnanswered``; a client without the
+    elicitation capability is a denial (the edge refuses such a call before it gets
+    here)."""
 
     def __init__(
         self, server: Server[Any, Any], timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS
     ) -> None:
         self._server = server
-        self.timeout_seconds = timeout_seconds
+        self.timeout_seconds = timeout_seconds + ELICITATION_MARGIN_SECONDS
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         ctx = self._server.request_context
@@ -152,8 +165,8 @@ class ElicitedApprovals:
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
         except McpError as exc:  # timeout, an error answer, the connection closed
-            _log.info("approval not given: elicitation ended with %s", exc.error.code)
-            return ApprovalDecision(approved=False, decided_by="mcp:elicitation-failed")
+            _log.info("approval unanswered: elicitation ended with %s", exc.error.code)
+            raise ApprovalUnanswered(exc.error.code) from None
         return ApprovalDecision(
             approved=approved_by(answer), decided_by=f"mcp:{request.principal_id}"
         )
