@@ -1,6 +1,7 @@
 """The unit of work begins in one round trip (ADR 1750): ``BEGIN`` and the
 transaction-local settings travel together by the simple query protocol, with the
-values quoted as literals; SQLAlchemy's adapter commits and rolls that transaction back.
+values quoted as literals; the product's ``Transaction`` commits and rolls that
+transaction back on the driver, SQLAlchemy's connection in DBAPI autocommit (ADR 2160).
 
 What would go wrong with a careless version, and which test here shows it does not:
 a quoting slip lets a tenant id change the statement (the hostile values round-trip
@@ -24,7 +25,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.notify import to_libpq_url
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
+from scheduling.adapters.postgres.transaction import Characteristics
 from scheduling.adapters.postgres.uow import (
     PostgresUnitOfWork,
     PostgresUnitOfWorkFactory,
@@ -161,9 +164,11 @@ async def test_commit_and_rollback_reach_the_server(pg_url: str) -> None:
 async def test_an_engine_with_its_own_isolation_level_keeps_it_and_its_settings(
     pg_url: str,
 ) -> None:
-    """The fallback begin (SQLAlchemy's BEGIN with the engine's isolation level, then
-    the settings as a prepared statement) is the same unit of work, one level up."""
-    engine = create_async_engine(to_asyncpg_url(pg_url), isolation_level="SERIALIZABLE")
+    """An engine's isolation-level execution option becomes part of the product's
+    BEGIN (still one round trip, ADR 2160)."""
+    engine = create_async_engine(to_asyncpg_url(pg_url)).execution_options(
+        isolation_level="SERIALIZABLE"
+    )
     factory = PostgresUnitOfWorkFactory(engine)
     try:
         async with factory.begin(tenant_id="o'brien") as uow:
@@ -171,5 +176,95 @@ async def test_an_engine_with_its_own_isolation_level_keeps_it_and_its_settings(
             assert (await _settings(uow)).tenant == "o'brien"
             level = (await uow.tx.execute(text("SHOW transaction_isolation"))).scalar()
             assert level == "serializable"
+    finally:
+        await factory.dispose()
+
+
+async def test_factory_characteristics_begin_the_transaction(pg_url: str) -> None:
+    """Isolation level, read only and deferrable are part of the product's own BEGIN."""
+    engine = create_async_engine(to_asyncpg_url(pg_url), pool_size=1)
+    chosen = Characteristics(isolation="REPEATABLE READ", read_only=True, deferrable=True)
+    factory = PostgresUnitOfWorkFactory(engine, characteristics=chosen)
+    try:
+        async with factory.begin(tenant_id="t-1") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert (await _settings(uow)).tenant == "t-1"
+            row = (
+                await uow.tx.execute(
+                    text(
+                        "SELECT current_setting('transaction_isolation') AS level,"
+                        " current_setting('transaction_read_only') AS ro,"
+                        " current_setting('transaction_deferrable') AS deferrable"
+                    )
+                )
+            ).one()
+            assert (row.level, row.ro, row.deferrable) == ("repeatable read", "on", "on")
+    finally:
+        await factory.dispose()
+    with pytest.raises(ValidationError):
+        Characteristics(isolation="SERIALIZABLE; DROP TABLE runs")
+
+
+TXID = Prepared(text("SELECT txid_current() AS txid"))
+
+
+async def test_one_server_transaction_and_the_round_trips_of_adr_1750(pg_url: str) -> None:
+    """The begin, SQLAlchemy's statements and the prepared hot path share one server
+    transaction; the driver sees exactly: one simple query holding BEGIN and the
+    settings, the statements, one COMMIT - SQLAlchemy sends no BEGIN of its own."""
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    queries: list[str] = []
+    try:
+        async with factory.engine.connect() as conn:  # the only pooled connection
+            driver: Any = (await conn.get_raw_connection()).driver_connection
+            driver.add_query_logger(lambda record: queries.append(record.query))
+        async with factory.begin(tenant_id="t-1") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            (fetched,) = await uow.tx.fetch(TXID)
+            executed = (await uow.tx.execute(text("SELECT txid_current()"))).scalar()
+            assert fetched["txid"] == executed
+            await uow.commit()
+    finally:
+        await factory.dispose()
+    # asyncpg logs its simple queries and ``fetch``, not SQLAlchemy's prepared statements
+    # (the bench counts those with SQLAlchemy's ``before_execute``).
+    assert len(queries) == 3, queries
+    assert queries[0].startswith("BEGIN; SELECT set_config(E'scheduling.tenant_id', E't-1'")
+    assert queries[1] == "SELECT txid_current() AS txid"
+    assert queries[2] == "COMMIT"
+
+
+async def test_the_pooled_connection_returns_to_sqlalchemys_own_transactions(
+    pg_url: str,
+) -> None:
+    """The unit of work's autocommit is per connection use: a plain connection from the
+    same pool afterwards begins (and rolls back) as SQLAlchemy always did."""
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    try:
+        async with factory.begin() as uow:
+            await uow.tx.execute(text("CREATE TABLE IF NOT EXISTS pool_probe (k int)"))
+            await uow.commit()
+        async with factory.engine.connect() as conn:
+            await conn.execute(text("INSERT INTO pool_probe VALUES (1)"))
+            await conn.rollback()
+        async with factory.engine.connect() as conn:
+            assert (await conn.execute(text("SELECT count(*) FROM pool_probe"))).scalar() == 0
+    finally:
+        await factory.dispose()
+
+
+async def test_a_statement_error_rolls_the_owned_transaction_back(pg_url: str) -> None:
+    """A failed statement aborts the server transaction; leaving the unit of work rolls
+    it back on the driver, so the next one on the same connection works."""
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    try:
+        with pytest.raises(SchedulingError):
+            async with factory.begin(tenant_id="t-1") as uow:
+                await uow.tx.execute(text("SELECT 1 FROM no_such_table"))
+        async with factory.begin(tenant_id="t-2") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert (await _settings(uow)).tenant == "t-2"
+            assert uow.tx.is_open
+        assert not uow.tx.is_open
     finally:
         await factory.dispose()

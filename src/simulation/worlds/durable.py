@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
-
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
 from scheduling.ports.materialization import MaterializationStore, QueuedRun
 from scheduling.ports.unit_of_work import UnitOfWork
@@ -30,12 +28,10 @@ class _SplitCommitStore:
     async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
         await self._inner.create_run(uow, queued)
         assert isinstance(uow, PostgresUnitOfWork)
-        conn = uow._conn
-        assert conn is not None
-        await conn.commit()
-        await conn.begin()
-        if self._role is not None:
-            await uow.tx.execute(text(f"SET LOCAL ROLE {self._role}"))
+        # The unit of work owns its server transaction (ADR 2160): end it and begin
+        # another on the same connection, as the scheduler role again.
+        await uow.tx.commit()
+        await uow.tx.open({"role": self._role} if self._role is not None else {})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -409,24 +409,37 @@ def substrate_metadata() -> MetaData:
         copy = table.to_metadata(target)
         # Indexes a later revision adds to a substrate table are not the predecessor's.
         copy.indexes = {index for index in copy.indexes if index.name not in later}
-        # Columns a later revision adds to a substrate table (0006: the claim facts).
-        for name in LATER_COLUMNS.get(table.name, ()):
-            copy._columns.remove(copy.c[name])
+    # Columns a later revision adds to a substrate table (0006: the claim facts) are
+    # left out of the comparison (``schema_diff`` reads this; a table's columns cannot
+    # be removed through SQLAlchemy's public API).
+    target.info[_LEFT_OUT] = frozenset(
+        (table, column) for table, columns in LATER_COLUMNS.items() for column in columns
+    )
     return target
 
 
 LATER_COLUMNS: dict[str, tuple[str, ...]] = {"runs": RUN_CLAIM_COLUMNS}
+_LEFT_OUT = "scheduling.left_out_columns"
 
 
 def schema_diff(conn: Connection, target: MetaData | None = None) -> list[str]:
     """What Alembic autogenerate would change to make the database equal ``target``
     (default: the product metadata). Empty means the migrated schema equals it."""
+    chosen = target if target is not None else metadata
+    left_out: frozenset[tuple[str, str]] = chosen.info.get(_LEFT_OUT, frozenset())
+
+    def included(obj: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
+        table = getattr(obj, "table", None) if type_ == "column" else None
+        if table is not None and (table.name, name) in left_out:
+            return False
+        return include_object(obj, name, type_, reflected, other)
+
     context = MigrationContext.configure(
         conn,
         opts={
             "compare_type": True,
             "compare_server_default": True,
-            "include_object": include_object,
+            "include_object": included,
         },
     )
-    return [repr(d) for d in compare_metadata(context, target if target is not None else metadata)]
+    return [repr(d) for d in compare_metadata(context, chosen)]

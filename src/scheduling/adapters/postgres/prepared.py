@@ -3,11 +3,13 @@
 A ``Prepared`` wraps a SQLAlchemy construct that has only bound parameters. On first use
 it is compiled with the connection's dialect into asyncpg's own SQL (``$n``
 placeholders, the same casts SQLAlchemy renders), the bound names in order, and their
-bind processors (JSON serialization). ``Transaction.fetch`` then sends the SQL through
-asyncpg directly: asyncpg keeps it prepared per connection, and SQLAlchemy's per-call
-work (cache key, execution context, result wrapping, the greenlet hop) disappears. The
-transaction itself is still begun, committed and rolled back by SQLAlchemy on the same
-connection, and driver errors are translated exactly as for ``Transaction.execute``.
+bind processors (JSON serialization), found through SQLAlchemy's public type API
+(``dialect_impl(dialect).bind_processor(dialect)``). ``Transaction.fetch`` then sends
+the SQL through asyncpg directly: asyncpg keeps it prepared per connection, and
+SQLAlchemy's per-call work (cache key, execution context, result wrapping, the
+greenlet hop) disappears. It
+runs inside the transaction ``Transaction`` owns on the same connection (ADR 2160),
+and driver errors are translated exactly as for ``Transaction.execute``.
 Rows are asyncpg records (``row["name"]``); JSON arrives decoded by the codec
 SQLAlchemy's dialect installs on every pooled connection.
 """
@@ -19,8 +21,15 @@ from typing import Any
 
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.types import TypeEngine
 
 Processor = Callable[[Any], Any]
+
+
+def processor(type_: TypeEngine[Any], dialect: Dialect) -> Processor | None:
+    """The bind processor SQLAlchemy applies to a value of ``type_`` on ``dialect``
+    (public API: the dialect's implementation of the type, then its processor)."""
+    return type_.dialect_impl(dialect).bind_processor(dialect)
 
 
 class Prepared:
@@ -35,10 +44,14 @@ class Prepared:
         """The statement's SQL for ``dialect`` (compiled once)."""
         if self._sql is None:
             compiled: Any = self.statement.compile(dialect=dialect)
-            processors: Mapping[str, Processor] = compiled._bind_processors
             binds = compiled.binds
             self._order = tuple(
-                (name, processors.get(name), binds[name].required, binds[name].value)
+                (
+                    name,
+                    processor(binds[name].type, dialect),
+                    binds[name].required,
+                    binds[name].value,
+                )
                 for name in compiled.positiontup
             )
             sql = str(compiled.string)

@@ -9,217 +9,42 @@ scheduler or maintenance role through one admin login.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
-import asyncpg
-from sqlalchemy import Executable, text
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.util import greenlet_spawn
 
 from scheduling.adapters.postgres.errors import broken_connection, translate
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
-from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
+from scheduling.adapters.postgres.transaction import (
+    DEFAULT,
+    Characteristics,
+    Transaction,
+    discard_if_broken,
+    literal,
+)
 from scheduling.domain.errors import UnavailableError, ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.ports.repositories import CLOSED, COMMIT_OUTCOME_UNKNOWN, INVALID_COMMAND
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
+__all__ = [
+    "PostgresUnitOfWork",
+    "PostgresUnitOfWorkFactory",
+    "Transaction",
+    "discard_if_broken",
+    "literal",
+]
+
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
-
-class Transaction:
-    """The open transaction shared by the repositories of one unit of work."""
-
-    def __init__(self) -> None:
-        self._conn: AsyncConnection | None = None
-        self._raw: tuple[Any, Any] | None = None
-        self.advisory_locks: set[int] = set()
-        """Transaction-scoped advisory-lock keys taken so far (held until it ends)."""
-
-    def attach(self, conn: AsyncConnection | None) -> None:
-        self._conn = conn
-        self._raw = None
-        self.advisory_locks = set()
-
-    def forget_driver(self) -> None:
-        self._raw = None
-
-    async def _driver(self, conn: AsyncConnection) -> tuple[Any, Any]:
-        """SQLAlchemy's adapted connection and asyncpg's, fetched once per unit of work
-        (each ``get_raw_connection`` is a greenlet hop); forgotten after any error."""
-        if self._raw is None:
-            fairy = await conn.get_raw_connection()
-            self._raw = (fairy.dbapi_connection, fairy.driver_connection)
-        return self._raw
-
-    async def execute(
-        self, statement: Executable, params: Mapping[str, Any] | None = None
-    ) -> CursorResult[Any]:
-        """Run ``statement``; a driver error becomes a domain error."""
-        if self._conn is None:
-            raise UnavailableError(CLOSED, "the unit of work is not open")
-        try:
-            return await self._conn.execute(statement, dict(params) if params else None)
-        except DBAPIError as exc:
-            self._raw = None
-            await discard_if_broken(self._conn, exc)
-            raise translate(exc) from exc
-
-    async def open(self, scope: Mapping[str, str]) -> None:
-        """Begin the transaction and write its transaction-local settings in one round
-        trip (ADR 1750): ``BEGIN`` and one ``SELECT set_config(...)`` sent together by
-        the simple query protocol, the values quoted as escape-string literals. The
-        driver-level transaction is handed to SQLAlchemy's adapter, which commits and
-        rolls it back as its own. An engine with a non-default isolation level, read
-        only or deferrable, begins as before: SQLAlchemy's BEGIN, then the settings
-        as a prepared statement."""
-        conn = self._conn
-        if conn is None:
-            raise UnavailableError(CLOSED, "the unit of work is not open")
-        adapted, driver = await self._driver(conn)
-        if adapted.isolation_level is not None or adapted.readonly or adapted.deferrable:
-            names = {f"n{i}": name for i, name in enumerate(scope)}
-            values = {f"v{i}": value for i, value in enumerate(scope.values())}
-            await self.fetch(_scope_statement(len(scope)), {**names, **values})
-            return
-        calls = ", ".join(f"set_config({literal(k)}, {literal(v)}, true)" for k, v in scope.items())
-        sql = f"BEGIN; SELECT {calls}"
-        async with _translated(conn, sql, (), self), adapted._execute_mutex:
-            if adapted._started:
-                raise UnavailableError(CLOSED, "the unit of work began twice")
-            # Owned from here: if the settings fail after BEGIN, closing the
-            # connection rolls the aborted transaction back through the adapter.
-            adapted._transaction = DriverTransaction(driver)
-            adapted._started = True
-            try:
-                await driver.execute(sql)
-            except Exception as error:
-                adapted._handle_exception(error)  # raises the dialect's DB-API error
-                raise  # pragma: no cover - _handle_exception always raises
-
-    async def fetch(
-        self, prepared: Prepared, params: Mapping[str, Any] | None = None
-    ) -> list[asyncpg.Record]:
-        """Run a hot-path statement on the driver connection (ADR 1740); a driver error
-        becomes the same domain error ``execute`` would raise."""
-        conn = self._conn
-        if conn is None:
-            raise UnavailableError(CLOSED, "the unit of work is not open")
-        sql = prepared.compile(conn.dialect)
-        args = prepared.args(params or {})
-        # The engine's cursor events fire for these statements too, so every statement
-        # observer (the gates' EXPLAIN and lock instruments) sees the hot path; with no
-        # listener (production) this costs one truth test.
-        dispatch: Any = conn.sync_connection.dispatch if conn.sync_connection else None
-        observed = dispatch is not None and bool(
-            dispatch.before_cursor_execute or dispatch.after_cursor_execute
-        )
-        if observed:
-            await greenlet_spawn(
-                dispatch.before_cursor_execute,
-                conn.sync_connection,
-                None,
-                sql,
-                tuple(args),
-                None,
-                False,
-            )
-        adapted, driver = await self._driver(conn)
-        rows: list[asyncpg.Record] = []
-        async with _translated(conn, sql, args, self), adapted._execute_mutex:
-            if not adapted._started:  # SQLAlchemy begins lazily, at the first statement
-                await adapted._start_transaction()
-            try:
-                rows = await driver.fetch(sql, *args)
-            except Exception as error:
-                adapted._handle_exception(error)  # raises the dialect's DB-API error
-                raise  # pragma: no cover - _handle_exception always raises
-        if observed:
-            await greenlet_spawn(
-                dispatch.after_cursor_execute,
-                conn.sync_connection,
-                None,
-                sql,
-                tuple(args),
-                None,
-                False,
-            )
-        return rows
-
-
-class DriverTransaction:
-    """The transaction ``Transaction.open`` began on the driver, as SQLAlchemy's asyncpg
-    adapter holds it (``_transaction``): it commits and rolls back through it."""
-
-    def __init__(self, driver: Any) -> None:
-        self._driver = driver
-
-    async def commit(self) -> None:
-        await self._driver.execute("COMMIT")
-
-    async def rollback(self) -> None:
-        await self._driver.execute("ROLLBACK")
-
-
-def literal(value: str) -> str:
-    """``value`` as a PostgreSQL escape-string literal (``E'...'``), whose meaning does
-    not depend on ``standard_conforming_strings``; NUL cannot be stored in text."""
-    if "\x00" in value:
-        raise ValidationError(INVALID_COMMAND, "a setting value cannot contain NUL")
-    return "E'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _scope_statement(count: int) -> Prepared:
-    prepared = _SCOPE_STATEMENTS.get(count)
-    if prepared is None:
-        calls = ", ".join(f"set_config(:n{i}, :v{i}, true)" for i in range(count))
-        prepared = _SCOPE_STATEMENTS.setdefault(count, Prepared(text(f"SELECT {calls}")))
-    return prepared
-
-
-_SCOPE_STATEMENTS: dict[int, Prepared] = {}
-
-
-@contextlib.asynccontextmanager
-async def _translated(
-    conn: AsyncConnection, sql: str, args: Any, tx: Transaction
-) -> AsyncIterator[None]:
-    """A driver error inside becomes the domain error ``Transaction.execute`` raises; a
-    broken or cancelled connection never returns to the pool (nor stays cached)."""
-    try:
-        yield
-    except conn.dialect.loaded_dbapi.Error as error:
-        tx.forget_driver()
-        wrapped = DBAPIError.instance(
-            sql, args, error, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
-        )
-        await discard_if_broken(conn, wrapped)
-        raise translate(wrapped) from wrapped
-    except BaseException as exit_:
-        tx.forget_driver()
-        # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
-        # connection never returns to the pool (what SQLAlchemy does for execute).
-        if not isinstance(exit_, Exception) and not conn.invalidated:
-            with contextlib.suppress(Exception):
-                await conn.invalidate()
-        raise
-
-
-async def discard_if_broken(conn: AsyncConnection, exc: BaseException) -> None:
-    """Invalidate ``conn`` after a connection-level or protocol error, so the pool
-    never hands it out again (asyncpg reports "another operation is in progress" on a
-    connection whose backend was terminated mid-statement, without closing it)."""
-    if broken_connection(exc) and not conn.invalidated:
-        with contextlib.suppress(Exception):  # it is being thrown away either way
-            await conn.invalidate()
+AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
+"""SQLAlchemy's side of the connection: DBAPI autocommit, so it begins nothing and the
+unit of work's ``Transaction`` owns the server transaction (ADR 2160)."""
 
 
 class PostgresUnitOfWork:
@@ -232,11 +57,18 @@ class PostgresUnitOfWork:
         tenant_id: str | None,
         principal_id: str | None,
         assume_role: str | None,
+        characteristics: Characteristics = DEFAULT,
+        force_autocommit: bool = False,
     ) -> None:
+        """``engine`` must be in DBAPI autocommit (the factory's ``autocommit``), or
+        ``force_autocommit`` sets it on each connection (an engine with its own
+        isolation level, whose option would otherwise win)."""
         self._engine = engine
+        self._force_autocommit = force_autocommit
         self._tenant_id = tenant_id
         self._principal_id = principal_id
         self._assume_role = assume_role
+        self._characteristics = characteristics
         self._conn: AsyncConnection | None = None
         self._committed = False
         self._used = False
@@ -258,6 +90,10 @@ class PostgresUnitOfWork:
         self._used = True
         try:
             self._conn = await self._engine.connect()
+            if self._force_autocommit:
+                await self._conn.execution_options(**AUTOCOMMIT)
+            # SQLAlchemy's logical transaction (its ``begin`` event, no round trip in
+            # autocommit); the server transaction is ``Transaction.open``'s.
             await self._conn.begin()
         except (DBAPIError, OSError) as exc:
             await self._close()
@@ -271,19 +107,21 @@ class PostgresUnitOfWork:
                 scope["role"] = self._assume_role
             scope[TENANT_SETTING] = self._tenant_id or ""
             scope[PRINCIPAL_SETTING] = self._principal_id or ""
-            await self.tx.open(scope)
+            await self.tx.open(scope, self._characteristics)
         except BaseException:
             await self._close()
             raise
         return self
 
     async def commit(self) -> None:
-        if self._conn is None:
+        conn = self._conn
+        if conn is None:
             raise UnavailableError(CLOSED, "the unit of work is not open")
         try:
-            await self._conn.commit()
+            await self.tx.commit()
+            await conn.commit()
         except DBAPIError as exc:
-            await discard_if_broken(self._conn, exc)
+            await discard_if_broken(conn, exc)
             await self._close()
             error = translate(exc)
             if broken_connection(exc):
@@ -294,13 +132,15 @@ class PostgresUnitOfWork:
         await self._close()
 
     async def rollback(self) -> None:
-        if self._conn is not None:
+        conn = self._conn
+        if conn is not None:
             try:
-                await self._conn.rollback()
+                await self.tx.rollback()
+                await conn.rollback()
             except (DBAPIError, OSError) as exc:
                 # A dead connection cannot roll back: the server already did. Discard it
                 # and let the error that brought us here (if any) stand.
-                await discard_if_broken(self._conn, exc)
+                await discard_if_broken(conn, exc)
                 if not broken_connection(exc):
                     raise translate(exc) from exc
             finally:
@@ -317,26 +157,47 @@ class PostgresUnitOfWork:
         await self._close()
 
     async def _close(self) -> None:
-        self.tx.attach(None)
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
+                await self.tx.close()  # a transaction still open is rolled back first
                 await conn.close()
             except (DBAPIError, OSError) as exc:
                 # Returning a broken connection to the pool failed: discard it instead.
                 await discard_if_broken(conn, exc)
                 if not broken_connection(exc):
                     raise translate(exc) from exc
+            finally:
+                self.tx.attach(None)
+        self.tx.attach(None)
 
 
 class PostgresUnitOfWorkFactory:
-    """Begins PostgreSQL units of work on one engine."""
+    """Begins PostgreSQL units of work on one engine.
 
-    def __init__(self, engine: AsyncEngine, *, assume_role: str | None = None) -> None:
+    ``engine`` stays the caller's (events, ``dispose``); units of work connect through
+    ``autocommit``, the same pool in DBAPI autocommit. The transaction's isolation
+    level, read only and deferrable are ``characteristics``, by default the engine's
+    execution options (``engine.execution_options(isolation_level=...)``; a level
+    given to ``create_async_engine`` itself is not visible through SQLAlchemy's public
+    API and is not applied, ADR 2160)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        assume_role: str | None = None,
+        characteristics: Characteristics | None = None,
+    ) -> None:
         if assume_role is not None and not _ROLE.match(assume_role):
             raise ValidationError(INVALID_COMMAND, f"bad role name {assume_role!r}")
         self.engine = engine
         self.assume_role = assume_role
+        self.characteristics = characteristics or Characteristics.of(engine.get_execution_options())
+        self.autocommit = engine.execution_options(**AUTOCOMMIT)
+        # The engine's own isolation-level option is applied to each connection after
+        # the one above: only a connection-level option is sure to come last.
+        self._force_autocommit = "isolation_level" in engine.get_execution_options()
 
     @classmethod
     def from_url(
@@ -350,14 +211,14 @@ class PostgresUnitOfWorkFactory:
         self, principal: Principal | None = None, *, tenant_id: str | None = None
     ) -> PostgresUnitOfWork:
         if principal is not None:
-            return PostgresUnitOfWork(
-                self.engine,
-                tenant_id=principal.tenant_id,
-                principal_id=principal.principal_id,
-                assume_role=self.assume_role,
-            )
+            tenant_id = principal.tenant_id
         return PostgresUnitOfWork(
-            self.engine, tenant_id=tenant_id, principal_id=None, assume_role=self.assume_role
+            self.autocommit,
+            tenant_id=tenant_id,
+            principal_id=principal.principal_id if principal is not None else None,
+            assume_role=self.assume_role,
+            characteristics=self.characteristics,
+            force_autocommit=self._force_autocommit,
         )
 
     async def dispose(self) -> None:

@@ -1,0 +1,265 @@
+"""The driver transaction the product owns (ADR 2160).
+
+A unit of work's connection comes from SQLAlchemy's pool and runs SQLAlchemy Core
+statements, but SQLAlchemy does not begin, commit or roll back its transaction: the
+connection is put into DBAPI autocommit (the public ``isolation_level="AUTOCOMMIT"``
+execution option), so SQLAlchemy's asyncpg adapter never issues a ``BEGIN`` of its
+own, and ``Transaction`` sends ``BEGIN``, ``COMMIT`` and ``ROLLBACK`` itself on the
+asyncpg connection (the public ``driver_connection``). Every statement, SQLAlchemy's
+and the prepared hot path's (ADR 1740), runs inside that one server transaction.
+
+That keeps the one-round-trip begin of ADR 1750 - ``BEGIN`` and one
+``SELECT set_config(...)`` sent together by the simple query protocol - without
+touching any private attribute of SQLAlchemy or asyncpg. An isolation level, read
+only or deferrable is part of that ``BEGIN`` (``Characteristics``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from sqlalchemy import Executable
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.util import greenlet_spawn
+
+from scheduling.adapters.postgres.errors import broken_connection, translate
+from scheduling.adapters.postgres.prepared import Prepared
+from scheduling.domain.errors import UnavailableError, ValidationError
+from scheduling.ports.repositories import CLOSED, INVALID_COMMAND
+
+ISOLATION_LEVELS = ("READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE")
+
+# What asyncpg raises for a statement that failed (SQLAlchemy's adapter wraps the same
+# three families as its DB-API errors); a socket error is a broken connection.
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+)
+
+
+@dataclass(frozen=True)
+class Characteristics:
+    """How the transaction begins: ``None`` is the server's default isolation level."""
+
+    isolation: str | None = None
+    read_only: bool = False
+    deferrable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.isolation is not None and self.isolation not in ISOLATION_LEVELS:
+            raise ValidationError(INVALID_COMMAND, f"bad isolation level {self.isolation!r}")
+
+    def begin(self) -> str:
+        """The ``BEGIN`` statement (only fixed words: nothing here is quoted)."""
+        words = ["BEGIN"]
+        if self.isolation is not None:
+            words.append(f"ISOLATION LEVEL {self.isolation}")
+        if self.read_only:
+            words.append("READ ONLY")
+        if self.deferrable:
+            words.append("DEFERRABLE")
+        return " ".join(words)
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> Characteristics:
+        """From SQLAlchemy execution options (``isolation_level``,
+        ``postgresql_readonly``, ``postgresql_deferrable``); ``AUTOCOMMIT`` is the
+        default level, since a unit of work is one transaction whatever the engine."""
+        level = options.get("isolation_level")
+        return cls(
+            isolation=None if level in (None, "AUTOCOMMIT") else str(level),
+            read_only=bool(options.get("postgresql_readonly", False)),
+            deferrable=bool(options.get("postgresql_deferrable", False)),
+        )
+
+
+DEFAULT = Characteristics()
+
+
+class Transaction:
+    """The open transaction shared by the repositories of one unit of work."""
+
+    def __init__(self) -> None:
+        self._conn: AsyncConnection | None = None
+        self._driver: Any = None
+        self._open = False
+        self.advisory_locks: set[int] = set()
+        """Transaction-scoped advisory-lock keys taken so far (held until it ends)."""
+
+    @property
+    def is_open(self) -> bool:
+        """True between ``open`` and the ``commit``/``rollback`` that ends it."""
+        return self._open
+
+    def attach(self, conn: AsyncConnection | None) -> None:
+        self._conn = conn
+        self._driver = None
+        self._open = False
+        self.advisory_locks = set()
+
+    def forget_driver(self) -> None:
+        self._driver = None
+
+    async def _driver_of(self, conn: AsyncConnection) -> Any:
+        """asyncpg's connection, fetched once per unit of work (``get_raw_connection``
+        is a greenlet hop); forgotten after any error."""
+        if self._driver is None:
+            fairy = await conn.get_raw_connection()
+            self._driver = fairy.driver_connection
+        return self._driver
+
+    def _connection(self) -> AsyncConnection:
+        if self._conn is None:
+            raise UnavailableError(CLOSED, "the unit of work is not open")
+        return self._conn
+
+    async def execute(
+        self, statement: Executable, params: Mapping[str, Any] | None = None
+    ) -> CursorResult[Any]:
+        """Run ``statement``; a driver error becomes a domain error."""
+        conn = self._connection()
+        try:
+            return await conn.execute(statement, dict(params) if params else None)
+        except DBAPIError as exc:
+            self._driver = None
+            await discard_if_broken(conn, exc)
+            raise translate(exc) from exc
+
+    async def open(
+        self, scope: Mapping[str, str], characteristics: Characteristics = DEFAULT
+    ) -> None:
+        """Begin the transaction and write its transaction-local settings in one round
+        trip (ADR 1750): ``BEGIN`` and one ``SELECT set_config(...)`` sent together by
+        the simple query protocol, the values quoted as escape-string literals. The
+        connection must be in DBAPI autocommit (SQLAlchemy then sends no ``BEGIN``)."""
+        conn = self._connection()
+        if self._open:
+            raise UnavailableError(CLOSED, "the unit of work began twice")
+        driver = await self._driver_of(conn)
+        calls = ", ".join(f"set_config({literal(k)}, {literal(v)}, true)" for k, v in scope.items())
+        sql = f"{characteristics.begin()}; SELECT {calls}" if calls else characteristics.begin()
+        # Open from here: if the settings fail after BEGIN, ``close`` rolls back.
+        self._open = True
+        async with _translated(conn, sql, (), self):
+            await driver.execute(sql)
+
+    async def commit(self) -> None:
+        """``COMMIT``; a failure raises SQLAlchemy's ``DBAPIError`` (the caller decides
+        whether the outcome is unknown). The transaction is over either way."""
+        await self._end("COMMIT")
+
+    async def rollback(self) -> None:
+        """``ROLLBACK`` (a failure raises ``DBAPIError``, as ``commit``)."""
+        await self._end("ROLLBACK")
+
+    async def _end(self, sql: str) -> None:
+        conn = self._connection()
+        if not self._open:
+            return
+        self._open = False
+        if conn.invalidated:  # discarded after an error: the server ended it already
+            return
+        driver = await self._driver_of(conn)
+        try:
+            await driver.execute(sql)
+        except DRIVER_ERRORS as error:
+            self._driver = None
+            raise DBAPIError(sql, (), error) from error
+        except BaseException:
+            self._driver = None
+            await _invalidate(conn)
+            raise
+
+    async def close(self) -> None:
+        """Before the connection returns to the pool: roll back a transaction still
+        open (an error left it so), or discard the connection if that fails - the pool
+        rolls back only what SQLAlchemy began, and it began nothing."""
+        conn = self._conn
+        if conn is None or not self._open or conn.invalidated:
+            return
+        try:
+            await self.rollback()
+        except BaseException:
+            await _invalidate(conn)
+            raise
+
+    async def fetch(
+        self, prepared: Prepared, params: Mapping[str, Any] | None = None
+    ) -> list[asyncpg.Record]:
+        """Run a hot-path statement on the driver connection (ADR 1740); a driver error
+        becomes the same domain error ``execute`` would raise."""
+        conn = self._connection()
+        sql = prepared.compile(conn.dialect)
+        args = prepared.args(params or {})
+        # The engine's cursor events fire for these statements too, so every statement
+        # observer (the gates' EXPLAIN and lock instruments) sees the hot path; with no
+        # listener (production) this costs one truth test.
+        sync = conn.sync_connection
+        dispatch: Any = sync.dispatch if sync is not None else None
+        observed = dispatch is not None and bool(
+            dispatch.before_cursor_execute or dispatch.after_cursor_execute
+        )
+        if observed:
+            await greenlet_spawn(
+                dispatch.before_cursor_execute, sync, None, sql, tuple(args), None, False
+            )
+        driver = await self._driver_of(conn)
+        async with _translated(conn, sql, args, self):
+            rows: list[asyncpg.Record] = await driver.fetch(sql, *args)
+        if observed:
+            await greenlet_spawn(
+                dispatch.after_cursor_execute, sync, None, sql, tuple(args), None, False
+            )
+        return rows
+
+
+def literal(value: str) -> str:
+    """``value`` as a PostgreSQL escape-string literal (``E'...'``), whose meaning does
+    not depend on ``standard_conforming_strings``; NUL cannot be stored in text."""
+    if "\x00" in value:
+        raise ValidationError(INVALID_COMMAND, "a setting value cannot contain NUL")
+    return "E'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+async def _invalidate(conn: AsyncConnection) -> None:
+    if not conn.invalidated:
+        with contextlib.suppress(Exception):  # it is being thrown away either way
+            await conn.invalidate()
+
+
+@contextlib.asynccontextmanager
+async def _translated(
+    conn: AsyncConnection, sql: str, args: Any, tx: Transaction
+) -> AsyncIterator[None]:
+    """A driver error inside becomes the domain error ``Transaction.execute`` raises; a
+    broken or cancelled connection never returns to the pool (nor stays cached)."""
+    try:
+        yield
+    except DRIVER_ERRORS as error:
+        tx.forget_driver()
+        wrapped = DBAPIError(sql, args, error)
+        await discard_if_broken(conn, wrapped)
+        raise translate(wrapped) from wrapped
+    except BaseException as exit_:
+        tx.forget_driver()
+        # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
+        # connection never returns to the pool (what SQLAlchemy does for execute).
+        if not isinstance(exit_, Exception):
+            await _invalidate(conn)
+        raise
+
+
+async def discard_if_broken(conn: AsyncConnection, exc: BaseException) -> None:
+    """Invalidate ``conn`` after a connection-level or protocol error, so the pool
+    never hands it out again (asyncpg reports "another operation is in progress" on a
+    connection whose backend was terminated mid-statement, without closing it)."""
+    if broken_connection(exc):
+        await _invalidate(conn)
