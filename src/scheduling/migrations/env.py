@@ -6,12 +6,20 @@ Three ways in:
   in ``config.attributes["connection"]`` (run inside ``AsyncConnection.run_sync``);
 * it may pass a URL in ``config.attributes["url"]``;
 * the command line (``alembic upgrade head``) reads ``SCHEDULING_DATABASE_URL``.
+
+The revisions carry their own literal SQL (ADR 2161) and import no product code; the
+one thing they receive is the deployment's role prefix, the migration parameter
+``config.attributes["scheduling.role_prefix"]``, resolved here once: the caller's
+attribute, else ``-x role_prefix=...``, else ``SCHEDULING_ROLE_PREFIX``, else
+``scheduling``. The product metadata imported below is only autogenerate's comparison
+target: it never changes what a revision executes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 
 from alembic import context
 from sqlalchemy.engine import Connection
@@ -23,6 +31,26 @@ from scheduling.adapters.postgres.tables import metadata
 
 config = context.config
 target_metadata = metadata
+
+ROLE_PREFIX_ATTRIBUTE = "scheduling.role_prefix"
+ROLE_PREFIX_ENV = "SCHEDULING_ROLE_PREFIX"
+DEFAULT_ROLE_PREFIX = "scheduling"
+_PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+
+
+def _role_prefix() -> str:
+    chosen = (
+        config.attributes.get(ROLE_PREFIX_ATTRIBUTE)
+        or context.get_x_argument(as_dictionary=True).get("role_prefix")
+        or os.environ.get(ROLE_PREFIX_ENV)
+        or DEFAULT_ROLE_PREFIX
+    )
+    if not isinstance(chosen, str) or not _PREFIX.match(chosen):
+        raise SystemExit(f"role prefix {chosen!r} must be a lower-case SQL identifier")
+    return chosen
+
+
+config.attributes[ROLE_PREFIX_ATTRIBUTE] = _role_prefix()
 
 
 def _configure_and_run(connection: Connection) -> None:

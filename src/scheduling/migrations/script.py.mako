@@ -5,6 +5,10 @@ Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 """
 
+# Frozen once released (ADR 2161, docs/operations/migrations.md): literal SQL and
+# names only, no import of scheduling.*; a revision naming roles copies the _roles()
+# helper of 0008_deployment_keys. Add the file's SHA-256 to ../released.toml when it
+# ships.
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -87,13 +87,20 @@ def to_asyncpg_url(url: str) -> str:
     return parsed.set(query=query).render_as_string(hide_password=False)
 
 
-def alembic_config(url: str | None = None) -> Config:
-    """An Alembic config for the packaged chain (no ini file needed)."""
+ROLE_PREFIX_ATTRIBUTE = "scheduling.role_prefix"
+"""The migration parameter naming the deployment's roles (``env.py``, ADR 2161)."""
+
+
+def alembic_config(url: str | None = None, *, role_prefix: str | None = None) -> Config:
+    """An Alembic config for the packaged chain (no ini file needed). Without
+    ``role_prefix`` the chain's ``env.py`` reads ``SCHEDULING_ROLE_PREFIX``."""
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("path_separator", "os")
     if url is not None:
         cfg.attributes["url"] = url
+    if role_prefix is not None:
+        cfg.attributes[ROLE_PREFIX_ATTRIBUTE] = role_prefix
     return cfg
 
 
@@ -123,28 +130,28 @@ async def _with_connection(url: str, action: Any) -> Any:
         await engine.dispose()
 
 
-def _command(name: str, target: str) -> Any:
+def _command(name: str, target: str, role_prefix: str | None = None) -> Any:
     def run(sync_conn: Connection) -> None:
-        cfg = alembic_config()
+        cfg = alembic_config(role_prefix=role_prefix)
         cfg.attributes["connection"] = sync_conn
         getattr(command, name)(cfg, target)
 
     return run
 
 
-async def upgrade_to_head(url: str) -> None:
+async def upgrade_to_head(url: str, *, role_prefix: str | None = None) -> None:
     """Migrate the database at ``url`` (libpq URL) to the head of the chain."""
-    await _with_connection(url, _command("upgrade", "head"))
+    await _with_connection(url, _command("upgrade", "head", role_prefix))
 
 
-async def upgrade_to(url: str, revision: str) -> None:
+async def upgrade_to(url: str, revision: str, *, role_prefix: str | None = None) -> None:
     """Migrate the database at ``url`` up to ``revision``."""
-    await _with_connection(url, _command("upgrade", revision))
+    await _with_connection(url, _command("upgrade", revision, role_prefix))
 
 
-async def downgrade_to(url: str, revision: str) -> None:
+async def downgrade_to(url: str, revision: str, *, role_prefix: str | None = None) -> None:
     """Migrate down to ``revision`` (``"base"`` removes every managed object)."""
-    await _with_connection(url, _command("downgrade", revision))
+    await _with_connection(url, _command("downgrade", revision, role_prefix))
 
 
 async def downgrade_one(url: str) -> None:

@@ -1,10 +1,12 @@
-"""Database roles of a deployment and the SQL helpers the migrations use to secure tables.
+"""Database roles of a deployment: their names and the settings row-level security reads.
 
 Roles are cluster-global while tests run many databases on one cluster in parallel,
 so role creation is idempotent and tolerates a concurrent creator, downgrades never
 drop a role, and every name carries a configurable prefix (``SCHEDULING_ROLE_PREFIX``,
-default ``scheduling``). The roles are NOLOGIN groups: a deployment grants membership
-to its login users (see docs/operations/roles.md).
+default ``scheduling``). The migrations create and secure them with their own literal
+SQL and import nothing from here (ADR 2161): editing this module changes no revision.
+The roles are NOLOGIN groups: a deployment grants membership to its login users (see
+docs/operations/roles.md).
 
 Row-level security reads two transaction-local settings written by the unit of work
 with ``set_config(name, value, true)``: ``scheduling.tenant_id`` and
@@ -68,43 +70,3 @@ def role_names(prefix: str | None = None) -> RoleNames:
         maintenance=f"{chosen}_maintenance",
         run_worker=f"{chosen}_run_worker",
     )
-
-
-def create_role_sql(role: str) -> str:
-    """Create a NOLOGIN role unless it exists; a concurrent creator is not an error."""
-    if not _IDENT.match(role):
-        raise ValueError(f"bad role name {role!r}")
-    return f"""
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN
-        CREATE ROLE {role} NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
-    END IF;
-EXCEPTION WHEN duplicate_object OR unique_violation THEN
-    NULL;
-END
-$$"""  # noqa: S608 (identifier validated above)
-
-
-def secure_table_sql(table: str, owner: str) -> list[str]:
-    """Hand ``table`` to the owner role and turn row-level security on and forced."""
-    return [
-        f"ALTER TABLE {table} OWNER TO {owner}",
-        f"REVOKE ALL ON {table} FROM PUBLIC",
-        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
-        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-    ]
-
-
-def policy_sql(table: str, name: str, role: str, predicate: str, command: str = "ALL") -> str:
-    """A permissive policy for ``role``; USING and WITH CHECK share the predicate."""
-    check = "" if command in ("SELECT", "DELETE") else f" WITH CHECK ({predicate})"
-    return (
-        f"CREATE POLICY {name} ON {table} AS PERMISSIVE FOR {command} TO {role}"
-        f" USING ({predicate}){check}"
-    )
-
-
-def parent_visible(parent: str, parent_key: str, child_key: str) -> str:
-    """Predicate: the parent row is visible to the current role (its own policy applies)."""
-    return f"EXISTS (SELECT 1 FROM {parent} p WHERE p.{parent_key} = {child_key})"  # noqa: S608

@@ -11,25 +11,33 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from scheduling.adapters.postgres.roles import (
-    PRINCIPAL_MATCH,
-    create_role_sql,
-    parent_visible,
-    policy_sql,
-    role_names,
-    secure_table_sql,
-)
-
 revision: str = "0001_substrate"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+_ROLE_PREFIX = "scheduling.role_prefix"
+
+
+def _roles() -> dict[str, str]:
+    """The deployment's group roles, ``<prefix>_owner`` and so on. The prefix is the
+    migration parameter ``scheduling.role_prefix`` (env.py sets it; role names are
+    deployment configuration, ADR 2161); the SQL is this revision's own, frozen."""
+    config = op.get_context().config
+    prefix = config.attributes.get(_ROLE_PREFIX) if config is not None else None
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", prefix):
+        raise ValueError(f"migration parameter {_ROLE_PREFIX} is not a role prefix: {prefix!r}")
+    kinds = ("owner", "api", "scheduler", "maintenance", "run_worker")
+    return {kind: f"{prefix}_{kind}" for kind in kinds}
+
 
 JSONB = postgresql.JSONB(astext_type=sa.Text())
 TZ = sa.DateTime(timezone=True)
@@ -216,50 +224,163 @@ END
 $$"""
 
 
+_SECURE: tuple[str, ...] = (
+    """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{owner}') THEN
+        CREATE ROLE {owner} NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+    END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END
+$$""",
+    """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{api}') THEN
+        CREATE ROLE {api} NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+    END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END
+$$""",
+    """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{scheduler}') THEN
+        CREATE ROLE {scheduler} NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+    END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END
+$$""",
+    """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{maintenance}') THEN
+        CREATE ROLE {maintenance} NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+    END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
+END
+$$""",
+    "ALTER TABLE principals OWNER TO {owner}",
+    "REVOKE ALL ON principals FROM PUBLIC",
+    "ALTER TABLE principals ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE principals FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE sessions OWNER TO {owner}",
+    "REVOKE ALL ON sessions FROM PUBLIC",
+    "ALTER TABLE sessions ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE sessions FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE runs OWNER TO {owner}",
+    "REVOKE ALL ON runs FROM PUBLIC",
+    "ALTER TABLE runs ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE runs FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE session_events OWNER TO {owner}",
+    "REVOKE ALL ON session_events FROM PUBLIC",
+    "ALTER TABLE session_events ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE session_events FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE run_checkpoints OWNER TO {owner}",
+    "REVOKE ALL ON run_checkpoints FROM PUBLIC",
+    "ALTER TABLE run_checkpoints ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE run_checkpoints FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE process_events OWNER TO {owner}",
+    "REVOKE ALL ON process_events FROM PUBLIC",
+    "ALTER TABLE process_events ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE process_events FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE agent_versions OWNER TO {owner}",
+    "REVOKE ALL ON agent_versions FROM PUBLIC",
+    "ALTER TABLE agent_active_versions OWNER TO {owner}",
+    "REVOKE ALL ON agent_active_versions FROM PUBLIC",
+    _APPEND_ONLY,
+    "ALTER FUNCTION scheduling_reject_event_update() OWNER TO {owner}",
+    (
+        "CREATE TRIGGER session_events_append_only BEFORE UPDATE ON session_events FOR EACH ROW"
+        " EXECUTE FUNCTION scheduling_reject_event_update()"
+    ),
+    (
+        "CREATE TRIGGER process_events_append_only BEFORE UPDATE ON process_events FOR EACH ROW"
+        " EXECUTE FUNCTION scheduling_reject_event_update()"
+    ),
+    (
+        "CREATE POLICY sessions_api ON sessions AS PERMISSIVE FOR ALL TO {api} USING (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY runs_api ON runs AS PERMISSIVE FOR ALL TO {api} USING (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY process_events_api ON process_events AS PERMISSIVE FOR ALL TO {api} USING"
+        " (tenant_id = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY principals_api ON principals AS PERMISSIVE FOR SELECT TO {api} USING"
+        " (tenant_id = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY session_events_api ON session_events AS PERMISSIVE FOR ALL TO {api} USING"
+        " (EXISTS (SELECT 1 FROM sessions p WHERE p.id = session_events.session_id)) WITH CHECK"
+        " (EXISTS (SELECT 1 FROM sessions p WHERE p.id = session_events.session_id))"
+    ),
+    (
+        "CREATE POLICY run_checkpoints_api ON run_checkpoints AS PERMISSIVE FOR ALL TO {api}"
+        " USING (EXISTS (SELECT 1 FROM runs p WHERE p.id = run_checkpoints.run_id)) WITH CHECK"
+        " (EXISTS (SELECT 1 FROM runs p WHERE p.id = run_checkpoints.run_id))"
+    ),
+    (
+        "CREATE POLICY principals_scheduler ON principals AS PERMISSIVE FOR ALL TO {scheduler}"
+        " USING (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY sessions_scheduler ON sessions AS PERMISSIVE FOR ALL TO {scheduler} USING"
+        " (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY runs_scheduler ON runs AS PERMISSIVE FOR ALL TO {scheduler} USING (true)"
+        " WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY session_events_scheduler ON session_events AS PERMISSIVE FOR ALL TO"
+        " {scheduler} USING (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY run_checkpoints_scheduler ON run_checkpoints AS PERMISSIVE FOR ALL TO"
+        " {scheduler} USING (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY process_events_scheduler ON process_events AS PERMISSIVE FOR ALL TO"
+        " {scheduler} USING (true) WITH CHECK (true)"
+    ),
+    "GRANT SELECT ON agent_versions, agent_active_versions TO {api}, {scheduler}",
+    "GRANT SELECT ON principals TO {api}, {scheduler}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON sessions, runs TO {api}",
+    "GRANT SELECT, INSERT, DELETE ON session_events, run_checkpoints TO {api}",
+    "GRANT SELECT, INSERT ON process_events TO {api}",
+    (
+        "GRANT SELECT, INSERT ON sessions, session_events, runs, run_checkpoints, process_events"
+        " TO {scheduler}"
+    ),
+)
+
+
 def _secure() -> None:
-    roles = role_names()
-    for role in roles.all():
-        op.execute(create_role_sql(role))
-    tenant_tables = ["principals", "sessions", "runs", "session_events", "run_checkpoints"]
-    tenant_tables.append("process_events")
-    for table in tenant_tables:
-        for statement in secure_table_sql(table, roles.owner):
-            op.execute(statement)
-    for table in ("agent_versions", "agent_active_versions"):
-        op.execute(f"ALTER TABLE {table} OWNER TO {roles.owner}")
-        op.execute(f"REVOKE ALL ON {table} FROM PUBLIC")
-
-    op.execute(_APPEND_ONLY)
-    op.execute(f"ALTER FUNCTION scheduling_reject_event_update() OWNER TO {roles.owner}")
-    for table in ("session_events", "process_events"):
-        op.execute(
-            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE ON {table}"
-            " FOR EACH ROW EXECUTE FUNCTION scheduling_reject_event_update()"
-        )
-
-    api, sched = roles.api, roles.scheduler
-    # API role: one principal's rows only.
-    for table in ("sessions", "runs", "process_events"):
-        op.execute(policy_sql(table, f"{table}_api", api, PRINCIPAL_MATCH))
-    op.execute(policy_sql("principals", "principals_api", api, PRINCIPAL_MATCH, "SELECT"))
-    session_child = parent_visible("sessions", "id", "session_events.session_id")
-    op.execute(policy_sql("session_events", "session_events_api", api, session_child))
-    run_child = parent_visible("runs", "id", "run_checkpoints.run_id")
-    op.execute(policy_sql("run_checkpoints", "run_checkpoints_api", api, run_child))
-    # Scheduler role: the due scan and the principal directory are cross-tenant by nature;
-    # its privileges (not its rows) are what is least.
-    for table in tenant_tables:
-        op.execute(policy_sql(table, f"{table}_scheduler", sched, "true"))
-
-    op.execute(f"GRANT SELECT ON agent_versions, agent_active_versions TO {api}, {sched}")
-    op.execute(f"GRANT SELECT ON principals TO {api}, {sched}")
-    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON sessions, runs TO {api}")
-    op.execute(f"GRANT SELECT, INSERT, DELETE ON session_events, run_checkpoints TO {api}")
-    op.execute(f"GRANT SELECT, INSERT ON process_events TO {api}")
-    op.execute(
-        "GRANT SELECT, INSERT ON sessions, session_events, runs, run_checkpoints,"
-        f" process_events TO {sched}"
-    )
+    """Roles, ownership, forced row-level security, the append-only trigger,
+    policies and grants."""
+    roles = _roles()
+    for statement in _SECURE:
+        op.execute(statement.format(**roles))
 
 
 def upgrade() -> None:

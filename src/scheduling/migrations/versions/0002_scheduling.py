@@ -7,25 +7,33 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from scheduling.adapters.postgres.roles import (
-    PRINCIPAL_MATCH,
-    TENANT_MATCH,
-    parent_visible,
-    policy_sql,
-    role_names,
-    secure_table_sql,
-)
-
 revision: str = "0002_scheduling"
 down_revision: str | None = "0001_substrate"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+_ROLE_PREFIX = "scheduling.role_prefix"
+
+
+def _roles() -> dict[str, str]:
+    """The deployment's group roles, ``<prefix>_owner`` and so on. The prefix is the
+    migration parameter ``scheduling.role_prefix`` (env.py sets it; role names are
+    deployment configuration, ADR 2161); the SQL is this revision's own, frozen."""
+    config = op.get_context().config
+    prefix = config.attributes.get(_ROLE_PREFIX) if config is not None else None
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", prefix):
+        raise ValueError(f"migration parameter {_ROLE_PREFIX} is not a role prefix: {prefix!r}")
+    kinds = ("owner", "api", "scheduler", "maintenance", "run_worker")
+    return {kind: f"{prefix}_{kind}" for kind in kinds}
+
 
 JSONB = postgresql.JSONB(astext_type=sa.Text())
 TZ = sa.DateTime(timezone=True)
@@ -216,8 +224,6 @@ def _create_tables() -> None:
     )
 
 
-_TABLES = ("schedules", "schedule_revisions", "schedule_occurrences", "schedule_idempotency_keys")
-
 # Revisions are immutable: nobody may rewrite one.
 _IMMUTABLE = """
 CREATE FUNCTION scheduling_reject_revision_update() RETURNS trigger
@@ -228,71 +234,115 @@ END
 $$"""
 
 
-def _secure() -> None:
-    roles = role_names()
-    api, sched, maint = roles.api, roles.scheduler, roles.maintenance
-    for table in _TABLES:
-        for statement in secure_table_sql(table, roles.owner):
-            op.execute(statement)
-    op.execute(_IMMUTABLE)
-    op.execute(f"ALTER FUNCTION scheduling_reject_revision_update() OWNER TO {roles.owner}")
-    op.execute(
-        "CREATE TRIGGER schedule_revisions_immutable BEFORE UPDATE ON schedule_revisions"
-        " FOR EACH ROW EXECUTE FUNCTION scheduling_reject_revision_update()"
-    )
-
-    by_schedule = {
-        "schedule_revisions": parent_visible("schedules", "id", "schedule_revisions.schedule_id"),
-        "schedule_occurrences": parent_visible(
-            "schedules", "id", "schedule_occurrences.schedule_id"
-        ),
-    }
-    # API role: one principal's rows; children are visible through their schedule.
-    op.execute(policy_sql("schedules", "schedules_api", api, PRINCIPAL_MATCH))
-    op.execute(
-        policy_sql(
-            "schedule_idempotency_keys", "schedule_idempotency_keys_api", api, PRINCIPAL_MATCH
-        )
-    )
-    for table, predicate in by_schedule.items():
-        op.execute(policy_sql(table, f"{table}_api", api, predicate))
-    # Scheduler role: cross-tenant due scans; its privileges are what is least.
-    for table in ("schedules", "schedule_revisions", "schedule_occurrences"):
-        op.execute(policy_sql(table, f"{table}_scheduler", sched, "true"))
-    # Maintenance role: one tenant per purge transaction.
-    op.execute(policy_sql("schedules", "schedules_maintenance", maint, TENANT_MATCH))
-    op.execute(
-        policy_sql(
-            "schedule_idempotency_keys",
-            "schedule_idempotency_keys_maintenance",
-            maint,
-            TENANT_MATCH,
-        )
-    )
-    for table, predicate in by_schedule.items():
-        op.execute(policy_sql(table, f"{table}_maintenance", maint, predicate))
-
-    op.execute(f"GRANT SELECT, INSERT, UPDATE ON schedules TO {api}")
-    op.execute(f"GRANT SELECT, INSERT ON schedule_revisions, schedule_idempotency_keys TO {api}")
-    op.execute(f"GRANT SELECT ON schedule_occurrences TO {api}")
-    # Session erasure (an API operation) marks the linked occurrence erased.
-    op.execute(
-        f"GRANT UPDATE (session_id, run_id, links_erased_at) ON schedule_occurrences TO {api}"
-    )
-    op.execute(f"GRANT SELECT ON schedules, schedule_revisions TO {sched}")
-    op.execute(
-        "GRANT UPDATE (state, pause_reason, next_fire_at, consecutive_failures, updated_at)"
-        f" ON schedules TO {sched}"
-    )
-    op.execute(f"GRANT SELECT, INSERT ON schedule_occurrences TO {sched}")
-    op.execute(
+_SECURE: tuple[str, ...] = (
+    "ALTER TABLE schedules OWNER TO {owner}",
+    "REVOKE ALL ON schedules FROM PUBLIC",
+    "ALTER TABLE schedules ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE schedules FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE schedule_revisions OWNER TO {owner}",
+    "REVOKE ALL ON schedule_revisions FROM PUBLIC",
+    "ALTER TABLE schedule_revisions ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE schedule_revisions FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE schedule_occurrences OWNER TO {owner}",
+    "REVOKE ALL ON schedule_occurrences FROM PUBLIC",
+    "ALTER TABLE schedule_occurrences ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE schedule_occurrences FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE schedule_idempotency_keys OWNER TO {owner}",
+    "REVOKE ALL ON schedule_idempotency_keys FROM PUBLIC",
+    "ALTER TABLE schedule_idempotency_keys ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE schedule_idempotency_keys FORCE ROW LEVEL SECURITY",
+    _IMMUTABLE,
+    "ALTER FUNCTION scheduling_reject_revision_update() OWNER TO {owner}",
+    (
+        "CREATE TRIGGER schedule_revisions_immutable BEFORE UPDATE ON schedule_revisions FOR EACH"
+        " ROW EXECUTE FUNCTION scheduling_reject_revision_update()"
+    ),
+    (
+        "CREATE POLICY schedules_api ON schedules AS PERMISSIVE FOR ALL TO {api} USING (tenant_id"
+        " = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY schedule_idempotency_keys_api ON schedule_idempotency_keys AS PERMISSIVE"
+        " FOR ALL TO {api} USING (tenant_id = current_setting('scheduling.tenant_id', true) AND"
+        " principal_id = current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id"
+        " = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY schedule_revisions_api ON schedule_revisions AS PERMISSIVE FOR ALL TO"
+        " {api} USING (EXISTS (SELECT 1 FROM schedules p WHERE p.id ="
+        " schedule_revisions.schedule_id)) WITH CHECK (EXISTS (SELECT 1 FROM schedules p WHERE"
+        " p.id = schedule_revisions.schedule_id))"
+    ),
+    (
+        "CREATE POLICY schedule_occurrences_api ON schedule_occurrences AS PERMISSIVE FOR ALL TO"
+        " {api} USING (EXISTS (SELECT 1 FROM schedules p WHERE p.id ="
+        " schedule_occurrences.schedule_id)) WITH CHECK (EXISTS (SELECT 1 FROM schedules p WHERE"
+        " p.id = schedule_occurrences.schedule_id))"
+    ),
+    (
+        "CREATE POLICY schedules_scheduler ON schedules AS PERMISSIVE FOR ALL TO {scheduler}"
+        " USING (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY schedule_revisions_scheduler ON schedule_revisions AS PERMISSIVE FOR ALL"
+        " TO {scheduler} USING (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY schedule_occurrences_scheduler ON schedule_occurrences AS PERMISSIVE FOR"
+        " ALL TO {scheduler} USING (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY schedules_maintenance ON schedules AS PERMISSIVE FOR ALL TO {maintenance}"
+        " USING (tenant_id = current_setting('scheduling.tenant_id', true)) WITH CHECK (tenant_id"
+        " = current_setting('scheduling.tenant_id', true))"
+    ),
+    (
+        "CREATE POLICY schedule_idempotency_keys_maintenance ON schedule_idempotency_keys AS"
+        " PERMISSIVE FOR ALL TO {maintenance} USING (tenant_id ="
+        " current_setting('scheduling.tenant_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true))"
+    ),
+    (
+        "CREATE POLICY schedule_revisions_maintenance ON schedule_revisions AS PERMISSIVE FOR ALL"
+        " TO {maintenance} USING (EXISTS (SELECT 1 FROM schedules p WHERE p.id ="
+        " schedule_revisions.schedule_id)) WITH CHECK (EXISTS (SELECT 1 FROM schedules p WHERE"
+        " p.id = schedule_revisions.schedule_id))"
+    ),
+    (
+        "CREATE POLICY schedule_occurrences_maintenance ON schedule_occurrences AS PERMISSIVE FOR"
+        " ALL TO {maintenance} USING (EXISTS (SELECT 1 FROM schedules p WHERE p.id ="
+        " schedule_occurrences.schedule_id)) WITH CHECK (EXISTS (SELECT 1 FROM schedules p WHERE"
+        " p.id = schedule_occurrences.schedule_id))"
+    ),
+    "GRANT SELECT, INSERT, UPDATE ON schedules TO {api}",
+    "GRANT SELECT, INSERT ON schedule_revisions, schedule_idempotency_keys TO {api}",
+    "GRANT SELECT ON schedule_occurrences TO {api}",
+    "GRANT UPDATE (session_id, run_id, links_erased_at) ON schedule_occurrences TO {api}",
+    "GRANT SELECT ON schedules, schedule_revisions TO {scheduler}",
+    (
+        "GRANT UPDATE (state, pause_reason, next_fire_at, consecutive_failures, updated_at) ON"
+        " schedules TO {scheduler}"
+    ),
+    "GRANT SELECT, INSERT ON schedule_occurrences TO {scheduler}",
+    (
         "GRANT SELECT, DELETE ON schedules, schedule_revisions, schedule_occurrences,"
-        f" schedule_idempotency_keys TO {maint}"
-    )
-    # FOR UPDATE SKIP LOCKED needs UPDATE on at least one column of the locked table.
-    op.execute(f"GRANT UPDATE (updated_at) ON schedules TO {maint}")
-    # Release validation checks the schema head through the version table.
-    op.execute(f"GRANT SELECT ON alembic_version TO {api}, {sched}, {maint}")
+        " schedule_idempotency_keys TO {maintenance}"
+    ),
+    "GRANT UPDATE (updated_at) ON schedules TO {maintenance}",
+    "GRANT SELECT ON alembic_version TO {api}, {scheduler}, {maintenance}",
+)
+
+
+def _secure() -> None:
+    """Ownership, forced row-level security, the immutable-revision trigger,
+    policies and grants."""
+    roles = _roles()
+    for statement in _SECURE:
+        op.execute(statement.format(**roles))
 
 
 def upgrade() -> None:
@@ -301,10 +351,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    roles = role_names()
-    op.execute(
-        f"REVOKE ALL ON alembic_version FROM {roles.api}, {roles.scheduler}, {roles.maintenance}"
-    )
+    revoke = "REVOKE ALL ON alembic_version FROM {api}, {scheduler}, {maintenance}"
+    op.execute(revoke.format(**_roles()))
     op.execute("DROP TRIGGER schedule_revisions_immutable ON schedule_revisions")
     op.execute("DROP FUNCTION scheduling_reject_revision_update()")
     op.drop_index("ix_schedule_idempotency_keys_schedule_id", "schedule_idempotency_keys")

@@ -12,29 +12,37 @@ Create Date: 2026-12-01
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from scheduling.adapters.postgres.roles import (
-    PRINCIPAL_MATCH,
-    TENANT_MATCH,
-    policy_sql,
-    role_names,
-    secure_table_sql,
-)
-
 revision: str = "0003_tool_pipeline"
 down_revision: str | None = "0002_scheduling"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+
+_ROLE_PREFIX = "scheduling.role_prefix"
+
+
+def _roles() -> dict[str, str]:
+    """The deployment's group roles, ``<prefix>_owner`` and so on. The prefix is the
+    migration parameter ``scheduling.role_prefix`` (env.py sets it; role names are
+    deployment configuration, ADR 2161); the SQL is this revision's own, frozen."""
+    config = op.get_context().config
+    prefix = config.attributes.get(_ROLE_PREFIX) if config is not None else None
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", prefix):
+        raise ValueError(f"migration parameter {_ROLE_PREFIX} is not a role prefix: {prefix!r}")
+    kinds = ("owner", "api", "scheduler", "maintenance", "run_worker")
+    return {kind: f"{prefix}_{kind}" for kind in kinds}
+
+
 JSONB = postgresql.JSONB(astext_type=sa.Text())
 TZ = sa.DateTime(timezone=True)
 _STATES = "'AWAITING_APPROVAL', 'APPROVED', 'DENIED', 'SUCCEEDED', 'FAILED'"
-_TABLES = ("tool_invocations", "tool_approval_requests", "tool_approval_decisions")
 
 
 def _create_tables() -> None:
@@ -130,45 +138,111 @@ def _create_outbox() -> None:
     )
 
 
+_SECURE_OUTBOX: tuple[str, ...] = (
+    "ALTER TABLE schedule_outbox OWNER TO {owner}",
+    "REVOKE ALL ON schedule_outbox FROM PUBLIC",
+    "ALTER TABLE schedule_outbox ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE schedule_outbox FORCE ROW LEVEL SECURITY",
+    (
+        "CREATE POLICY schedule_outbox_scheduler ON schedule_outbox AS PERMISSIVE FOR ALL TO"
+        " {scheduler} USING (true) WITH CHECK (true)"
+    ),
+    (
+        "CREATE POLICY schedule_outbox_api ON schedule_outbox AS PERMISSIVE FOR ALL TO {api}"
+        " USING (tenant_id = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY schedule_outbox_maintenance ON schedule_outbox AS PERMISSIVE FOR ALL TO"
+        " {maintenance} USING (tenant_id = current_setting('scheduling.tenant_id', true)) WITH"
+        " CHECK (tenant_id = current_setting('scheduling.tenant_id', true))"
+    ),
+    "GRANT SELECT, INSERT ON schedule_outbox TO {scheduler}",
+    "GRANT UPDATE (delivered_at) ON schedule_outbox TO {scheduler}",
+    "GRANT SELECT ON schedule_outbox TO {api}",
+    "GRANT SELECT, DELETE ON schedule_outbox TO {maintenance}",
+)
+
+
 def _secure_outbox() -> None:
-    roles = role_names()
-    for statement in secure_table_sql("schedule_outbox", roles.owner):
-        op.execute(statement)
-    # The scheduler appends (accounting, decisions) and drains; the API role may read
-    # its own principal's rows; maintenance purges one tenant's.
-    op.execute(policy_sql("schedule_outbox", "schedule_outbox_scheduler", roles.scheduler, "true"))
-    op.execute(policy_sql("schedule_outbox", "schedule_outbox_api", roles.api, PRINCIPAL_MATCH))
-    op.execute(
-        policy_sql(
-            "schedule_outbox", "schedule_outbox_maintenance", roles.maintenance, TENANT_MATCH
-        )
-    )
-    op.execute(f"GRANT SELECT, INSERT ON schedule_outbox TO {roles.scheduler}")
-    op.execute(f"GRANT UPDATE (delivered_at) ON schedule_outbox TO {roles.scheduler}")
-    op.execute(f"GRANT SELECT ON schedule_outbox TO {roles.api}")
-    op.execute(f"GRANT SELECT, DELETE ON schedule_outbox TO {roles.maintenance}")
+    """The scheduler appends (accounting, decisions) and drains; the API role may
+    read its own principal's rows; maintenance purges one tenant's."""
+    roles = _roles()
+    for statement in _SECURE_OUTBOX:
+        op.execute(statement.format(**roles))
+
+
+_SECURE: tuple[str, ...] = (
+    "ALTER TABLE tool_invocations OWNER TO {owner}",
+    "REVOKE ALL ON tool_invocations FROM PUBLIC",
+    "ALTER TABLE tool_invocations ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE tool_invocations FORCE ROW LEVEL SECURITY",
+    (
+        "CREATE POLICY tool_invocations_api ON tool_invocations AS PERMISSIVE FOR ALL TO {api}"
+        " USING (tenant_id = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY tool_invocations_maintenance ON tool_invocations AS PERMISSIVE FOR ALL TO"
+        " {maintenance} USING (tenant_id = current_setting('scheduling.tenant_id', true)) WITH"
+        " CHECK (tenant_id = current_setting('scheduling.tenant_id', true))"
+    ),
+    "ALTER TABLE tool_approval_requests OWNER TO {owner}",
+    "REVOKE ALL ON tool_approval_requests FROM PUBLIC",
+    "ALTER TABLE tool_approval_requests ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE tool_approval_requests FORCE ROW LEVEL SECURITY",
+    (
+        "CREATE POLICY tool_approval_requests_api ON tool_approval_requests AS PERMISSIVE FOR ALL"
+        " TO {api} USING (tenant_id = current_setting('scheduling.tenant_id', true) AND"
+        " principal_id = current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id"
+        " = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY tool_approval_requests_maintenance ON tool_approval_requests AS PERMISSIVE"
+        " FOR ALL TO {maintenance} USING (tenant_id = current_setting('scheduling.tenant_id',"
+        " true)) WITH CHECK (tenant_id = current_setting('scheduling.tenant_id', true))"
+    ),
+    "ALTER TABLE tool_approval_decisions OWNER TO {owner}",
+    "REVOKE ALL ON tool_approval_decisions FROM PUBLIC",
+    "ALTER TABLE tool_approval_decisions ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE tool_approval_decisions FORCE ROW LEVEL SECURITY",
+    (
+        "CREATE POLICY tool_approval_decisions_api ON tool_approval_decisions AS PERMISSIVE FOR"
+        " ALL TO {api} USING (tenant_id = current_setting('scheduling.tenant_id', true) AND"
+        " principal_id = current_setting('scheduling.principal_id', true)) WITH CHECK (tenant_id"
+        " = current_setting('scheduling.tenant_id', true) AND principal_id ="
+        " current_setting('scheduling.principal_id', true))"
+    ),
+    (
+        "CREATE POLICY tool_approval_decisions_maintenance ON tool_approval_decisions AS"
+        " PERMISSIVE FOR ALL TO {maintenance} USING (tenant_id ="
+        " current_setting('scheduling.tenant_id', true)) WITH CHECK (tenant_id ="
+        " current_setting('scheduling.tenant_id', true))"
+    ),
+    "GRANT SELECT, INSERT ON tool_invocations TO {api}",
+    (
+        "GRANT UPDATE (state, reason_code, output, output_bytes, updated_at) ON tool_invocations"
+        " TO {api}"
+    ),
+    "GRANT SELECT, INSERT ON tool_approval_requests, tool_approval_decisions TO {api}",
+    (
+        "GRANT SELECT, DELETE ON tool_invocations, tool_approval_requests,"
+        " tool_approval_decisions TO {maintenance}"
+    ),
+)
 
 
 def _secure() -> None:
-    roles = role_names()
-    api, maint = roles.api, roles.maintenance
-    for table in _TABLES:
-        for statement in secure_table_sql(table, roles.owner):
-            op.execute(statement)
-        # The API role (where conversations run) sees one principal's rows; maintenance
-        # may purge one tenant's rows per transaction.
-        op.execute(policy_sql(table, f"{table}_api", api, PRINCIPAL_MATCH))
-        op.execute(policy_sql(table, f"{table}_maintenance", maint, TENANT_MATCH))
-    op.execute(f"GRANT SELECT, INSERT ON tool_invocations TO {api}")
-    op.execute(
-        "GRANT UPDATE (state, reason_code, output, output_bytes, updated_at)"
-        f" ON tool_invocations TO {api}"
-    )
-    op.execute(f"GRANT SELECT, INSERT ON tool_approval_requests, tool_approval_decisions TO {api}")
-    op.execute(
-        "GRANT SELECT, DELETE ON tool_invocations, tool_approval_requests,"
-        f" tool_approval_decisions TO {maint}"
-    )
+    """The API role (where conversations run) sees one principal's rows;
+    maintenance may purge one tenant's rows per transaction."""
+    roles = _roles()
+    for statement in _SECURE:
+        op.execute(statement.format(**roles))
 
 
 def upgrade() -> None:

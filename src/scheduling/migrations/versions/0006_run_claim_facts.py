@@ -13,17 +13,31 @@ columns beside its earlier ones.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
-from scheduling.adapters.postgres.roles import RUN_CLAIM_COLUMNS, role_names
-
 revision: str = "0006_run_claim_facts"
 down_revision: str | None = "0005_run_worker_role"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+_ROLE_PREFIX = "scheduling.role_prefix"
+
+
+def _roles() -> dict[str, str]:
+    """The deployment's group roles, ``<prefix>_owner`` and so on. The prefix is the
+    migration parameter ``scheduling.role_prefix`` (env.py sets it; role names are
+    deployment configuration, ADR 2161); the SQL is this revision's own, frozen."""
+    config = op.get_context().config
+    prefix = config.attributes.get(_ROLE_PREFIX) if config is not None else None
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", prefix):
+        raise ValueError(f"migration parameter {_ROLE_PREFIX} is not a role prefix: {prefix!r}")
+    kinds = ("owner", "api", "scheduler", "maintenance", "run_worker")
+    return {kind: f"{prefix}_{kind}" for kind in kinds}
 
 
 def upgrade() -> None:
@@ -32,8 +46,9 @@ def upgrade() -> None:
         "runs",
         sa.Column("lease_reclaims", sa.Integer(), nullable=False, server_default=sa.text("0")),
     )
-    columns = ", ".join(RUN_CLAIM_COLUMNS)
-    op.execute(f"GRANT UPDATE ({columns}) ON runs TO {role_names().run_worker}")
+    op.execute(
+        "GRANT UPDATE (first_claimed_at, lease_reclaims) ON runs TO {run_worker}".format(**_roles())
+    )
 
 
 def downgrade() -> None:

@@ -17,17 +17,31 @@ revision that seeds it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
-from scheduling.adapters.postgres.roles import role_names
-
 revision: str = "0008_deployment_keys"
 down_revision: str | None = "0007_run_queued_notify"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+_ROLE_PREFIX = "scheduling.role_prefix"
+
+
+def _roles() -> dict[str, str]:
+    """The deployment's group roles, ``<prefix>_owner`` and so on. The prefix is the
+    migration parameter ``scheduling.role_prefix`` (env.py sets it; role names are
+    deployment configuration, ADR 2161); the SQL is this revision's own, frozen."""
+    config = op.get_context().config
+    prefix = config.attributes.get(_ROLE_PREFIX) if config is not None else None
+    if not isinstance(prefix, str) or not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", prefix):
+        raise ValueError(f"migration parameter {_ROLE_PREFIX} is not a role prefix: {prefix!r}")
+    kinds = ("owner", "api", "scheduler", "maintenance", "run_worker")
+    return {kind: f"{prefix}_{kind}" for kind in kinds}
 
 
 def upgrade() -> None:
@@ -39,10 +53,10 @@ def upgrade() -> None:
         sa.CheckConstraint("length(key) = 32", name="ck_deployment_keys_key_length"),
         sa.PrimaryKeyConstraint("purpose", name="pk_deployment_keys"),
     )
-    roles = role_names()
-    op.execute(f"ALTER TABLE deployment_keys OWNER TO {roles.owner}")
+    roles = _roles()
+    op.execute("ALTER TABLE deployment_keys OWNER TO {owner}".format(**roles))
     op.execute("REVOKE ALL ON deployment_keys FROM PUBLIC")
-    op.execute(f"GRANT SELECT ON deployment_keys TO {roles.api}")
+    op.execute("GRANT SELECT ON deployment_keys TO {api}".format(**roles))
     op.execute(
         """
         INSERT INTO deployment_keys (purpose, key, created_at)
