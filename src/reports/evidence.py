@@ -60,6 +60,14 @@ VOLATILE_SUFFIXES = ("seconds", "_s", "_ms", "duration", "elapsed", "_at", "wall
 VOLATILE_PARTS = ("lines_measured",)
 
 
+# Top-level keys of one check file's evidence that real races decide (names too generic
+# to leave out everywhere): test_lifecycle races real concurrent batches, so which
+# operation wins, and the dispositions, vary under one seed (measured).
+VOLATILE_BY_FILE: dict[str, frozenset[str]] = {
+    "src/gates/checks/test_lifecycle.py": frozenset({"outcomes", "dispositions"}),
+}
+
+
 def volatile(key: str) -> bool:
     lowered = key.lower()
     return (
@@ -78,13 +86,20 @@ def deterministic(value: Any) -> Any:
     return value
 
 
-def evidence_digest(evidence: dict[str, Any]) -> str:
+def of_check(evidence: dict[str, Any], nodeid: str = "") -> dict[str, Any]:
+    """The deterministic part of a check's evidence (``nodeid`` names its file)."""
+    dropped = VOLATILE_BY_FILE.get(nodeid.split("::", 1)[0], frozenset())
+    kept: dict[str, Any] = deterministic(evidence)
+    return {k: v for k, v in kept.items() if k not in dropped}
+
+
+def evidence_digest(evidence: dict[str, Any], nodeid: str = "") -> str:
     """SHA-256 of the deterministic part of ``evidence`` in canonical JSON."""
-    text = json.dumps(deterministic(evidence), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(of_check(evidence, nodeid), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def differing_keys(recorded: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
+def differing_keys(recorded: dict[str, Any], rerun: dict[str, Any], nodeid: str = "") -> list[str]:
     """Top-level keys whose deterministic values differ between two evidence dicts."""
-    a, b = deterministic(recorded), deterministic(rerun)
+    a, b = of_check(recorded, nodeid), of_check(rerun, nodeid)
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))

@@ -218,7 +218,7 @@ def rerun_checks(
 
 
 def _compare(candidate: Candidate, raw: dict[str, Any] | None) -> Rerun:
-    recorded = evidence_digest(candidate.check.evidence)
+    recorded = evidence_digest(candidate.check.evidence, candidate.nodeid)
     if raw is None:
         return Rerun(candidate, None, recorded, None, [], None)
     evidence = raw.get("evidence") or {}
@@ -226,8 +226,8 @@ def _compare(candidate: Candidate, raw: dict[str, Any] | None) -> Rerun:
         candidate,
         str(raw["outcome"]),
         recorded,
-        evidence_digest(evidence),
-        differing_keys(candidate.check.evidence, evidence),
+        evidence_digest(evidence, candidate.nodeid),
+        differing_keys(candidate.check.evidence, evidence, candidate.nodeid),
         raw.get("detail"),
         evidence,
     )

@@ -174,6 +174,14 @@ def test_volatile_evidence_is_left_out_at_any_depth() -> None:
     assert differing_keys(evidence, fewer) == ["interleavings_explored"]
 
 
+def test_a_files_raced_keys_are_left_out_of_its_checks_only() -> None:
+    raced = {"examples": 30, "outcomes": {"ok": 7}}
+    other = {"examples": 30, "outcomes": {"ok": 8}}
+    lifecycle = "src/gates/checks/test_lifecycle.py::test_lifecycle_histories_are_linearizable"
+    assert evidence_digest(raced, lifecycle) == evidence_digest(other, lifecycle)
+    assert differing_keys(raced, other, "src/gates/checks/test_not_early.py::t") == ["outcomes"]
+
+
 # ------------------------------------------------------------------ what ran
 
 
