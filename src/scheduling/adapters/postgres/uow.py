@@ -160,8 +160,10 @@ class PostgresUnitOfWork:
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
-                await self.tx.close()  # a transaction still open is rolled back first
-                await conn.close()
+                try:
+                    await self.tx.close()  # a transaction still open is rolled back first
+                finally:
+                    await conn.close()
             except (DBAPIError, OSError) as exc:
                 # Returning a broken connection to the pool failed: discard it instead.
                 await discard_if_broken(conn, exc)
