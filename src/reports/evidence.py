@@ -54,10 +54,11 @@ VOLATILE_KEYS = frozenset(
         "log_records_searched",
     }
 )
-VOLATILE_SUFFIXES = ("seconds", "_s", "_ms", "duration", "elapsed", "_at", "wall_time_s")
+VOLATILE_SUFFIXES = ("seconds", "_s", "_ms", "duration", "elapsed", "_at", "_pid", "_xid")
 # Lines of product code a tracer counted: warm caches (which checks ran earlier in the
-# process) change them; measured differing between a run and a re-run of one check.
-VOLATILE_PARTS = ("lines_measured",)
+# process) change them; server backend pids and transaction ids. Both measured
+# differing between a run and a re-run of one check.
+VOLATILE_PARTS = ("lines_measured", "backend_xid")
 
 
 # Top-level keys of one check file's evidence that real races decide (names too generic

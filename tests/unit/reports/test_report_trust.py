@@ -159,6 +159,7 @@ def test_volatile_evidence_is_left_out_at_any_depth() -> None:
     evidence = {
         "interleavings_explored": 40,
         "upgrade_seconds": 1.7,
+        "lock_backend_xid": [15006, "777"],
         "server": {"version": "17.2"},
         "saved_traces": ["/tmp/x"],
         "failures": [{"seed": 3, "replay": "scheduling-sim replay /tmp/x", "violations": []}],
@@ -167,7 +168,12 @@ def test_volatile_evidence_is_left_out_at_any_depth() -> None:
         "interleavings_explored": 40,
         "failures": [{"seed": 3, "violations": []}],
     }
-    moved = {**evidence, "upgrade_seconds": 9.9, "saved_traces": ["/var/y"]}
+    moved = {
+        **evidence,
+        "upgrade_seconds": 9.9,
+        "saved_traces": ["/var/y"],
+        "lock_backend_xid": [1],
+    }
     assert evidence_digest(moved) == evidence_digest(evidence)
     fewer = {**evidence, "interleavings_explored": 39}
     assert evidence_digest(fewer) != evidence_digest(evidence)
