@@ -25,7 +25,8 @@ from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.errors import AuthorizationError, NotFoundError
 from scheduling.domain.identity import Principal
 from scheduling.ports.runtime import QueueCapacity
-from scheduling.runtime import CANCEL_FORBIDDEN, LEASE_LOST, RunCancellation, WorkerSettings
+from scheduling.runtime import LEASE_LOST, WorkerSettings
+from scheduling.service.cancellation import CANCEL_FORBIDDEN, RunCancellation
 from scheduling.service.materializer import MaterializeStatus
 from simulation.worlds.materialize import WHO, Harness
 from simulation.worlds.runtime import run_worker

@@ -24,7 +24,7 @@ import pytest
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.identity import Principal
 from scheduling.ports.runtime import QueueCapacity
-from scheduling.runtime.cancellation import RunCancellation
+from scheduling.service.cancellation import RunCancellation
 from simulation.worlds.materialize import WHO, Harness
 from simulation.worlds.runtime import run_worker
 

@@ -34,7 +34,7 @@ from scheduling.http.models import (
     TranscriptOut,
     UpdateScheduleBody,
 )
-from scheduling.runtime.cancellation import RUN_CANCEL_SCOPE
+from scheduling.service.cancellation import RUN_CANCEL_SCOPE
 from scheduling.service.runs import RUN_READ_SCOPE
 from scheduling.service.schedules import CANCEL, READ, WRITE
 from scheduling.service.transcripts import SESSION_READ_SCOPE

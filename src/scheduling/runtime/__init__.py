@@ -1,12 +1,7 @@
-"""The run substrate: queue claims, the run worker, cancellation, the scripted agent and
-the minimal tool pipeline (see docs/runtime.md)."""
+"""The run substrate: queue claims, the run worker, the scripted agent and the minimal
+tool pipeline (see docs/runtime.md). Run cancellation is a use case of the public edges:
+``scheduling.service.cancellation``."""
 
-from scheduling.runtime.cancellation import (
-    CANCEL_FORBIDDEN,
-    CANCEL_TERMINAL,
-    RUN_CANCEL_SCOPE,
-    RunCancellation,
-)
 from scheduling.runtime.scripted import Script, ScriptedAgent
 from scheduling.runtime.submission import RunSubmitter, Submission
 from scheduling.runtime.tools import (
@@ -37,20 +32,16 @@ from scheduling.runtime.worker import (
 
 __all__ = [
     "AGENT_FAILED",
-    "CANCEL_FORBIDDEN",
-    "CANCEL_TERMINAL",
     "COST_LIMIT",
     "DEADLINE_EXCEEDED",
     "LEASE_LOST",
     "MODEL_CALL_LIMIT",
-    "RUN_CANCEL_SCOPE",
     "STEP_LIMIT",
     "TOOL_CALL_LIMIT",
     "TOOL_SCOPE_DENIED",
     "TOOL_UNDECLARED",
     "TOOL_UNKNOWN",
     "LeaseLost",
-    "RunCancellation",
     "RunOutcome",
     "RunSubmitter",
     "RunWorker",

@@ -16,7 +16,7 @@ from scheduling.domain.reasons import reason
 from scheduling.ports.clock import Clock
 from scheduling.ports.records import RunRecord
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
-from scheduling.runtime.cancellation import RunCancellation
+from scheduling.service.cancellation import RunCancellation
 from scheduling.service.values import RunView
 
 RUN_READ_SCOPE = "run.read"
