@@ -20,10 +20,10 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError, UnavailableError, ValidationError
 from scheduling.ports.records import RunStatus
 from scheduling.ports.repositories import COMMIT_OUTCOME_UNKNOWN, RETRY, UNAVAILABLE
+from scheduling.ports.retry import RetrySettings, TransientRetry, is_transient
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings as RunWorkerSettings
 from scheduling.service.materializer import STEP_OCCURRENCE, MaterializeStatus
-from scheduling.service.retry import RetrySettings, TransientRetry, is_transient
 from simulation.engine.clock import VirtualClock
 from simulation.worlds.materialize import Harness
 from simulation.worlds.runtime import (

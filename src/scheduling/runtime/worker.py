@@ -34,6 +34,7 @@ from scheduling.ports.clock import Clock
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.records import RunCheckpoint, RunRecord, RunStatus, SessionEvent
 from scheduling.ports.repositories import STALE
+from scheduling.ports.retry import JitterSource, RetrySettings, TransientRetry
 from scheduling.ports.runtime import (
     ClaimedRun,
     ExecutionContext,
@@ -58,7 +59,6 @@ from scheduling.runtime.usage import (
     in_synthesis_reserve,
     parse_limits,
 )
-from scheduling.service.retry import JitterSource, RetrySettings, TransientRetry
 
 LEASE_LOST = reason(
     "schedule.runtime.lease_lost",

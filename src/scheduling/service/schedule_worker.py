@@ -43,6 +43,7 @@ from uuid import UUID
 
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.clock import Clock
+from scheduling.ports.retry import JitterSource, RetrySettings, TransientRetry
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.accounting import PendingAccounts, RunAccountant
 from scheduling.service.materializer import (
@@ -50,7 +51,6 @@ from scheduling.service.materializer import (
     MaterializeStatus,
     ScheduleMaterializer,
 )
-from scheduling.service.retry import JitterSource, RetrySettings, TransientRetry
 
 _log = logging.getLogger(__name__)
 _RING = 1 << 128

@@ -31,9 +31,9 @@ from typing import Any
 
 from scheduling.adapters.postgres.roles import role_names
 from scheduling.bootstrap import build_scheduler
+from scheduling.ports.retry import RetrySettings
 from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeStatus
-from scheduling.service.retry import RetrySettings
 from scheduling.service.schedule_worker import WorkerSettings
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import FaultKind

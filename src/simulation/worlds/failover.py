@@ -30,9 +30,9 @@ import asyncpg
 
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.adapters.postgres.migrations import upgrade_to_head
+from scheduling.ports.retry import RetrySettings
 from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeStatus
-from scheduling.service.retry import RetrySettings
 from simulation.provider._info import database_of
 from simulation.provider._replica import ReplicaPair
 from simulation.worlds.materialize import Harness
