@@ -21,7 +21,6 @@ from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.adapters.postgres.transaction import (
-    DEFAULT,
     Characteristics,
     Transaction,
     discard_if_broken,
@@ -57,18 +56,20 @@ class PostgresUnitOfWork:
         tenant_id: str | None,
         principal_id: str | None,
         assume_role: str | None,
-        characteristics: Characteristics = DEFAULT,
+        characteristics: Characteristics | None = None,
         force_autocommit: bool = False,
     ) -> None:
-        """``engine`` must be in DBAPI autocommit (the factory's ``autocommit``), or
-        ``force_autocommit`` sets it on each connection (an engine with its own
-        isolation level, whose option would otherwise win)."""
+        """On an engine not in DBAPI autocommit (the factory's ``autocommit`` is), or
+        with ``force_autocommit`` (an engine with its own isolation level, whose option
+        would otherwise win), the connection is put in autocommit after checkout.
+        ``characteristics`` default to the engine's execution options."""
+        options = engine.get_execution_options()
         self._engine = engine
-        self._force_autocommit = force_autocommit
+        self._force_autocommit = force_autocommit or options.get("isolation_level") != "AUTOCOMMIT"
         self._tenant_id = tenant_id
         self._principal_id = principal_id
         self._assume_role = assume_role
-        self._characteristics = characteristics
+        self._characteristics = characteristics or Characteristics.of(options)
         self._conn: AsyncConnection | None = None
         self._committed = False
         self._used = False
