@@ -44,13 +44,27 @@ from scheduling.adapters.memory.directories import (
     StaticAgentRegistry,
     StaticPrincipalDirectory,
 )
+from scheduling.adapters.memory.keys import MemoryKeyRing
 
 # Model tools (build_tools).
-from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings
+from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings, MemoryToolLedger
 from scheduling.adapters.memory.uow import MemoryUnitOfWorkFactory
+from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
-from scheduling.adapters.postgres.directories import DurablePrincipalDirectory
+from scheduling.adapters.postgres.directories import (
+    DurableAgentRegistry,
+    DurablePrincipalDirectory,
+)
+from scheduling.adapters.postgres.keys import PostgresKeyRing
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
+from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
+from scheduling.adapters.postgres.readiness import SchemaReadiness
+from scheduling.adapters.postgres.role_gauges import PostgresRunGauges, PostgresSchedulerGauges
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
+from scheduling.adapters.postgres.run_queue import PostgresRunQueue
+from scheduling.adapters.postgres.telemetry import PostgresTelemetry
+from scheduling.adapters.postgres.tool_ledger import PostgresToolLedger
+from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.adapters.token_file import TokenFile
 from scheduling.config import Environment, Settings, validate_release
 from scheduling.domain.errors import UnavailableError, ValidationError
@@ -71,9 +85,9 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.keys import KeyRing
 from scheduling.ports.notifier import ScheduleNotifier
 from scheduling.ports.probe import Probe
-from scheduling.ports.readiness import Readiness
+from scheduling.ports.readiness import AlwaysReady, Readiness
 from scheduling.ports.retry import JitterSource, RetrySettings
-from scheduling.ports.runtime import QueueCapacity, RunPriority, RunQueue, RunTerminalHook
+from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
 from scheduling.ports.telemetry import TelemetrySource
 from scheduling.ports.tokens import TokenDirectory
 from scheduling.ports.tool_ledger import ToolLedger, WebsiteBindings
@@ -100,7 +114,6 @@ from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, Worke
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.session_access import SessionAccess
 from scheduling.service.validation import DefinitionValidator, Scanner
-from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage, WakeListener
 from scheduling.tools import ScheduleToolDeps, default_agent_roster, register_schedule_tools
 from scheduling.tools.catalog import schedule_flags_on
 
@@ -148,15 +161,15 @@ class StartupRefused(UnavailableError):
 
 def production_problems(
     *,
-    storage: Storage | None = None,
+    uow: UnitOfWorkFactory | None = None,
     principals: SchedulePrincipalDirectory | None = None,
     admission: ScheduleAdmissionController | None = None,
     capacity: QueueCapacity | None = None,
 ) -> list[str]:
     """What production refuses among the wired adapters (empty: acceptable)."""
     problems: list[str] = []
-    if storage is not None and not storage.durable:
-        problems.append(f"{MEMORY_REPOSITORIES}: {type(storage).__name__} is not PostgreSQL")
+    if uow is not None and not isinstance(uow, PostgresUnitOfWorkFactory):
+        problems.append(f"{MEMORY_REPOSITORIES}: {type(uow).__name__} is not PostgreSQL")
     if principals is not None and not isinstance(principals, DurablePrincipalDirectory):
         problems.append(f"{DIRECTORY_NOT_DURABLE}: {type(principals).__name__}")
     if admission is not None:
@@ -190,22 +203,8 @@ def _roles(prefix: str | None) -> RoleNames:
     return role_names(prefix or DEFAULT_ROLE_PREFIX)
 
 
-def storage_for(settings: Settings, *, pool_size: int = 5) -> Storage:
-    """The storage ``settings`` choose: memory, or PostgreSQL with the trusted login at
-    ``database_url`` and each role's own login where one is configured (otherwise the
-    role is ``SET LOCAL ROLE`` over the trusted login)."""
-    if settings.storage != "postgres":
-        return MemoryStorage()
-    own: dict[Role, str | None] = {
-        "api": settings.api_database_url,
-        "scheduler": settings.scheduler_database_url,
-        "maintenance": settings.maintenance_database_url,
-        "run_worker": settings.run_worker_database_url,
-    }
-    logins = {role: url for role, url in own.items() if url}
-    return PostgresStorage(
-        settings.database_url, settings.role_prefix, logins=logins, pool_size=pool_size
-    )
+def _factory(url: str, assume_role: str | None, pool_size: int = 5) -> PostgresUnitOfWorkFactory:
+    return PostgresUnitOfWorkFactory.from_url(url, assume_role=assume_role, pool_size=pool_size)
 
 
 def _login(
@@ -240,14 +239,13 @@ class ApiRole:
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
     profiles: ConfiguredBrowserProfiles
-    storage: Storage
-    owns_storage: bool
-    keys: KeyRing
+    owns_uow: bool = True
+    keys: KeyRing = field(default_factory=MemoryKeyRing)
     """The deployment key ring (ADR 2100): PostgreSQL's seeded keys over the API role."""
 
     async def close(self) -> None:
-        if self.owns_storage:
-            await self.storage.close()
+        if self.owns_uow:
+            await self.uow.dispose()
 
 
 def build_api(
@@ -256,7 +254,7 @@ def build_api(
     clock: Clock,
     ids: IdGenerator,
     probe: Probe | None = None,
-    storage: Storage | None = None,
+    uow: UnitOfWorkFactory | None = None,
     notifier: ScheduleNotifier | None = None,
     scanner: Scanner | None = None,
     tenants: TenantConfiguration | None = None,
@@ -264,27 +262,31 @@ def build_api(
 ) -> ApiRole:
     """The schedule API's application service over the API role.
 
-    Without ``storage`` the settings choose it and the role owns it (``close``
-    releases it). Tests inject ``storage`` (then left open), a recording ``notifier``,
+    Tests inject ``uow`` (the API role's factory, or memory), a recording ``notifier``,
     and for a test of a test a deliberately weak ``scanner``, other ``tenants`` or a
     ``service_type`` (a subclass of ``ScheduleService``)."""
     problems = _release_problems(settings)
     if not settings.api_enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_API_ENABLED is off")
-    owns_storage = storage is None
-    if storage is None:
-        if settings.storage == "postgres" and not (
-            settings.api_database_url or settings.database_url
-        ):
-            _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
-        storage = storage_for(settings)
-    uow = storage.as_role("api")
-    if notifier is None:
-        notifier = storage.notifier("api")
-    durable = settings.principal_directory == "durable"
-    principals, agents = storage.directories("api", durable=durable)
+    url, assume = _login(
+        settings.api_database_url, settings.database_url, _roles(settings.role_prefix).api
+    )
+    principals: SchedulePrincipalDirectory
+    agents: AgentRegistry
+    owns_uow = uow is None
+    if settings.storage == "postgres":
+        if uow is None:
+            if url is None:
+                _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
+            uow = _factory(url, assume)
+        if notifier is None and url is not None:
+            notifier = PostgresNotifier(url)
+        principals, agents = _directories(settings, uow)
+    else:
+        uow = uow or MemoryUnitOfWorkFactory()
+        principals, agents = StaticPrincipalDirectory(), StaticAgentRegistry()
     if settings.production:
-        problems += production_problems(storage=storage, principals=principals)
+        problems += production_problems(uow=uow, principals=principals)
     if problems:
         # A refused role never opened a connection: its pool holds nothing to release.
         raise StartupRefused(problems)
@@ -296,7 +298,9 @@ def build_api(
         tenants=tenants or _ceilings(settings),
         scanner=scanner or SecretScanner(),
     )
-    keys = storage.key_ring("api")
+    keys: KeyRing = (
+        PostgresKeyRing(uow) if isinstance(uow, PostgresUnitOfWorkFactory) else MemoryKeyRing()
+    )
     service = service_type(
         uow=uow,
         clock=clock,
@@ -306,7 +310,15 @@ def build_api(
         probe=probe,
         keys=keys,
     )
-    return ApiRole(service, uow, principals, agents, profiles, storage, owns_storage, keys)
+    return ApiRole(service, uow, principals, agents, profiles, owns_uow, keys)
+
+
+def _directories(
+    settings: Settings, uow: UnitOfWorkFactory
+) -> tuple[SchedulePrincipalDirectory, AgentRegistry]:
+    if settings.principal_directory == "durable":
+        return DurablePrincipalDirectory(uow), DurableAgentRegistry(uow)
+    return StaticPrincipalDirectory(), DurableAgentRegistry(uow)
 
 
 # ------------------------------------------------------------------- scheduler
