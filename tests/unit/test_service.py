@@ -9,11 +9,11 @@ import pytest
 
 from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.errors import AuthorizationError, ConflictError, NotFoundError
+from scheduling.domain.identity import SCOPE_REQUIRED
 from scheduling.domain.lifecycle import ILLEGAL_TRANSITION, STALE_REVISION
 from scheduling.domain.schedule import PauseReason, ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import SCHEDULE_NOT_FOUND, SchedulePatch
-from scheduling.service.validation import SCOPE_REQUIRED
 from scheduling.service.values import PREVIEW_CHARS
 from simulation.worlds.service import (
     ALL_SCOPES,

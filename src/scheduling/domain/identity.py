@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import reason
 
+SCOPE_REQUIRED = reason(
+    "schedule.auth.scope_required", "The caller lacks the exact scope this operation requires"
+)
 EMPTY_PRINCIPAL = reason(
     "schedule.identity.empty_principal", "A principal needs a non-empty tenant_id and principal_id"
 )

@@ -16,9 +16,9 @@ from fastapi import Request
 
 from scheduling.bootstrap import ControlPlane
 from scheduling.domain.errors import AuthorizationError, SchedulingError
-from scheduling.domain.identity import Principal
+from scheduling.domain.identity import SCOPE_REQUIRED, Principal
 from scheduling.http.codes import UNAUTHENTICATED
-from scheduling.service.validation import PRINCIPAL_UNAVAILABLE, SCOPE_REQUIRED
+from scheduling.service.validation import PRINCIPAL_UNAVAILABLE
 
 SECURITY_SCHEME = "bearer"
 _MAX_TOKEN = 512

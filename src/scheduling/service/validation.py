@@ -18,7 +18,9 @@ from uuid import UUID
 from scheduling.domain.cadence import Cadence, parse_cadence
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.errors import AuthorizationError, UnavailableError, ValidationError
-from scheduling.domain.identity import Principal
+from scheduling.domain.idempotency import MAX_IDEMPOTENCY_KEY as MAX_IDEMPOTENCY_KEY
+from scheduling.domain.idempotency import check_idempotency_key as check_idempotency_key
+from scheduling.domain.identity import SCOPE_REQUIRED, Principal
 from scheduling.domain.reasons import reason
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.domain.revision import RunLimits, ScheduleRevision
@@ -34,9 +36,6 @@ from scheduling.ports.directories import (
 )
 from scheduling.service.values import ScheduleDefinition, SchedulePatch
 
-SCOPE_REQUIRED = reason(
-    "schedule.auth.scope_required", "The caller lacks the exact scope this operation requires"
-)
 PRINCIPAL_UNAVAILABLE = reason(
     "schedule.auth.principal_unavailable",
     "The caller is unknown to the principal directory or disabled",
@@ -79,13 +78,8 @@ NO_FUTURE_OCCURRENCE = reason(
     "schedule.validation.no_future_occurrence",
     "The cadence has no nominal instant strictly after now",
 )
-INVALID_IDEMPOTENCY_KEY = reason(
-    "schedule.validation.invalid_idempotency_key",
-    "The idempotency key is empty, too long or not printable ASCII",
-)
 
 BROWSER_SCOPE = "browser.profile.read"
-MAX_IDEMPOTENCY_KEY = 200
 
 # The closed platform scope vocabulary a schedule may request (exact names, no wildcard).
 PLATFORM_SCOPES = frozenset(
@@ -131,19 +125,6 @@ class ValidatedDefinition:
             created_at=at,
             **self.fields,
         )
-
-
-def check_idempotency_key(key: str) -> str:
-    if isinstance(key, str):
-        # NUL and lone surrogates get the one text code, like every stored text.
-        check_text("idempotency_key", key)
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY
-        or not all(" " < ch <= "~" for ch in key)
-    ):
-        raise ValidationError(INVALID_IDEMPOTENCY_KEY, "the idempotency key is not valid")
-    return key
 
 
 def check_definition_text(definition: ScheduleDefinition) -> None:

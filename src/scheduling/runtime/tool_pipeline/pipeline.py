@@ -50,6 +50,8 @@ from scheduling.domain.errors import (
     UnavailableError,
     ValidationError,
 )
+from scheduling.domain.idempotency import check_idempotency_key
+from scheduling.domain.identity import SCOPE_REQUIRED
 from scheduling.domain.reasons import reason
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
@@ -77,7 +79,6 @@ from scheduling.runtime.tool_pipeline.context import (
 )
 from scheduling.runtime.tool_pipeline.registry import RegisteredTool, ToolHandler, ToolRegistry
 from scheduling.runtime.tool_pipeline.spec import Idempotency
-from scheduling.service.validation import SCOPE_REQUIRED, check_idempotency_key
 
 TOOL_UNKNOWN = reason("schedule.tool.unknown", "The tool is not in the tool registry")
 TOOL_UNDECLARED = reason(
