@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 from uuid import UUID
 
+from scheduling.adapters.memory.store import Tables, Working
 from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
@@ -43,10 +43,6 @@ from scheduling.ports.repositories import (
     ScheduleCommand,
 )
 
-if TYPE_CHECKING:
-    from scheduling.adapters.memory.store import Tables
-    from scheduling.adapters.memory.uow import MemoryUnitOfWork
-
 _MUTABLE = (
     "state",
     "pause_reason",
@@ -58,7 +54,7 @@ _MUTABLE = (
 
 
 class _Base:
-    def __init__(self, uow: MemoryUnitOfWork) -> None:
+    def __init__(self, uow: Working) -> None:
         self._uow = uow
 
     @property

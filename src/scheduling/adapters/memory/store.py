@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import Protocol
 from uuid import UUID
 
 from scheduling.domain.occurrence import ScheduleOccurrence
@@ -56,3 +57,14 @@ class Scope:
         if self.tenant_id is not None and tenant_id != self.tenant_id:
             return False
         return self.principal_id is None or principal_id == self.principal_id
+
+
+class Working(Protocol):
+    """What a repository reads from its unit of work: the scope and the open tables
+    (``MemoryUnitOfWork`` is one; repositories need not import it)."""
+
+    scope: Scope
+
+    def tables(self) -> Tables:
+        """The working copy of an open unit of work."""
+        ...

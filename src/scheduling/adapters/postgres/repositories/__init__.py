@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from scheduling.adapters.postgres.repositories.idempotency import PostgresIdempotencyLedger
 from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
@@ -16,9 +15,7 @@ from scheduling.adapters.postgres.repositories.substrate import (
     PostgresRunRepository,
     PostgresSessionRepository,
 )
-
-if TYPE_CHECKING:
-    from scheduling.adapters.postgres.uow import Transaction
+from scheduling.adapters.postgres.transaction import Transaction
 
 
 @dataclass(frozen=True)

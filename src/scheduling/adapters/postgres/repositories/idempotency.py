@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 
 from scheduling.adapters.postgres.tables import schedule_idempotency_keys
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.errors import ConflictError
 from scheduling.domain.identity import Principal
 from scheduling.ports.records import IdempotencyEntry
 from scheduling.ports.repositories import KEY_REUSED
-
-if TYPE_CHECKING:
-    from scheduling.adapters.postgres.uow import Transaction
 
 _keys = schedule_idempotency_keys.c
 

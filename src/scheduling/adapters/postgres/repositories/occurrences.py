@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy import bindparam, select
@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import insert
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import owned_by
 from scheduling.adapters.postgres.tables import schedule_occurrences, schedules
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.errors import NotFoundError, ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
@@ -23,9 +24,6 @@ from scheduling.domain.paging import (
     encode_cursor,
 )
 from scheduling.ports.repositories import NOT_FOUND
-
-if TYPE_CHECKING:
-    from scheduling.adapters.postgres.uow import Transaction
 
 _CURSOR = "occurrences"
 _occ = schedule_occurrences.c

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert
 
 from scheduling.adapters.postgres.tables import schedule_outbox
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.ports.outbox import OutboxMessage
-
-if TYPE_CHECKING:
-    from scheduling.adapters.postgres.uow import Transaction
 
 _C = schedule_outbox.c
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 from uuid import UUID
 
 from sqlalchemy import Update, and_, bindparam, delete, func, insert, select, true, tuple_, update
@@ -17,6 +17,7 @@ from scheduling.adapters.postgres.tables import (
     schedule_revisions,
     schedules,
 )
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.domain.paging import (
@@ -35,9 +36,6 @@ from scheduling.ports.repositories import (
     IdList,
     ScheduleCommand,
 )
-
-if TYPE_CHECKING:
-    from scheduling.adapters.postgres.uow import Transaction
 
 _CURSOR = "schedules"
 _MUTABLE = (

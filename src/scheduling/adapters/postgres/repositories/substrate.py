@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy import Table, delete, func, insert, select, true, update
@@ -22,6 +22,7 @@ from scheduling.adapters.postgres.tables import (
     session_events,
     sessions,
 )
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.errors import ConflictError, NotFoundError
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition
@@ -37,9 +38,6 @@ from scheduling.ports.records import (
     SessionRecord,
 )
 from scheduling.ports.repositories import NOT_FOUND, STALE
-
-if TYPE_CHECKING:
-    from scheduling.adapters.postgres.uow import Transaction
 
 
 def _owned(table: Table, principal: Principal | None) -> Any:
