@@ -91,10 +91,6 @@ class Decision:
     noop: bool
     pause_reason: PauseReason | None
 
-    @property
-    def changes_state(self) -> bool:
-        return not self.noop and self.source is not self.target
-
 
 def check_expected_revision(expected_revision: object, current_revision: int) -> None:
     """Raise unless ``expected_revision`` is a positive int equal to the current one."""

@@ -86,7 +86,3 @@ class Schedule(DomainModel):
         if self.updated_at < self.created_at:
             raise ValidationError(UPDATED_BEFORE_CREATED, "updated_at precedes created_at")
         return self
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.state in TERMINAL_STATES

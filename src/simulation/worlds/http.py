@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import httpx
 from sqlalchemy import text
@@ -211,10 +210,6 @@ async def http_world(
                     await role.close()
             await plane.close()
             await admin.dispose()
-
-
-def uuid_of(response: httpx.Response) -> UUID:
-    return UUID(response.json()["id"])
 
 
 # ------------------------------------------------------------- planted servers

@@ -22,10 +22,9 @@ from uuid import UUID
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import build_run_worker
 from scheduling.domain.canonical import content_hash
-from scheduling.domain.identity import Principal
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.probe import Probe
-from scheduling.ports.records import AgentVersionRecord, PrincipalRecord, RunRecord
+from scheduling.ports.records import AgentVersionRecord, RunRecord
 from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
 from scheduling.runtime import RunSubmitter, RunWorker, Submission, WorkerSettings
 from simulation.engine.clock import VirtualClock
@@ -116,14 +115,6 @@ async def seed_tool_agent(admin: PostgresUnitOfWorkFactory, at: datetime) -> Non
                     created_at=at,
                 )
             )
-        await uow.commit()
-
-
-async def seed_principal(admin: PostgresUnitOfWorkFactory, who: Principal, at: datetime) -> None:
-    async with admin.begin() as uow:
-        await uow.principals.put(
-            PrincipalRecord(who.tenant_id, who.principal_id, True, who.scopes, {}, at, at)
-        )
         await uow.commit()
 
 

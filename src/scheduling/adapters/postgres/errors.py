@@ -85,11 +85,6 @@ def _what_failed(error: BaseException) -> str:
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
-def is_driver_error(exc: BaseException) -> bool:
-    """True for errors this module translates."""
-    return isinstance(exc, DBAPIError | OSError)
-
-
 # SQLSTATE classes after which the connection itself is unusable: connection
 # exception, operator intervention (terminated backend, shutdown), resources.
 _BROKEN_CLASSES = ("08", "57", "53")

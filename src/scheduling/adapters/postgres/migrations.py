@@ -154,11 +154,6 @@ async def downgrade_to(url: str, revision: str, *, role_prefix: str | None = Non
     await _with_connection(url, _command("downgrade", revision, role_prefix))
 
 
-async def downgrade_one(url: str) -> None:
-    """Undo the newest applied revision (``alembic downgrade -1``)."""
-    await _with_connection(url, _command("downgrade", "-1"))
-
-
 async def downgrade_to_base(url: str) -> None:
     """Undo every revision."""
     await downgrade_to(url, "base")
