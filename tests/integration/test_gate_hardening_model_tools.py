@@ -10,7 +10,8 @@ a policy that approves nothing; a ledger that lets anyone decide or finds keys a
 principals; lifecycle tools that act in prepare; an update that re-pins the active
 agent; summaries at revision 1; no output ceiling; next firings at now; tools that widen scopes,
 skip the future check, show a raw cadence, accept both at and cadence, leak the
-instruction, ignore the page limit, ignore the expected revision, cancel as a pause,
+instruction, ignore the page limit, ignore the expected revision, prepare a lifecycle
+call or an update without reading the schedule (asked before not found), cancel as a pause,
 rebuild the definition on update, invent unchanged fields, or skip the secret scan.
 """
 
@@ -20,6 +21,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -43,6 +45,7 @@ from scheduling.runtime.tool_pipeline import (
 )
 from scheduling.service.schedules import patched_definition
 from scheduling.service.values import ScheduleDefinition
+from scheduling.tools.common import mutation_output
 from scheduling.tools.listing import summary
 from simulation.worlds.service import definition
 from simulation.worlds.service import principal as principal_of
@@ -357,6 +360,45 @@ def effect_in_prepare(world: ToolWorld) -> None:
         world.replace_handler(name, Eager)
 
 
+def unchecked_prepare(world: ToolWorld) -> None:
+    """pause/resume/cancel prepare without reading the schedule and update without the
+    service's pre-approval check: an unknown, foreign or stale id is asked for approval
+    first (its view shown to the approver, rows recorded) and fails only when it runs."""
+    service = world.service
+    methods = {
+        "schedule.pause": ("pause", service.pause),
+        "schedule.resume": ("resume", service.resume),
+        "schedule.cancel": ("cancel", service.cancel),
+    }
+
+    def unchecked(name: str) -> Callable[[ToolHandler], ToolHandler]:
+        action, method = methods[name]
+
+        class Unchecked:
+            def __init__(self, inner: ToolHandler) -> None:
+                self.inner = inner
+
+            async def prepare(self, args: Any, context: ToolExecutionContext) -> PreparedCall:
+                sid, expected = UUID(str(args["schedule_id"])), int(args["expected_revision"])
+
+                async def execute() -> dict[str, Any]:
+                    result = await method(context.principal, sid, expected)
+                    return mutation_output(result.schedule)
+
+                view = {"action": action, "schedule_id": str(sid), "expected_revision": expected}
+                return PreparedCall(view, execute)
+
+        return Unchecked
+
+    for name in methods:
+        world.replace_handler(name, unchecked(name))
+
+    async def check_patch(*_: Any) -> None:
+        return None
+
+    service.check_patch = check_patch  # type: ignore[method-assign,assignment]
+
+
 def repin_on_update(world: ToolWorld) -> None:
     """The patch drops the pinned version and policy: the validator pins the active one."""
     service = world.service
@@ -451,6 +493,9 @@ CASES: list[tuple[str, Check, type[ToolPipeline] | None, Any]] = [
     ("leak-instruction", checks.lifecycle_discovery_check, None, leak_instruction),
     ("ignore-limit", checks.lifecycle_discovery_check, None, ignore_limit),
     ("ignore-revision", checks.lifecycle_validation_check, None, ignore_revision),
+    ("unchecked-prepare", checks.lifecycle_validation_check, None, unchecked_prepare),
+    ("unchecked-prepare-auth", checks.lifecycle_authorization_check, None, unchecked_prepare),
+    ("unchecked-prepare-update", checks.update_validation_check, None, unchecked_prepare),
     ("cancel-as-pause", checks.cancel_check, None, cancel_as_pause),
     ("rebuild-on-update", checks.update_preserves_authority_check, None, rebuild_on_update),
     ("invent-unchanged", checks.update_happy_path_check, None, invent_unchanged),

@@ -1395,6 +1395,17 @@ async def lifecycle_authorization_check(world: ToolWorld) -> Verdict:
         v.expect(result.details.get("missing_scopes") == [scope], f"{tool}: {result.details}")
     v.expect(len(world.approvals.requests) == asked, "a denied call reached approval")
     await unchanged(world, v, before, "denied lifecycle calls")
+    # Every scope, someone else's schedule: another principal of the tenant, and the
+    # caller's own principal id in another tenant. Not found, before approval.
+    strangers = {"another principal": OTHER, "another tenant": WHO_B}
+    for tool in ("schedule.pause", "schedule.resume", "schedule.cancel"):
+        for label, who in strangers.items():
+            asked, whole = len(world.approvals.requests), await world.snapshot()
+            result = await world.call(
+                tool, mutate, f"stranger-{tool}-{label.replace(' ', '-')}", who=who
+            )
+            expect_code(v, result, "schedule.not_found", f"{tool} by {label}")
+            await refused_before_approval(world, v, asked, whole, f"{tool} by {label}")
     exact = {
         "schedule.list": ({}, "schedule.read"),
         "schedule.pause": ({"schedule_id": b, "expected_revision": 1}, "schedule.write"),
@@ -1404,7 +1415,11 @@ async def lifecycle_authorization_check(world: ToolWorld) -> Verdict:
         who = principal(WHO.principal_id, scopes={scope})
         result = await world.call(tool, args, f"exact-{tool}", who=who)
         v.expect(result.ok, f"{tool} with exactly {scope} failed: {result.reason_code}")
-    v.evidence.update(denied=[f"{t} without {s}" for t, s in lacking], exact=sorted(exact))
+    v.evidence.update(
+        denied=[f"{t} without {s}" for t, s in lacking],
+        not_found=sorted(strangers),
+        exact=sorted(exact),
+    )
     return v
 
 
@@ -1491,13 +1506,56 @@ async def lifecycle_validation_check(world: ToolWorld) -> Verdict:
             "schedule.validation.no_future_occurrence",
         ),
     ]
+    # Only the past one-time resume is judged at execution (its cadence is not read
+    # before approval); every other refusal comes before approval (ADR 2122).
+    after_approval = {"resume past one-time"}
     for label, tool, args, code in cases:
         key = "v-" + label.replace(" ", "-")
+        asked, whole = len(world.approvals.requests), await world.snapshot()
         expect_code(v, await world.call(tool, args, key), code, label)
         after = await schedule_rows(world)
         v.expect(after == before, f"{label}: changed {changed_tables(before, after)}")
+        if label not in after_approval:
+            await refused_before_approval(world, v, asked, whole, label)
     v.evidence["failures"] = {label: code for label, _, _, code in cases}
+    v.evidence["raced"] = await revision_moves_during_approval(
+        world, v, "schedule.pause", await create_via_tool(world, "Raced", "c-r"), {}
+    )
     return v
+
+
+async def refused_before_approval(
+    world: ToolWorld, v: Verdict, asked: int, before: dict[str, list[Row]], label: str
+) -> None:
+    """Nobody was asked and no table changed (no invocation or approval row either)."""
+    extra = len(world.approvals.requests) - asked
+    v.expect(extra == 0, f"{label}: asked for approval {extra} time(s) before failing")
+    await unchanged(world, v, before, f"{label} (refused before approval)")
+
+
+async def revision_moves_during_approval(
+    world: ToolWorld, v: Verdict, tool: str, sid: str, extra: dict[str, Any]
+) -> str:
+    """The user edits the schedule while the call's approval is pending: the approved
+    call still fails stale when it executes (the re-check under the row lock)."""
+
+    async def user_edits(request: ApprovalRequest) -> None:
+        world.clock.advance(1)  # after the create's event, so the events order by time
+        await world.service.patch(WHO, uuid(sid), 1, SchedulePatch(title="Edited"), f"e-{tool}")
+
+    world.approvals.on_request = user_edits
+    try:
+        args = {"schedule_id": sid, "expected_revision": 1, **extra}
+        result = await world.call(tool, args, f"race-{tool}")
+    finally:
+        world.approvals.on_request = None
+    expect_code(v, result, "schedule.lifecycle.stale_revision", f"{tool} raced by an edit")
+    row = await world.schedule(sid)
+    v.expect(row["current_revision"] == 2, f"{tool} raced: revision {row['current_revision']}")
+    v.expect(row["state"] == "ACTIVE", f"{tool} raced: state {row['state']}")
+    events = await world.events(sid)
+    v.expect(events == ["schedule.created", "schedule.updated"], f"{tool} raced: events {events}")
+    return str(result.reason_code)
 
 
 async def lifecycle_retry_check(world: ToolWorld) -> Verdict:
@@ -1854,7 +1912,7 @@ async def update_validation_check(world: ToolWorld) -> Verdict:
         {**ref, "title": "Alpha 2", "instruction": "New words.", "cadence": DAILY_PARIS},
         ("cadence", "timezone"),
     )
-    after_approval = [
+    before_approval = [
         (
             "unknown",
             {"schedule_id": str(UUID(int=9)), "expected_revision": 1, "title": "x"},
@@ -1881,14 +1939,19 @@ async def update_validation_check(world: ToolWorld) -> Verdict:
             "schedule.lifecycle.stale_revision",
         ),
     ]
-    for label, args, code in after_approval:
+    for label, args, code in before_approval:
+        asked, whole = len(world.approvals.requests), await world.snapshot()
         expect_code(v, await world.call("schedule.update", args, "v-" + label), code, label)
+        await refused_before_approval(world, v, asked, whole, label)
     after = await schedule_rows(world)
     v.expect(after == before, f"a failed update wrote {changed_tables(before, after)}")
     everything = dumps(await world.snapshot())
     v.expect(token not in everything and token[4:] not in everything, "the secret reached a row")
-    v.evidence["failures"] = {label: code for label, _, code in (*pre_approval, *after_approval)}
+    v.evidence["failures"] = {label: code for label, _, code in (*pre_approval, *before_approval)}
     v.evidence["bad_text"] = bad_text
+    v.evidence["raced"] = await revision_moves_during_approval(
+        world, v, "schedule.update", await create_via_tool(world, "Raced", "c-r"), {"title": "M"}
+    )
     return v
 
 

@@ -256,12 +256,7 @@ class ScheduleService:
         check_patch_text(patch)
         self._validator.scan_text(patch.title or "-", patch.instruction or "-")
         key = await self._stored_key(principal, key)
-        body = {
-            "schedule_id": str(schedule_id),
-            "expected_revision": expected_revision,
-            "patch": patch.as_json(),
-        }
-        digest = request_hash("schedule.patch", body)
+        digest = patch_digest(schedule_id, expected_revision, patch)
         replay = await self._replay(principal, key, digest)
         if replay is not None:
             return replay
@@ -406,6 +401,40 @@ class ScheduleService:
             await uow.commit()
         await self._probe.step(f"service.{op}.committed")
         return ScheduleResult(updated, replayed=False, changed=True)
+
+    # ------------------------------------------------------------------ pre-approval reads
+
+    async def visible(self, principal: Principal, schedule_id: UUID) -> Schedule:
+        """The principal-scoped point read of a control record a caller is about to write
+        (a model tool's prepare, before approval): absent, another principal's and
+        another tenant's schedules are the same uniform not-found. It needs one of the
+        schedule scopes (pause and resume hold schedule.write, cancel schedule.cancel;
+        neither needs schedule.read), returns no instruction and locks nothing: the write
+        itself re-checks everything under the row lock."""
+        if not principal.scopes & {READ, WRITE, CANCEL}:
+            require_scope(principal, READ)
+        async with self._uow.begin(principal) as uow:
+            return await self._get(uow, schedule_id, principal)
+
+    async def check_patch(
+        self,
+        principal: Principal,
+        schedule_id: UUID,
+        expected_revision: int,
+        patch: SchedulePatch,
+        idempotency_key: str,
+    ) -> None:
+        """What ``patch`` would refuse before it writes, read without a lock: the key used
+        for another request, a schedule the caller cannot see, a stale revision, a
+        terminal state. A request whose key already committed passes (its ``patch``
+        replays: a retry after a crash between the effect and its record)."""
+        require_scope(principal, WRITE)
+        key = await self._stored_key(principal, check_idempotency_key(idempotency_key))
+        digest = patch_digest(schedule_id, expected_revision, patch)
+        if await self._replay(principal, key, digest) is not None:
+            return
+        schedule = await self.visible(principal, schedule_id)
+        decide(Action.UPDATE, schedule.state, schedule.current_revision, expected_revision)
 
     # ------------------------------------------------------------------ reads
 
@@ -563,6 +592,16 @@ class ScheduleService:
             await self._notifier.schedule_changed(schedule_id)
         except Exception:  # a lost wake-up only delays the scheduler until its poll
             _log.warning("schedule wake-up notification failed", exc_info=False)
+
+
+def patch_digest(schedule_id: UUID, expected_revision: int, patch: SchedulePatch) -> str:
+    """The request hash a keyed ``patch`` records in the idempotency ledger."""
+    body = {
+        "schedule_id": str(schedule_id),
+        "expected_revision": expected_revision,
+        "patch": patch.as_json(),
+    }
+    return request_hash("schedule.patch", body)
 
 
 def raise_no_future() -> NoReturn:

@@ -5,6 +5,12 @@ schedule idempotency ledger and copies every hidden authority and execution fiel
 from the current revision. The approval view shows the exact ID, expected revision
 and the supplied patch, and lists the omitted fields as unchanged (it never reads or
 invents their current content).
+
+Before approval ``prepare`` asks the service what the patch would refuse
+(``check_patch``: a schedule the caller cannot see, a stale revision, a terminal
+state, the key used for another request), so those fail with the service's codes and
+nothing asked or recorded (ADR 2122); a key that already committed passes, and the
+execution replays it. The patch itself re-checks under the row lock.
 """
 
 from __future__ import annotations
@@ -69,6 +75,9 @@ class UpdateSchedule:
             "patch": supplied,
             "unchanged": unchanged,
         }
+        await deps.service.check_patch(
+            context.principal, sid, expected, patch, context.idempotency_key
+        )
 
         async def execute() -> dict[str, Any]:
             result = await deps.service.patch(
