@@ -35,6 +35,7 @@ from scheduling.bootstrap import (
     build_control_plane,
     build_run_worker,
     build_scheduler,
+    running_http,
     token_file,
 )
 from scheduling.cli.edge import configure_logging, report, system_edge
@@ -42,8 +43,6 @@ from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
 from scheduling.config import CeilingSettings, Environment, Settings
 from scheduling.domain.cadence import format_instant
-from scheduling.http.app import create_app
-from scheduling.http.server import running
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.runtime import RunPriority
@@ -166,7 +165,7 @@ async def run_dev_stack(
     ]
     try:
         await scheduler.start()
-        async with running(create_app(plane), host, port) as base:
+        async with running_http(plane, host, port) as base:
             announce(base, token, curl_line(base, token, clock))
             await asyncio.gather(
                 scheduler.worker.run(stop),

@@ -15,13 +15,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from scheduling.bootstrap import StartupRefused, build_control_plane, token_file
+from scheduling.bootstrap import StartupRefused, build_control_plane, serve_http, token_file
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
 from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
 from scheduling.domain.reasons import reason
-from scheduling.http.app import create_app
-from scheduling.http.server import serve_until
 
 TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
 TOKENS_MISSING = reason(
@@ -61,7 +59,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         plane = build_control_plane(settings, clock=clock, ids=ids, tokens=token_file(path))
         try:
             print(f"serving on http://{args.host}:{args.port}", file=out, flush=True)
-            await serve_until(create_app(plane), args.host, args.port, stop)
+            await serve_http(plane, args.host, args.port, stop)
         finally:
             await plane.close()
 

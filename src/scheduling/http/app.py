@@ -1,4 +1,5 @@
-"""The app factory: ``create_app(plane)`` over ``bootstrap.build_control_plane``."""
+"""The app factory: ``create_app(plane)`` over a ``Plane`` (``bootstrap.build_http_app``
+builds it over ``bootstrap.build_control_plane``)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 
 from scheduling import __version__
-from scheduling.bootstrap import ControlPlane
 from scheduling.http.auth import SECURITY_SCHEME
 from scheduling.http.codes import NOT_READY
 from scheduling.http.errors import error_response, install_error_handlers
 from scheduling.http.metrics import RequestMetrics, render
 from scheduling.http.middleware import EdgeMiddleware
 from scheduling.http.models import ErrorEnvelope, Health, Readiness
+from scheduling.http.plane import Plane
 from scheduling.http.routes import router
 
 MAX_BODY_BYTES = 64 * 1024
@@ -34,7 +35,7 @@ def _request_ids() -> Callable[[], str]:
 
 
 def create_app(
-    plane: ControlPlane,
+    plane: Plane,
     *,
     max_body_bytes: int = MAX_BODY_BYTES,
     observe: Callable[[str, str, int, float], None] | None = None,

@@ -14,10 +14,10 @@ from typing import Any
 
 from fastapi import Request
 
-from scheduling.bootstrap import ControlPlane
 from scheduling.domain.errors import AuthorizationError, SchedulingError
 from scheduling.domain.identity import SCOPE_REQUIRED, Principal
 from scheduling.http.codes import UNAUTHENTICATED
+from scheduling.http.plane import Plane
 from scheduling.service.validation import PRINCIPAL_UNAVAILABLE
 
 SECURITY_SCHEME = "bearer"
@@ -28,8 +28,8 @@ class Unauthenticated(SchedulingError):
     """No valid bearer token (HTTP 401)."""
 
 
-def plane_of(request: Request) -> ControlPlane:
-    plane: ControlPlane = request.app.state.plane
+def plane_of(request: Request) -> Plane:
+    plane: Plane = request.app.state.plane
     return plane
 
 
