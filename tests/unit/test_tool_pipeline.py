@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from scheduling.adapters.memory.tool_ledger import MemoryToolLedger
-from scheduling.domain.errors import ValidationError
+from scheduling.domain.errors import (
+    ConflictError,
+    NotFoundError,
+    SchedulingError,
+    ValidationError,
+)
 from scheduling.domain.identity import Principal
 from scheduling.ports.tool_ledger import InvocationState
 from scheduling.runtime.tool_pipeline import (
@@ -366,3 +371,36 @@ async def test_a_timed_out_approval_then_declined_takes_no_effect() -> None:
     assert thing.effects == 0
     [row] = ledger.invocations.values()
     assert row.state is InvocationState.DENIED
+
+
+class NotThere:
+    """A handler whose prepare finds nothing (an unknown, foreign or stale target)."""
+
+    def __init__(self, error: SchedulingError) -> None:
+        self.error, self.effects = error, 0
+
+    async def prepare(
+        self, arguments: Mapping[str, Any], context: ToolExecutionContext
+    ) -> PreparedCall:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        NotFoundError("schedule.not_found", "schedule not found"),
+        ConflictError("schedule.lifecycle.stale_revision", "stale", {"current_revision": 2}),
+    ],
+    ids=["not-found", "stale"],
+)
+async def test_a_prepare_failure_asks_nobody_and_records_nothing(error: SchedulingError) -> None:
+    """Step 5 before step 6 (ADR 2122): the handler's refusal is the result, with its
+    own code and details, and no invocation or approval request exists."""
+    approvals = ScriptedApprovals()
+    pipe, ledger = pipeline(NotThere(error), approvals)  # type: ignore[arg-type]
+    result = await pipe.call("thing.make", {"n": 1}, ctx("refused"))
+    assert result.status is ToolStatus.FAILED
+    assert (result.reason_code, result.details) == (error.code, dict(error.details))
+    assert not result.retryable
+    assert not approvals.requests
+    assert not ledger.invocations
