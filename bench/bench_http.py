@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
-from scheduling.adapters.postgres.migrations import upgrade_to_head
 from scheduling.bootstrap import ControlPlane
 from scheduling.http.app import create_app
+from scheduling.testing import upgrade_to_head
 from simulation.provider import acquire_server
 from simulation.worlds.http import OWNER, body, http_world
 

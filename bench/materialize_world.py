@@ -37,14 +37,17 @@ from typing import Any
 import asyncpg
 from sqlalchemy import event
 
-from scheduling.adapters.postgres.admission import tenant_usage
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
-from scheduling.adapters.system_clock import SystemClock
-from scheduling.adapters.system_ids import RandomIds
 from scheduling.bootstrap import SchedulerSettings, build_scheduler
 from scheduling.config import Settings
 from scheduling.service.materializer import MaterializeStatus
+from scheduling.testing import (
+    PostgresUnitOfWork,
+    PostgresUnitOfWorkFactory,
+    RandomIds,
+    SystemClock,
+    storage_over,
+    tenant_usage,
+)
 from simulation.worlds.service import (
     START,
     build_world,
@@ -105,8 +108,7 @@ async def seed(url: str, schedules: int, tenants: int) -> datetime:
     try:
         who = [principal(f"bench-{i}", tenant_id=f"tenant-{i}") for i in range(tenants)]
         await seed_durable(admin, who, at=START)
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        world = build_world(api, start=START, durable_directory=api)
+        world = build_world(storage_over(admin), start=START)
         fire: datetime | None = None
         for i, p in enumerate(who):
             created = await world.service.create(p, f"bench-{i}", definition())
@@ -300,7 +302,7 @@ async def admission_cost(url: str, history: int, now: datetime, reads: int) -> d
     finally:
         await conn.close()
     factory = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-    scheduler = PostgresUnitOfWorkFactory(factory.engine, assume_role=role_names().scheduler)
+    scheduler = storage_over(factory).factory("scheduler")
     samples: list[float] = []
     try:
         async with scheduler.begin() as uow:

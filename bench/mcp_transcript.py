@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from gates.checks.mcp_support import OWNER, McpWorld
 from gates.checks.tool_support import tool_env
-from scheduling.adapters.system_clock import SystemClock
+from scheduling.testing import SystemClock
 from simulation.provider import acquire_server
 from simulation.provider.templates import migrated_template
 from simulation.worlds.service import AGENT_ID

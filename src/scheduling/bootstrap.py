@@ -48,27 +48,13 @@ from scheduling.adapters.memory.directories import (
     StaticAgentRegistry,
     StaticPrincipalDirectory,
 )
-from scheduling.adapters.memory.keys import MemoryKeyRing
 
 # Model tools (build_tools).
-from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings, MemoryToolLedger
+from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings
 from scheduling.adapters.memory.uow import MemoryUnitOfWorkFactory
-from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
-from scheduling.adapters.postgres.directories import (
-    DurableAgentRegistry,
-    DurablePrincipalDirectory,
-)
-from scheduling.adapters.postgres.keys import PostgresKeyRing
-from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
-from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
-from scheduling.adapters.postgres.readiness import SchemaReadiness
-from scheduling.adapters.postgres.role_gauges import PostgresRunGauges, PostgresSchedulerGauges
+from scheduling.adapters.postgres.directories import DurablePrincipalDirectory
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
-from scheduling.adapters.postgres.run_queue import PostgresRunQueue
-from scheduling.adapters.postgres.telemetry import PostgresTelemetry
-from scheduling.adapters.postgres.tool_ledger import PostgresToolLedger
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.adapters.token_file import TokenFile
 from scheduling.config import Environment, Settings, validate_release
 from scheduling.domain.errors import UnavailableError, ValidationError
@@ -91,9 +77,9 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.keys import KeyRing
 from scheduling.ports.notifier import ScheduleNotifier
 from scheduling.ports.probe import Probe
-from scheduling.ports.readiness import AlwaysReady, Readiness
+from scheduling.ports.readiness import Readiness
 from scheduling.ports.retry import JitterSource, RetrySettings
-from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
+from scheduling.ports.runtime import QueueCapacity, RunPriority, RunQueue, RunTerminalHook
 from scheduling.ports.telemetry import TelemetrySource
 from scheduling.ports.tokens import TokenDirectory
 from scheduling.ports.tool_ledger import ToolLedger, WebsiteBindings
@@ -120,6 +106,7 @@ from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, Worke
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.session_access import SessionAccess
 from scheduling.service.validation import DefinitionValidator, Scanner
+from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage, WakeListener
 from scheduling.tools import ScheduleToolDeps, default_agent_roster, register_schedule_tools
 from scheduling.tools.catalog import schedule_flags_on
 
@@ -167,15 +154,15 @@ class StartupRefused(UnavailableError):
 
 def production_problems(
     *,
-    uow: UnitOfWorkFactory | None = None,
+    storage: Storage | None = None,
     principals: SchedulePrincipalDirectory | None = None,
     admission: ScheduleAdmissionController | None = None,
     capacity: QueueCapacity | None = None,
 ) -> list[str]:
     """What production refuses among the wired adapters (empty: acceptable)."""
     problems: list[str] = []
-    if uow is not None and not isinstance(uow, PostgresUnitOfWorkFactory):
-        problems.append(f"{MEMORY_REPOSITORIES}: {type(uow).__name__} is not PostgreSQL")
+    if storage is not None and not storage.durable:
+        problems.append(f"{MEMORY_REPOSITORIES}: {type(storage).__name__} is not PostgreSQL")
     if principals is not None and not isinstance(principals, DurablePrincipalDirectory):
         problems.append(f"{DIRECTORY_NOT_DURABLE}: {type(principals).__name__}")
     if admission is not None:
@@ -209,8 +196,22 @@ def _roles(prefix: str | None) -> RoleNames:
     return role_names(prefix or DEFAULT_ROLE_PREFIX)
 
 
-def _factory(url: str, assume_role: str | None, pool_size: int = 5) -> PostgresUnitOfWorkFactory:
-    return PostgresUnitOfWorkFactory.from_url(url, assume_role=assume_role, pool_size=pool_size)
+def storage_for(settings: Settings, *, pool_size: int = 5) -> Storage:
+    """The storage ``settings`` choose: memory, or PostgreSQL with the trusted login at
+    ``database_url`` and each role's own login where one is configured (otherwise the
+    role is ``SET LOCAL ROLE`` over the trusted login)."""
+    if settings.storage != "postgres":
+        return MemoryStorage()
+    own: dict[Role, str | None] = {
+        "api": settings.api_database_url,
+        "scheduler": settings.scheduler_database_url,
+        "maintenance": settings.maintenance_database_url,
+        "run_worker": settings.run_worker_database_url,
+    }
+    logins = {role: url for role, url in own.items() if url}
+    return PostgresStorage(
+        settings.database_url, settings.role_prefix, logins=logins, pool_size=pool_size
+    )
 
 
 def _login(
@@ -245,13 +246,14 @@ class ApiRole:
     principals: SchedulePrincipalDirectory
     agents: AgentRegistry
     profiles: ConfiguredBrowserProfiles
-    owns_uow: bool = True
-    keys: KeyRing = field(default_factory=MemoryKeyRing)
+    storage: Storage
+    owns_storage: bool
+    keys: KeyRing
     """The deployment key ring (ADR 2100): PostgreSQL's seeded keys over the API role."""
 
     async def close(self) -> None:
-        if self.owns_uow:
-            await self.uow.dispose()
+        if self.owns_storage:
+            await self.storage.close()
 
 
 def build_api(
@@ -260,7 +262,7 @@ def build_api(
     clock: Clock,
     ids: IdGenerator,
     probe: Probe | None = None,
-    uow: UnitOfWorkFactory | None = None,
+    storage: Storage | None = None,
     notifier: ScheduleNotifier | None = None,
     scanner: Scanner | None = None,
     tenants: TenantConfiguration | None = None,
@@ -268,31 +270,27 @@ def build_api(
 ) -> ApiRole:
     """The schedule API's application service over the API role.
 
-    Tests inject ``uow`` (the API role's factory, or memory), a recording ``notifier``,
+    Without ``storage`` the settings choose it and the role owns it (``close``
+    releases it). Tests inject ``storage`` (then left open), a recording ``notifier``,
     and for a test of a test a deliberately weak ``scanner``, other ``tenants`` or a
     ``service_type`` (a subclass of ``ScheduleService``)."""
     problems = _release_problems(settings)
     if not settings.api_enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_API_ENABLED is off")
-    url, assume = _login(
-        settings.api_database_url, settings.database_url, _roles(settings.role_prefix).api
-    )
-    principals: SchedulePrincipalDirectory
-    agents: AgentRegistry
-    owns_uow = uow is None
-    if settings.storage == "postgres":
-        if uow is None:
-            if url is None:
-                _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
-            uow = _factory(url, assume)
-        if notifier is None and url is not None:
-            notifier = PostgresNotifier(url)
-        principals, agents = _directories(settings, uow)
-    else:
-        uow = uow or MemoryUnitOfWorkFactory()
-        principals, agents = StaticPrincipalDirectory(), StaticAgentRegistry()
+    owns_storage = storage is None
+    if storage is None:
+        if settings.storage == "postgres" and not (
+            settings.api_database_url or settings.database_url
+        ):
+            _refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
+        storage = storage_for(settings)
+    uow = storage.as_role("api")
+    if notifier is None:
+        notifier = storage.notifier("api")
+    durable = settings.principal_directory == "durable"
+    principals, agents = storage.directories("api", durable=durable)
     if settings.production:
-        problems += production_problems(uow=uow, principals=principals)
+        problems += production_problems(storage=storage, principals=principals)
     if problems:
         # A refused role never opened a connection: its pool holds nothing to release.
         raise StartupRefused(problems)
@@ -304,9 +302,7 @@ def build_api(
         tenants=tenants or _ceilings(settings),
         scanner=scanner or SecretScanner(),
     )
-    keys: KeyRing = (
-        PostgresKeyRing(uow) if isinstance(uow, PostgresUnitOfWorkFactory) else MemoryKeyRing()
-    )
+    keys = storage.key_ring("api")
     service = service_type(
         uow=uow,
         clock=clock,
@@ -316,15 +312,7 @@ def build_api(
         probe=probe,
         keys=keys,
     )
-    return ApiRole(service, uow, principals, agents, profiles, owns_uow, keys)
-
-
-def _directories(
-    settings: Settings, uow: UnitOfWorkFactory
-) -> tuple[SchedulePrincipalDirectory, AgentRegistry]:
-    if settings.principal_directory == "durable":
-        return DurablePrincipalDirectory(uow), DurableAgentRegistry(uow)
-    return StaticPrincipalDirectory(), DurableAgentRegistry(uow)
+    return ApiRole(service, uow, principals, agents, profiles, storage, owns_storage, keys)
 
 
 # ------------------------------------------------------------------- scheduler
@@ -351,6 +339,7 @@ class SchedulerSettings:
     transient_retry: tuple[int, float, float] = (4, 0.1, 2.0)
     """attempts, base and max delay seconds of the prompt retry of transient errors."""
     failure_backoff_seconds: float = 60.0
+    role_prefix: str | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> SchedulerSettings:
@@ -376,7 +365,18 @@ class SchedulerSettings:
             worker_concurrency=settings.worker_concurrency,
             transient_retry=_retry_values(settings),
             failure_backoff_seconds=settings.failure_backoff_seconds,
+            role_prefix=settings.role_prefix,
         )
+
+    def open_storage(self, pool_size: int) -> Storage:
+        """The storage this view chooses: the scheduler's own login, or (development)
+        ``SET LOCAL ROLE`` over the migration login."""
+        if self.storage != "postgres":
+            return MemoryStorage()
+        if self.assume_role is not None:
+            return PostgresStorage(self.url, self.role_prefix, pool_size=pool_size)
+        logins: dict[Role, str] = {} if self.url is None else {"scheduler": self.url}
+        return PostgresStorage(None, self.role_prefix, logins=logins, pool_size=pool_size)
 
 
 class StopAwareWake:
@@ -409,8 +409,9 @@ class SchedulerRole:
     admission: ScheduleAdmissionController
     accountant: RunAccountant
     uow: UnitOfWorkFactory
-    listener: PostgresWakeListener | None = None
-    owns_uow: bool = True
+    storage: Storage
+    listener: WakeListener | None = None
+    owns_storage: bool = True
 
     async def start(self) -> None:
         """Start listening for wake-ups (best effort: failure only costs latency)."""
@@ -420,8 +421,8 @@ class SchedulerRole:
     async def close(self) -> None:
         if self.listener is not None:
             await self.listener.close()
-        if self.owns_uow:
-            await self.uow.dispose()
+        if self.owns_storage:
+            await self.storage.close()
 
 
 def build_scheduler(
@@ -432,7 +433,7 @@ def build_scheduler(
     probe: Probe | None = None,
     stop: asyncio.Event | None = None,
     jitter: JitterSource | None = None,
-    uow: PostgresUnitOfWorkFactory | None = None,
+    storage: Storage | None = None,
     admission: ScheduleAdmissionController | None = None,
     calculator: RecurrenceCalculator | None = None,
     worker_type: type[ScheduleWorker] = ScheduleWorker,
@@ -442,9 +443,10 @@ def build_scheduler(
 ) -> SchedulerRole:
     """The schedule worker through the least-privilege scheduler login.
 
-    Tests and the harness inject ``uow`` (a factory acting as the scheduler role, e.g.
-    on the simulator's watched engine; LISTEN/NOTIFY then only if ``settings.url`` is
-    set), and for a test of a test a different ``admission``, ``calculator``,
+    Without ``storage`` the settings view chooses it and the role owns it. Tests and
+    the harness inject ``storage`` (e.g. over the simulator's watched engine; LISTEN
+    then only if the storage has a URL), and for a test of a test a different
+    ``admission``, ``calculator``,
     ``worker_type`` (a subclass of ``ScheduleWorker``), ``worker_settings``, the
     ``materializer`` the worker scans with (one built here, wrapped or mutated) or the
     ``tenants`` configuration in place of the settings' ceilings. ``jitter`` seeds the
@@ -457,49 +459,29 @@ def build_scheduler(
     if not settings.enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_WORKER_ENABLED is off")
     tenants = tenants or ConfiguredTenantConfiguration(default=settings.ceilings)
-    factory: UnitOfWorkFactory
-    principals: SchedulePrincipalDirectory
-    agents: AgentRegistry
-    listener = pending = store = None
-    owns_uow = uow is None
-    if settings.storage == "postgres":
-        if uow is None:
-            if settings.url is None:
-                _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
-            # A connection per materialization in flight, plus the scan and accounting.
-            uow = _factory(
-                settings.url, settings.assume_role, max(5, settings.worker_concurrency + 2)
-            )
-        factory, pending = uow, PostgresPendingAccounts(uow)
-        if settings.url is not None:
-            listener = PostgresWakeListener(settings.url, clock=clock)
-        # The run's queue notification is the runs insert trigger's (ADR 1750).
-        principals = (
-            DurablePrincipalDirectory(uow)
-            if settings.principal_directory == "durable"
-            else StaticPrincipalDirectory()
+    owns_storage = storage is None
+    if storage is None:
+        if settings.storage == "postgres" and settings.url is None:
+            _refuse([*problems, f"{DATABASE_URL_MISSING}: no scheduler login URL"])
+        # A connection per materialization in flight, plus the scan and accounting.
+        storage = settings.open_storage(max(5, settings.worker_concurrency + 2))
+    factory = storage.as_role("scheduler")
+    pending = storage.pending_accounts("scheduler")
+    listener = storage.wake_listener(clock, "scheduler")
+    # The run's queue notification is the runs insert trigger's (ADR 1750).
+    durable = settings.principal_directory == "durable"
+    principals, agents = storage.directories("scheduler", durable=durable)
+    # The durable tables read inside the schedule transaction (ADR 1700).
+    store = storage.materialization_store() if durable else None
+    if admission is None:
+        admission = storage.admission(
+            tenants,
+            backoff_seconds=settings.admission_backoff_seconds,
+            probe=probe,
+            allow_all=settings.admission != "postgres",
         )
-        agents = DurableAgentRegistry(uow)
-        if settings.principal_directory == "durable":
-            # The durable tables read inside the schedule transaction (ADR 1700).
-            store = PostgresMaterializationStore()
-        if admission is None:
-            admission = (
-                PostgresAdmissionController(
-                    tenants, backoff_seconds=settings.admission_backoff_seconds, probe=probe
-                )
-                if settings.admission == "postgres"
-                else AllowAllAdmission()
-            )
-    else:
-        factory, principals, agents = (
-            MemoryUnitOfWorkFactory(),
-            StaticPrincipalDirectory(),
-            StaticAgentRegistry(),
-        )
-        admission = admission or AllowAllAdmission()
     if settings.environment is Environment.PRODUCTION:
-        problems += production_problems(uow=factory, principals=principals, admission=admission)
+        problems += production_problems(storage=storage, principals=principals, admission=admission)
     if problems:
         raise StartupRefused(problems)  # nothing connected yet: nothing to release
     materializer = materializer or ScheduleMaterializer(
@@ -534,7 +516,9 @@ def build_scheduler(
         lane=ids.new_uuid().int if settings.worker_concurrency > 1 else None,
         jitter=jitter or _jitter(ids),
     )
-    return SchedulerRole(worker, materializer, admission, accountant, factory, listener, owns_uow)
+    return SchedulerRole(
+        worker, materializer, admission, accountant, factory, storage, listener, owns_storage
+    )
 
 
 # ----------------------------------------------------------------- run workers
@@ -543,14 +527,17 @@ def build_scheduler(
 @dataclass
 class RunWorkerRole:
     worker: RunWorker
-    queue: PostgresRunQueue
+    queue: RunQueue
     slots: int
-    uow: PostgresUnitOfWorkFactory
-    owns_uow: bool = True
+    uow: UnitOfWorkFactory
+    storage: Storage
+    role: Role = "trusted"
+    """The database role the worker acts as (its own login, or the trusted one)."""
+    owns_storage: bool = True
 
     async def close(self) -> None:
-        if self.owns_uow:
-            await self.uow.dispose()
+        if self.owns_storage:
+            await self.storage.close()
 
 
 def build_run_worker(
@@ -561,7 +548,7 @@ def build_run_worker(
     ids: IdGenerator,
     probe: Probe | None = None,
     jitter: JitterSource | None = None,
-    uow: PostgresUnitOfWorkFactory | None = None,
+    storage: Storage | None = None,
     capacity: QueueCapacity | None = None,
     owner: str | None = None,
     worker_settings: RunWorkerSettings | None = None,
@@ -571,7 +558,8 @@ def build_run_worker(
     are separate processes on disjoint classes, sharing the fleet capacity rule);
     ``None`` claims both (a single-process world).
 
-    Tests and the harness inject ``uow`` (the trusted factory), the fleet ``capacity``,
+    Tests and the harness inject ``storage`` (the worker then acts as the run worker's
+    own login if the storage has one, else the trusted login), the fleet ``capacity``,
     the worker's ``owner`` name, its ``worker_settings`` and, for a test that watches
     terminal runs, ``on_finished`` in place of the accounting hook."""
     problems = _release_problems(settings)
@@ -586,9 +574,10 @@ def build_run_worker(
         problems.append(configured)
     elif settings.production:
         problems += production_problems(capacity=configured)
-    if settings.storage != "postgres":
+    on_postgres = settings.storage == "postgres" if storage is None else storage.durable
+    if not on_postgres:
         problems.append(f"{MEMORY_REPOSITORIES}: the run queue exists only in PostgreSQL")
-    if uow is None and not settings.database_url:
+    if storage is None and not settings.database_url:
         problems.append(f"{DATABASE_URL_MISSING}: AGENT_SCHEDULE_DATABASE_URL is not set")
     if problems or isinstance(configured, str) or isinstance(retry, str):
         _refuse(problems)
@@ -599,18 +588,20 @@ def build_run_worker(
         if priority is RunPriority.ASYNC
         else settings.topology.total_slots
     )
-    owns_uow = uow is None
+    owns_storage = storage is None
+    if storage is None:
+        storage = _run_worker_storage(settings, pool_size=max(5, slots + 2))
     # The run worker's own least-privilege login when configured (role
     # <prefix>_run_worker, revision 0005): it cannot touch schedules, so post-run
     # accounting is left to the scheduler's sweep. Otherwise the trusted login, which
     # accounts at once.
-    own_login = settings.run_worker_database_url if uow is None else None
-    if uow is None:
-        url = own_login or settings.database_url
-        assert url is not None  # refused above otherwise
-        uow = _factory(url, None, pool_size=max(5, slots + 2))
+    own_login = storage.own_login("run_worker")
+    role: Role = "run_worker" if own_login else "trusted"
+    uow = storage.as_role(role)
     classes = frozenset(RunPriority) if priority is None else frozenset({priority})
-    queue = PostgresRunQueue(uow, configured, probe=probe, classes=classes)
+    queue = storage.run_queue(role, configured, probe=probe, classes=classes)
+    if queue is None:
+        _refuse([f"{MEMORY_REPOSITORIES}: the run queue exists only in PostgreSQL"])
     hook = None if own_login else AccountingHook(RunAccountant(uow=uow, clock=clock, ids=ids))
     label = "any" if priority is None else priority.name.lower()
     worker = RunWorker(
@@ -625,7 +616,20 @@ def build_run_worker(
         on_finished=on_finished or hook,
         jitter=jitter or _jitter(ids),
     )
-    return RunWorkerRole(worker, queue, slots, uow, owns_uow)
+    return RunWorkerRole(worker, queue, slots, uow, storage, role, owns_storage)
+
+
+def _run_worker_storage(settings: Settings, *, pool_size: int) -> Storage:
+    """The run worker's own login when configured, else the trusted login (no other
+    role's login: a run worker never acts as the API or the scheduler)."""
+    own = settings.run_worker_database_url
+    logins: dict[Role, str] = {"run_worker": own} if own else {}
+    return PostgresStorage(
+        None if own else settings.database_url,
+        settings.role_prefix,
+        logins=logins,
+        pool_size=pool_size,
+    )
 
 
 # ----------------------------------------------------------------- maintenance
@@ -636,7 +640,8 @@ class MaintenanceRole:
     purge: MaintenanceService
     repair: MaintenanceService
     tenants: tuple[str, ...]
-    factories: list[UnitOfWorkFactory] = field(default_factory=list)
+    storages: list[Storage] = field(default_factory=list)
+    """What the role opened itself (``close`` releases them)."""
 
     async def purge_once(self) -> dict[str, int]:
         """One batch of the retention sweep for every configured tenant."""
@@ -646,8 +651,8 @@ class MaintenanceRole:
         return await self.repair.repair_next_fire(schedule_id)
 
     async def close(self) -> None:
-        for factory in self.factories:
-            await factory.dispose()
+        for storage in self.storages:
+            await storage.close()
 
 
 def build_maintenance(
@@ -655,48 +660,66 @@ def build_maintenance(
     *,
     clock: Clock,
     ids: IdGenerator,
-    uow: UnitOfWorkFactory | None = None,
+    storage: Storage | None = None,
     retention: RetentionSettings | None = None,
 ) -> MaintenanceRole:
     """Purge through the maintenance role (tenant-scoped deletes); repair through the
     scheduler role, the one that may advance ``next_fire_at`` and append its event.
 
-    Tests inject one ``uow`` for both (not disposed by ``close``) and may override the
+    Tests inject ``storage`` (not released by ``close``) and may override the
     ``retention`` the settings give."""
     problems = _release_problems(settings)
-    if uow is not None:
+    if storage is not None:
         if settings.production:
-            problems += production_problems(uow=uow)
+            problems += production_problems(storage=storage)
         if problems:
             _refuse(problems)
         kept = retention or _retention(settings)
         return MaintenanceRole(
-            purge=MaintenanceService(uow=uow, clock=clock, ids=ids, retention=kept),
-            repair=MaintenanceService(uow=uow, clock=clock, ids=ids, retention=kept),
+            purge=MaintenanceService(
+                uow=storage.as_role("maintenance"), clock=clock, ids=ids, retention=kept
+            ),
+            repair=MaintenanceService(
+                uow=storage.as_role("scheduler"), clock=clock, ids=ids, retention=kept
+            ),
             tenants=settings.tenants,
         )
     if settings.storage != "postgres":
         problems.append(f"{MEMORY_REPOSITORIES}: maintenance runs against PostgreSQL only")
-    roles = _roles(settings.role_prefix)
-    purge_url, purge_role = _login(
-        settings.maintenance_database_url, settings.database_url, roles.maintenance
-    )
+    purge_url = settings.maintenance_database_url or settings.database_url
     repair_fallback = None if settings.production else settings.database_url
-    repair_url, repair_role = _login(
-        settings.scheduler_database_url, repair_fallback, roles.scheduler
-    )
+    repair_url = settings.scheduler_database_url or repair_fallback
     if purge_url is None or repair_url is None:
         problems.append(f"{DATABASE_URL_MISSING}: maintenance or scheduler login URL missing")
     if problems or purge_url is None or repair_url is None:
         _refuse(problems)
     retention = retention or _retention(settings)
-    purge_uow = _factory(purge_url, purge_role, pool_size=2)
-    repair_uow = _factory(repair_url, repair_role, pool_size=2)
+    # Production may not SET LOCAL ROLE to the scheduler over the migration login.
+    purge = _one_role_storage(
+        settings, "maintenance", settings.maintenance_database_url, fallback=settings.database_url
+    )
+    repair = _one_role_storage(
+        settings, "scheduler", settings.scheduler_database_url, fallback=repair_fallback
+    )
     return MaintenanceRole(
-        purge=MaintenanceService(uow=purge_uow, clock=clock, ids=ids, retention=retention),
-        repair=MaintenanceService(uow=repair_uow, clock=clock, ids=ids, retention=retention),
+        purge=MaintenanceService(
+            uow=purge.as_role("maintenance"), clock=clock, ids=ids, retention=retention
+        ),
+        repair=MaintenanceService(
+            uow=repair.as_role("scheduler"), clock=clock, ids=ids, retention=retention
+        ),
         tenants=settings.tenants,
-        factories=[purge_uow, repair_uow],
+        storages=[purge, repair],
+    )
+
+
+def _one_role_storage(
+    settings: Settings, role: Role, own: str | None, *, fallback: str | None
+) -> Storage:
+    """A storage for one role: its own login, else ``SET LOCAL ROLE`` over ``fallback``."""
+    logins: dict[Role, str] = {role: own} if own else {}
+    return PostgresStorage(
+        None if own else fallback, settings.role_prefix, logins=logins, pool_size=2
     )
 
 
@@ -781,53 +804,40 @@ class ControlPlane:
     readiness: Readiness
     clock: Clock
     telemetry: TelemetrySource | None = None
-    _telemetry_uow: PostgresUnitOfWorkFactory | None = None
 
     @property
     def service(self) -> ScheduleService:
         return self.api.service
 
     async def close(self) -> None:
-        if self._telemetry_uow is not None:
-            await self._telemetry_uow.dispose()
         await self.api.close()
 
 
 def build_control_plane(
-    settings: Settings, *, clock: Clock, ids: IdGenerator, tokens: TokenDirectory
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    tokens: TokenDirectory,
+    storage: Storage | None = None,
 ) -> ControlPlane:
     """``build_api`` plus the run, session and readiness services of the HTTP edge.
 
     Production additionally requires the durable principal directory (the one the
     scheduler reads at firing), enforced by ``build_api``'s refusals."""
-    api = build_api(settings, clock=clock, ids=ids)
+    api = build_api(settings, clock=clock, ids=ids, storage=storage)
     assert api.principals is not None
-    readiness: Readiness = (
-        SchemaReadiness(api.uow.engine)
-        if isinstance(api.uow, PostgresUnitOfWorkFactory)
-        else AlwaysReady()
-    )
     # Fleet-wide aggregates need the trusted login (RLS would show the API role nothing).
-    telemetry_uow = (
-        _factory(settings.database_url, None, pool_size=1)
-        if settings.storage == "postgres" and settings.database_url
-        else None
-    )
-    telemetry = (
-        None
-        if telemetry_uow is None
-        else PostgresTelemetry(telemetry_uow.engine, clock, settings.ceilings.to_ceilings())
-    )
+    telemetry = api.storage.telemetry(clock, settings.ceilings.to_ceilings())
     return ControlPlane(
         telemetry=telemetry,
-        _telemetry_uow=telemetry_uow,
         api=api,
         principals=api.principals,
         authenticator=tokens,
         views=ScheduleViews(api.uow),
         runs=RunService(api.uow, clock),
         sessions=SessionAccess(api.uow, clock),
-        readiness=readiness,
+        readiness=api.storage.readiness("api"),
         clock=clock,
     )
 
@@ -871,13 +881,13 @@ def build_tools(
     default_agent_id: UUID,
     website_bindings: WebsiteBindings | None = None,
     base_roster: frozenset[str] = frozenset(),
-    uow: UnitOfWorkFactory | None = None,
+    storage: Storage | None = None,
     notifier: ScheduleNotifier | None = None,
     tenants: TenantConfiguration | None = None,
     approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
 ) -> ToolsRole:
     """The conversation-side tool pipeline: registry, roster, ledger and approvals, over
-    ``build_api``'s service (same login, directories, validator; ``uow``, ``notifier``
+    ``build_api``'s service (same login, directories, validator; ``storage``, ``notifier``
     and ``tenants`` are injected as there). The chat surface supplies the website
     bindings; browser profiles are the API role's (``ToolsRole.api.profiles``). The
     pipeline waits at most ``approval_timeout_seconds`` (real time) for a decision."""
@@ -886,12 +896,10 @@ def build_tools(
     roster = default_agent_roster(**flags, base=base_roster)
     if not schedule_flags_on(**flags):
         return ToolsRole(ToolPipeline(registry), registry, roster, None, None)
-    api = build_api(settings, clock=clock, ids=ids, uow=uow, notifier=notifier, tenants=tenants)
-    ledger: ToolLedger = (
-        PostgresToolLedger(api.uow)
-        if isinstance(api.uow, PostgresUnitOfWorkFactory)
-        else MemoryToolLedger()
+    api = build_api(
+        settings, clock=clock, ids=ids, storage=storage, notifier=notifier, tenants=tenants
     )
+    ledger = api.storage.tool_ledger("api")
     deps = ScheduleToolDeps(
         service=api.service,
         clock=clock,
@@ -950,12 +958,7 @@ def _jitter(ids: IdGenerator) -> JitterSource:
 
 def scheduler_metrics(role: SchedulerRole, *, clock: Clock) -> SchedulerMetrics:
     """Attach a ``SchedulerMetrics`` to ``role``'s worker (every later pass feeds it)."""
-    gauges = (
-        PostgresSchedulerGauges(role.uow, clock)
-        if isinstance(role.uow, PostgresUnitOfWorkFactory)
-        else None
-    )
-    metrics = SchedulerMetrics(gauges)
+    metrics = SchedulerMetrics(role.storage.scheduler_gauges(clock, "scheduler"))
     role.worker.metrics.observers.append(metrics)
     return metrics
 
@@ -964,7 +967,7 @@ def run_worker_metrics(
     role: RunWorkerRole, settings: Settings, *, clock: Clock
 ) -> RunWorkerMetrics:
     """Attach a ``RunWorkerMetrics`` to ``role``'s worker (every later claim feeds it)."""
-    gauges = PostgresRunGauges(role.uow, clock, settings.ceilings.to_ceilings())
+    gauges = role.storage.run_gauges(clock, settings.ceilings.to_ceilings(), role.role)
     metrics = RunWorkerMetrics(reader=role.uow, gauges=gauges)
     role.worker.observer = metrics
     return metrics
@@ -1006,7 +1009,7 @@ def build_mcp(
     tokens: TokenDirectory,
     default_agent_id: UUID,
     approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
-    uow: UnitOfWorkFactory | None = None,
+    storage: Storage | None = None,
     edge_type: type[McpEdge] = McpEdge,
 ) -> McpRole:
     """``build_tools`` with an ``McpEdge`` attached (its elicitation the approval port,
@@ -1014,7 +1017,7 @@ def build_mcp(
     would serve nothing: startup is refused (``FEATURE_DISABLED``) in every environment;
     production refusals are ``build_api``'s. The pipeline bounds an approval's wait at
     ``approval_timeout_seconds`` (ADR 2121; the elicitation's own bound is a little
-    later). Tests inject ``uow`` and, for a test of a test, an ``edge_type``."""
+    later). Tests inject ``storage`` and, for a test of a test, an ``edge_type``."""
     flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
     if not schedule_flags_on(**flags):
         off = [f"AGENT_SCHEDULE_{name.upper()}" for name, on in flags.items() if not on]
@@ -1026,7 +1029,7 @@ def build_mcp(
         ids=ids,
         approvals=edge.approvals,
         default_agent_id=default_agent_id,
-        uow=uow,
+        storage=storage,
         approval_timeout_seconds=approval_timeout_seconds,
     )
     assert tools.api is not None  # both flags on: build_tools built the API role

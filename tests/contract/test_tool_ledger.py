@@ -14,7 +14,6 @@ from uuid import UUID
 import pytest
 
 from scheduling.adapters.memory.tool_ledger import MemoryToolLedger
-from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.tool_ledger import PostgresToolLedger
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError
@@ -26,6 +25,7 @@ from scheduling.ports.tool_ledger import (
     ToolInvocationRecord,
     ToolLedger,
 )
+from scheduling.testing import storage_over
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 ALICE = Principal("tenant-a", "alice", frozenset({"schedule.write"}))
@@ -41,9 +41,7 @@ async def ledger(request: pytest.FixtureRequest) -> AsyncIterator[ToolLedger]:
     url = request.getfixturevalue("pg_url")
     admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
     try:
-        yield PostgresToolLedger(
-            PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        )
+        yield PostgresToolLedger(storage_over(admin).factory("api"))
     finally:
         await admin.dispose()
 

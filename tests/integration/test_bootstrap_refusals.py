@@ -23,10 +23,10 @@ from scheduling.adapters.memory.directories import (
 from scheduling.adapters.memory.uow import MemoryUnitOfWorkFactory
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
 from scheduling.adapters.postgres.directories import DurablePrincipalDirectory
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Settings
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.service.admission import AllowAllAdmission
+from scheduling.storage import MemoryStorage, PostgresStorage
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import (
@@ -53,23 +53,23 @@ def settings(**overrides: str) -> Settings:
 
 
 async def test_guard_accepts_the_production_adapters() -> None:
-    pg = PostgresUnitOfWorkFactory.from_url(URL)
+    storage = PostgresStorage(URL)
     try:
         found = b.production_problems(
-            uow=pg,
-            principals=DurablePrincipalDirectory(pg),
+            storage=storage,
+            principals=DurablePrincipalDirectory(storage.factory("api")),
             admission=PostgresAdmissionController(ConfiguredTenantConfiguration()),
             capacity=QueueCapacity(4, 1, 1),
         )
     finally:
-        await pg.dispose()
+        await storage.close()
     assert found == []
 
 
 @pytest.mark.parametrize(
     ("parts", "code"),
     [
-        ({"uow": MemoryUnitOfWorkFactory()}, b.MEMORY_REPOSITORIES),
+        ({"storage": MemoryStorage()}, b.MEMORY_REPOSITORIES),
         ({"principals": StaticPrincipalDirectory()}, b.DIRECTORY_NOT_DURABLE),
         ({"admission": AllowAllAdmission()}, b.ALLOW_ALL_ADMISSION),
         ({"capacity": QueueCapacity(4, 0, 1)}, b.WORKER_TOPOLOGY),
@@ -159,6 +159,7 @@ async def test_development_scheduler_accepts_development_parts() -> None:
     )
     role = b.build_scheduler(s, clock=VirtualClock(START), ids=SeededIds(3))
     assert isinstance(role.admission, AllowAllAdmission)
+    assert isinstance(role.storage, MemoryStorage)
     assert isinstance(role.uow, MemoryUnitOfWorkFactory)
     await role.close()
 

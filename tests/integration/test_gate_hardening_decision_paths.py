@@ -33,9 +33,7 @@ class SplitDecision(ScheduleMaterializer):
 
 async def split_worker(ctx: WorkerContext) -> None:
     engine = ctx.sqlalchemy_engine()
-    base = scenarios.build_materializer(
-        scenarios.scheduler_factory(engine), ctx.clock, ctx.ids, ctx.probe
-    )
+    base = scenarios.build_materializer(scenarios.storage_on(engine), ctx.clock, ctx.ids, ctx.probe)
     mutant = SplitDecision.__new__(SplitDecision)
     mutant.__dict__.update(base.__dict__)
     op = ctx.history.invoke("materialize", schedule=str(ctx.vars["schedule_id"]))

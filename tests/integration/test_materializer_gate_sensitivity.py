@@ -81,9 +81,7 @@ class HalfCommitting(ScheduleMaterializer):
 
 async def half_committing_worker(ctx: WorkerContext) -> None:
     engine = ctx.sqlalchemy_engine()
-    base = scenarios.build_materializer(
-        scenarios.scheduler_factory(engine), ctx.clock, ctx.ids, ctx.probe
-    )
+    base = scenarios.build_materializer(scenarios.storage_on(engine), ctx.clock, ctx.ids, ctx.probe)
     mutant = HalfCommitting.__new__(HalfCommitting)
     mutant.__dict__.update(base.__dict__)
     op = ctx.history.invoke("materialize", schedule=str(ctx.vars["schedule_id"]))

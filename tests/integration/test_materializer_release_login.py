@@ -16,6 +16,7 @@ from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.schedule_worker import ScheduleWorker
+from scheduling.storage import PostgresStorage
 from simulation.worlds.materialize import Harness
 
 pytestmark = pytest.mark.postgres
@@ -48,11 +49,14 @@ async def test_materialize_and_account_through_the_release_login(
 ) -> None:
     assert await scheduler_release_problems(login_url) == []
     h = await Harness.open(pg_url)
-    login = PostgresUnitOfWorkFactory.from_url(login_url, pool_size=2)
+    storage = PostgresStorage(None, logins={"scheduler": login_url}, pool_size=2)
+    login = storage.as_role("scheduler")
     try:
         sid = await h.create(max_consecutive_failures=1)
         h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
-        worker = ScheduleWorker(uow=login, materializer=h.materializer(uow=login), clock=h.clock)
+        worker = ScheduleWorker(
+            uow=login, materializer=h.materializer(storage=storage), clock=h.clock
+        )
         report = await worker.run_once()
         assert report.errors == {}
         assert [r.status.value for r in report.results] == ["decided"]
@@ -71,5 +75,5 @@ async def test_materialize_and_account_through_the_release_login(
         row = await h.schedule(sid)
         assert (row["state"], row["pause_reason"]) == ("PAUSED", "failure_limit")
     finally:
-        await login.dispose()
+        await storage.close()
         await h.close()

@@ -22,6 +22,7 @@ import pytest
 
 import gates.checks.test_authority_fresh as authority_fresh
 import gates.checks.test_offline_results as offline_results
+import scheduling.storage as storage_module
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling import bootstrap as b
 from scheduling.adapters.postgres.directories import DurablePrincipalDirectory
@@ -192,7 +193,9 @@ async def test_allow_all_admission_in_the_builder_is_a_difference(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built = production_scheduler()  # built before the mistake: what production runs
-    monkeypatch.setattr(b, "PostgresAdmissionController", lambda *a, **k: AllowAllAdmission())
+    monkeypatch.setattr(
+        storage_module, "PostgresAdmissionController", lambda *a, **k: AllowAllAdmission()
+    )
     try:
         found = differences(built.materializer, harness.scheduler_role().materializer)
         assert found == [
@@ -205,7 +208,7 @@ async def test_allow_all_admission_in_the_builder_is_a_difference(
 async def test_an_unwired_pending_reader_turns_offline_results_red(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(b, "PostgresPendingAccounts", NothingPending)
+    monkeypatch.setattr(storage_module, "PostgresPendingAccounts", NothingPending)
     with pytest.raises(AssertionError):
         await offline_results.test_every_disposition_recovered_from_paginated_reads(
             pg_url, GateEvidence()
@@ -217,9 +220,9 @@ async def test_a_caching_directory_in_the_builder_turns_authority_fresh_red(
 ) -> None:
     # The materializer reads authority through its store (ADR 1700), the validator
     # through the directory: cache both, as one wiring mistake would.
-    monkeypatch.setattr(b, "DurablePrincipalDirectory", CachedDirectory)
+    monkeypatch.setattr(storage_module, "DurablePrincipalDirectory", CachedDirectory)
     monkeypatch.setattr(CachedDirectory, "seen", {})
-    monkeypatch.setattr(b, "PostgresMaterializationStore", CachedStore)
+    monkeypatch.setattr(storage_module, "PostgresMaterializationStore", CachedStore)
     monkeypatch.setattr(CachedStore, "seen", {})
     with pytest.raises(AssertionError):
         await authority_fresh.test_due_occurrence_fails_closed(

@@ -20,6 +20,7 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import SchedulingError
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings
+from scheduling.testing import storage_over
 from simulation.engine import evidence, targets
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
@@ -64,7 +65,7 @@ async def worker(ctx: WorkerContext) -> None:
     op = ctx.history.invoke("run_once", run=str(ctx.vars["run_id"]))
     try:
         w = run_worker(
-            PostgresUnitOfWorkFactory(engine),
+            storage_over(engine),
             ctx.clock,
             ctx.name,
             capacity=CAPACITY,

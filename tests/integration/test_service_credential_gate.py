@@ -11,9 +11,9 @@ from sqlalchemy import text
 import scheduling.adapters.postgres.tables as tables_module
 from gates.checks.corpora import benign_corpus, credential_corpus
 from gates.checks.credential_support import run_corpus
-from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.secrets import SecretFinding
+from scheduling.testing import storage_over
 from simulation.worlds.service import build_world, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
@@ -36,9 +36,8 @@ async def test_gate_fails_when_the_scanner_is_bypassed(
     admin = PostgresUnitOfWorkFactory.from_url(pg_url)
     who = principal("alice")
     try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
         await seed_durable(admin, [who])
-        world = build_world(api, durable_directory=api, scanner=BlindScanner() if blind else None)
+        world = build_world(storage_over(admin), scanner=BlindScanner() if blind else None)
 
         async def dump() -> str:
             async with admin.engine.connect() as conn:

@@ -10,12 +10,12 @@ from uuid import UUID
 import pytest
 from sqlalchemy import text
 
-from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError, NotFoundError, SchedulingError
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import MaintenanceService, SchedulePatch
+from scheduling.testing import open_storage, storage_over
 from simulation.worlds.service import World, build_world, definition, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
@@ -26,13 +26,13 @@ BOB = principal("bob")
 
 @pytest.fixture
 async def pg(pg_url: str) -> AsyncIterator[tuple[World, PostgresUnitOfWorkFactory]]:
-    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
-    api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
+    storage = open_storage(pg_url, pool_size=5)
+    admin = storage.factory("trusted")
     await seed_durable(admin, [ALICE, BOB])
     try:
-        yield build_world(api, durable_directory=api), admin
+        yield build_world(storage), admin
     finally:
-        await admin.dispose()
+        await storage.close()
 
 
 async def count(admin: PostgresUnitOfWorkFactory, sql: str) -> int:
@@ -93,15 +93,14 @@ async def test_validation_failure_stores_nothing(
 
 async def test_purge_and_repair_in_their_roles(pg: tuple[World, PostgresUnitOfWorkFactory]) -> None:
     world, admin = pg
-    roles = role_names()
     maint = MaintenanceService(
-        uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.maintenance),
+        uow=storage_over(admin).factory("maintenance"),
         clock=world.clock,
         ids=world.ids.fork("m"),
     )
     # The repair runs on the trusted path, in the scheduler role.
     sched = MaintenanceService(
-        uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.scheduler),
+        uow=storage_over(admin).factory("scheduler"),
         clock=world.clock,
         ids=world.ids.fork("s"),
     )
@@ -356,8 +355,7 @@ async def test_purge_keeps_materialized_sessions_and_runs(
     from simulation.worlds.service import CEILINGS
 
     world, admin = pg
-    roles = role_names()
-    scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.scheduler)
+    scheduler = storage_over(admin).factory("scheduler")
     materializer = ScheduleMaterializer(
         uow=scheduler,
         clock=world.clock,
@@ -376,7 +374,7 @@ async def test_purge_keeps_materialized_sessions_and_runs(
     await world.service.cancel(ALICE, s.id, 1)
     world.clock.advance(31 * 86400)
     maint = MaintenanceService(
-        uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.maintenance),
+        uow=storage_over(admin).factory("maintenance"),
         clock=world.clock,
         ids=world.ids.fork("m"),
     )

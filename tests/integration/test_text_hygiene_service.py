@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.errors import ValidationError
 from scheduling.service import SchedulePatch
+from scheduling.testing import MemoryStorage
 from simulation.worlds.service import World, build_world, definition, principal
 
 ALICE = principal("alice")
@@ -47,7 +47,7 @@ def _fill(value: Any, bad: str) -> Any:
 
 @pytest.fixture
 def world() -> World:
-    return build_world(MemoryUnitOfWorkFactory(), principals=[ALICE])
+    return build_world(MemoryStorage(), principals=[ALICE])
 
 
 async def _stored(world: World) -> int:

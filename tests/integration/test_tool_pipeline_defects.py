@@ -44,6 +44,7 @@ from scheduling.runtime.tool_pipeline import (
     ToolResult,
     ToolStatus,
 )
+from scheduling.testing import storage_over
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import AGENT_ID, START, TENANT_B, WORLD_ENV, principal, seed_durable
@@ -130,7 +131,7 @@ async def tools(pg_url: str) -> AsyncIterator[Tools]:
         approvals=approvals,
         default_agent_id=AGENT_ID,
         website_bindings=websites,
-        uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api),
+        storage=storage_over(admin),
     )
     try:
         yield Tools(role, admin, approvals, websites, clock)

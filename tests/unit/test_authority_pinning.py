@@ -15,7 +15,6 @@ from uuid import UUID
 
 import pytest
 
-from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.canonical import canonical_json
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.ports.directories import AuthoritySnapshot
@@ -28,6 +27,7 @@ from scheduling.service.materializer import (
     ScheduleMaterializer,
 )
 from scheduling.service.validation import normalized_request
+from scheduling.testing import MemoryStorage
 from simulation.worlds.service import (
     ALL_SCOPES,
     LIMITS,
@@ -125,7 +125,7 @@ def test_firing_rule(pinned: str | None, current: AuthoritySnapshot | None, expe
 
 @pytest.fixture
 def world() -> World:
-    return build_world(MemoryUnitOfWorkFactory(), principals=[ALICE])
+    return build_world(MemoryStorage(), principals=[ALICE])
 
 
 async def current_version(world: World) -> str:

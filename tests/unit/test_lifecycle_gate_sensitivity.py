@@ -18,6 +18,7 @@ from scheduling.domain.cadence import Cadence
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.lifecycle import Action, Decision, decide
 from scheduling.domain.schedule import ScheduleState
+from scheduling.testing import MemoryStorage
 from simulation.engine.checkers import check_linearizable_per_key
 from simulation.worlds.lifecycle import HistoryDriver, Op
 from simulation.worlds.service import build_world, principal
@@ -32,7 +33,7 @@ PLAN = [
 
 async def violations() -> list[str]:
     uow = MemoryUnitOfWorkFactory()
-    world = build_world(uow, principals=[WHO])
+    world = build_world(MemoryStorage(uow), principals=[WHO])
     driver = HistoryDriver(world, uow, WHO)
     await driver.create(2)
     for batch, advance in PLAN:

@@ -7,7 +7,6 @@ from uuid import UUID
 
 import pytest
 
-from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.domain.errors import AuthorizationError, ConflictError, NotFoundError
 from scheduling.domain.identity import SCOPE_REQUIRED
 from scheduling.domain.lifecycle import ILLEGAL_TRANSITION, STALE_REVISION
@@ -15,6 +14,7 @@ from scheduling.domain.schedule import PauseReason, ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import SCHEDULE_NOT_FOUND, SchedulePatch
 from scheduling.service.values import PREVIEW_CHARS
+from scheduling.testing import MemoryStorage
 from simulation.worlds.service import (
     ALL_SCOPES,
     START,
@@ -31,7 +31,7 @@ EVE = principal("alice", tenant_id="tenant-b")  # same principal id, other tenan
 
 @pytest.fixture
 def world() -> World:
-    return build_world(MemoryUnitOfWorkFactory(), principals=[ALICE, BOB, EVE])
+    return build_world(MemoryStorage(), principals=[ALICE, BOB, EVE])
 
 
 def events_of(world: World, schedule_id: UUID) -> list[str]:

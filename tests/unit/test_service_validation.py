@@ -8,11 +8,11 @@ from uuid import UUID
 
 import pytest
 
-from scheduling.adapters.memory import MemoryUnitOfWorkFactory
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.domain.errors import SchedulingError
 from scheduling.ports.directories import BrowserProfile, BrowserProfileState
 from scheduling.service import SchedulePatch
+from scheduling.testing import MemoryStorage
 from simulation.worlds.service import (
     AGENT_ID,
     CEILINGS,
@@ -31,7 +31,7 @@ PENDING = UUID("0d7c6f1e-0000-4000-8000-000000000003")
 
 @pytest.fixture
 def world() -> World:
-    w = build_world(MemoryUnitOfWorkFactory(), principals=[ALICE])
+    w = build_world(MemoryStorage(), principals=[ALICE])
     w.profiles.put(BrowserProfile(PROFILE, "tenant-a", "alice", BrowserProfileState.READY))
     w.profiles.put(BrowserProfile(BOBS_PROFILE, "tenant-a", "bob", BrowserProfileState.READY))
     w.profiles.put(BrowserProfile(PENDING, "tenant-a", "alice", BrowserProfileState.PENDING))
@@ -268,7 +268,7 @@ def test_tenant_ceilings_must_be_finite_and_positive() -> None:
 async def test_an_unconfigured_tenant_cannot_schedule() -> None:
     outsider = principal("carol", tenant_id="tenant-z")
     world = build_world(
-        MemoryUnitOfWorkFactory(),
+        MemoryStorage(),
         principals=[outsider],
         tenants=ConfiguredTenantConfiguration({"tenant-a": CEILINGS}),
     )

@@ -15,15 +15,14 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-import scheduling.adapters.postgres.tables as tables_module
 from gates.checks.corpora import CredentialCase
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import SchedulingError
 from scheduling.domain.identity import Principal
 from scheduling.domain.revision import MAX_TITLE
 from scheduling.domain.secrets import SECRET_DETECTED
 from scheduling.service import SchedulePatch
+from scheduling.testing import open_storage
+from scheduling.testing import tables as tables_module
 from simulation.worlds.service import World, build_world, definition, principal, seed_durable
 
 PATHS = ("create.instruction", "create.title", "patch.instruction", "update.instruction")
@@ -134,12 +133,12 @@ async def run_corpus_on_postgres(
 ) -> CorpusReport:
     """``run_corpus`` through the API role on the database at ``pg_url``; the search of
     stored state reads every row of every table of the persistence metadata as text."""
-    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
+    storage = open_storage(pg_url, pool_size=5)
+    admin = storage.factory("trusted")
     who = principal("alice")
     try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
         await seed_durable(admin, [who])
-        world = build_world(api, durable_directory=api)
+        world = build_world(storage)
 
         async def dump_database() -> str:
             parts: list[str] = []
@@ -153,4 +152,4 @@ async def run_corpus_on_postgres(
             world, who, cases, benign, dump_database=dump_database, log_text=log_text
         )
     finally:
-        await admin.dispose()
+        await storage.close()

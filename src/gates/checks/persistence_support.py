@@ -23,9 +23,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from scheduling.adapters.postgres.migrations import to_asyncpg_url
-from scheduling.adapters.postgres.tables import metadata
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
 from scheduling.domain.revision import RunLimits, ScheduleRevision
@@ -43,6 +40,7 @@ from scheduling.ports.records import (
 )
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
+from scheduling.testing import PostgresUnitOfWorkFactory, metadata, to_asyncpg_url
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
 AGENT_ID = UUID("9d7c2b1e-0a4f-4c3e-8b6d-5e4f3a2b1c0d")

@@ -49,11 +49,10 @@ from sqlalchemy import text
 
 from gates.checks.covering_walks import combined, covering_walks, walk_evidence
 from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import build_scheduler
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.recurrence.engine import next_after
+from scheduling.testing import PostgresUnitOfWorkFactory, open_storage
 from simulation.engine import evidence, targets
 from simulation.engine.checkers import check_linearizable_per_key
 from simulation.engine.errors import FaultKind
@@ -180,21 +179,20 @@ Plan = list[tuple[list[Op], tuple[str, int]]]
 
 
 async def run_example(url: str, plan: Plan, number: int, tally: Tally) -> None:
-    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=8)
-    roles = role_names()
+    storage = open_storage(url, pool_size=8)
+    admin = storage.factory("trusted")
     try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.api)
-        scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.scheduler)
+        scheduler = storage.as_role("scheduler")
         if number == 0:
             await seed_durable(admin, [WHO])
-        world = build_world(api, seed=SEED * 1000 + number, durable_directory=api)
+        world = build_world(storage, seed=SEED * 1000 + number)
         # The development allow-all controller: this gate is the state machine's, and
         # admission would only add refusals the lifecycle model does not describe.
         materializer = build_scheduler(
             scheduler_settings(AGENT_SCHEDULE_ADMISSION="allow_all"),
             clock=world.clock,
             ids=world.ids.fork("materializer"),
-            uow=scheduler,
+            storage=storage,
         ).materializer
         driver = HistoryDriver(world, scheduler, WHO, materializer)
         await driver.create(SCHEDULES, prefix=f"x{number}")
@@ -222,7 +220,7 @@ async def run_example(url: str, plan: Plan, number: int, tally: Tally) -> None:
                 + json.dumps(driver.history.as_json(), indent=1)
             )
     finally:
-        await admin.dispose()
+        await storage.close()
 
 
 async def advance_clock(driver: HistoryDriver, advance: tuple[str, int]) -> None:

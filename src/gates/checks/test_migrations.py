@@ -24,21 +24,21 @@ from sqlalchemy import text
 
 from gates.checks.persistence_support import admin_connection
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.inspection import schema_diff, schema_problems, substrate_metadata
-from scheduling.adapters.postgres.migrations import (
+from scheduling.testing import (
+    SCHEDULING_TABLES,
     SUBSTRATE_REVISION,
+    SUBSTRATE_TABLES,
+    TOOL_PIPELINE_TABLES,
     current_revision,
     downgrade_to,
     head_revision,
+    metadata,
+    role_names,
+    schema_diff,
+    schema_problems,
+    substrate_metadata,
     upgrade_to,
     upgrade_to_head,
-)
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.tables import (
-    SCHEDULING_TABLES,
-    SUBSTRATE_TABLES,
-    TOOL_PIPELINE_TABLES,
-    metadata,
 )
 
 # Everything after the substrate: the scheduling tables and the tool pipeline's records.

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import pytest
 
-import scheduling.adapters.postgres.tables as tables_module
 from gates.checks.corpora import benign_corpus, credential_corpus
 from gates.checks.credential_support import run_corpus_on_postgres
 from gates.checks.credential_walk import credential_fields, discover_models
 from gates.runner.pytest_plugin import GateEvidence
+from scheduling.testing import tables as tables_module
 
 GATE = "gate.schedule.no_credentials"
 # The whole product: domain values, port records, service results, adapter models.

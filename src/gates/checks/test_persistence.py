@@ -36,15 +36,6 @@ from gates.checks.persistence_support import (
     tables_containing,
 )
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.errors import sqlstate_of
-from scheduling.adapters.postgres.inspection import (
-    REQUIRED_INDEXES,
-    TENANT_TABLES,
-    schema_problems,
-)
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.tables import metadata
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import (
     AuthorizationError,
     ConflictError,
@@ -61,6 +52,15 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.ports.unit_of_work import UnitOfWork
 from scheduling.runtime.scripted import ANSWER
 from scheduling.service.sessions import SessionErasureService
+from scheduling.testing import (
+    REQUIRED_INDEXES,
+    TENANT_TABLES,
+    PostgresUnitOfWorkFactory,
+    metadata,
+    role_names,
+    schema_problems,
+    sqlstate_of,
+)
 from simulation.worlds.materialize import WHO as HARNESS_OWNER
 from simulation.worlds.materialize import Harness
 from simulation.worlds.runtime import run_worker

@@ -22,9 +22,8 @@ from gates.checks.persistence_support import (
     seeded_world,
 )
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import SchedulingError
+from scheduling.testing import PostgresUnitOfWorkFactory, role_names
 
 pytestmark = pytest.mark.postgres
 

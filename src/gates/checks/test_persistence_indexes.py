@@ -27,10 +27,13 @@ import pytest
 from gates.checks.index_plans import explained, index_scans, sequential_scans, sorts
 from gates.checks.persistence_support import ALICE, T0, seeded_world
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.admission import tenant_usage
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from scheduling.domain.paging import PageRequest
+from scheduling.testing import (
+    PostgresUnitOfWork,
+    PostgresUnitOfWorkFactory,
+    role_names,
+    tenant_usage,
+)
 
 pytestmark = pytest.mark.postgres
 

@@ -32,11 +32,10 @@ import pytest
 from sqlalchemy import text
 
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Topology
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.runtime import WorkerSettings
+from scheduling.testing import ConfiguredTenantConfiguration, PostgresUnitOfWorkFactory
 from simulation.engine.clock import VirtualClock
 from simulation.worlds.materialize import WHO, Harness
 from simulation.worlds.runtime import Autojump, run_worker, submission, submitter

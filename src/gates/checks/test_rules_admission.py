@@ -15,10 +15,10 @@ from uuid import UUID
 
 import pytest
 
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.domain.events import RUN_ACCOUNTED
 from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
 from scheduling.service.materializer import MaterializeStatus
+from scheduling.testing import ConfiguredTenantConfiguration
 from simulation.worlds.materialize import Harness
 from simulation.worlds.service import CEILINGS
 

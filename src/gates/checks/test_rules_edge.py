@@ -47,9 +47,9 @@ from gates.checks.edge_support import (
     tables,
 )
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.token_file import digest_of, issue_token, read_entries
 from scheduling.bootstrap import ControlPlane
 from scheduling.http.app import create_app
+from scheduling.testing import digest_of, issue_token, read_entries
 from simulation.worlds.http import OWNER, HttpWorld, body, http_world, update_body
 from simulation.worlds.service import principal
 

@@ -22,12 +22,12 @@ from uuid import UUID
 
 import pytest
 
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import RunWorkerRole, build_run_worker
 from scheduling.ports.probe import Probe
 from scheduling.ports.records import RunStatus
 from scheduling.ports.runtime import ClaimedRun, QueueCapacity
 from scheduling.runtime import LEASE_LOST, WorkerSettings
+from scheduling.testing import PostgresUnitOfWorkFactory, storage_over
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.runtime import UNACCOUNTED, run_row, submission, submitter
@@ -90,7 +90,7 @@ def role(
         clock=clock,
         ids=SeededIds(0).fork(owner),
         probe=probe,
-        uow=admin,
+        storage=storage_over(admin),
         capacity=WIDE,
         owner=owner,
         worker_settings=SETTINGS,

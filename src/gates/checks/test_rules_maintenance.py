@@ -11,8 +11,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import build_maintenance
 from scheduling.domain.cadence import parse_cadence
 from scheduling.recurrence import next_after
@@ -27,16 +25,17 @@ CLAIM_PATIENCE_S = 10.0
 """A scan blocked on the held row never returns; this only turns a hang into a FAIL."""
 
 
-def maintenance(h: Harness, role: str) -> MaintenanceService:
-    """The maintenance role's service (``bootstrap.build_maintenance``) over a login
-    assuming ``role``."""
+def maintenance(h: Harness, service: str) -> MaintenanceService:
+    """``service`` (``purge``: the maintenance role; ``repair``: the scheduler role) of
+    the maintenance role production builds (``bootstrap.build_maintenance``)."""
     built = build_maintenance(
         world_settings(),
         clock=h.clock,
-        ids=h.world.ids.fork(f"maint-{role}"),
-        uow=PostgresUnitOfWorkFactory(h.admin.engine, assume_role=role),
+        ids=h.world.ids.fork(f"maint-{service}"),
+        storage=h.storage,
     )
-    return built.purge
+    found: MaintenanceService = getattr(built, service)
+    return found
 
 
 @pytest.mark.rule("rule.claim.skip_locked")
@@ -73,7 +72,7 @@ async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> Non
     h = await Harness.open(pg_url)
     try:
         sid = await h.create()
-        repairs = maintenance(h, role_names().scheduler)
+        repairs = maintenance(h, "repair")
         untouched = await repairs.repair_next_fire(sid)
         assert not untouched.repaired
         wrong = datetime(2026, 3, 2, 13, 7, tzinfo=UTC)
@@ -108,7 +107,7 @@ async def test_terminal_purge_keeps_runs_and_respects_retention(pg_url: str) -> 
         report = await h.scan()
         assert len(report.results) == 2
         await h.world.service.cancel(WHO, old, 1)
-        purge = maintenance(h, role_names().maintenance)
+        purge = maintenance(h, "purge")
         h.clock.advance(29 * 86400)
         assert await purge.purge_terminal(WHO.tenant_id) == 0, "purged inside retention"
         h.clock.advance(2 * 86400)

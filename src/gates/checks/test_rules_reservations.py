@@ -14,11 +14,10 @@ from uuid import UUID
 
 import pytest
 
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.admission import PostgresAdmissionController
 from scheduling.domain.admission import MAX_BACKOFF_SECONDS
 from scheduling.service.admission import MONTHLY_COST
 from scheduling.service.materializer import MaterializeResult, MaterializeStatus
+from scheduling.testing import ConfiguredTenantConfiguration, PostgresAdmissionController
 from simulation.worlds.materialize import Harness
 from simulation.worlds.service import CEILINGS, LIMITS
 

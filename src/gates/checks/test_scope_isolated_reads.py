@@ -19,11 +19,10 @@ from uuid import UUID
 import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import SchedulingError
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
+from scheduling.testing import open_storage
 from simulation.worlds.service import World, build_world, definition, principal, seed_durable
 
 GATE = "gate.schedule.scope_isolated"
@@ -55,11 +54,11 @@ def reads(world: World, who: Principal, schedule_id: UUID) -> dict[str, Callable
 @pytest.mark.postgres
 @pytest.mark.gate(GATE, facet="read_isolation")
 async def test_foreign_reads_equal_missing(pg_url: str, gate_evidence: GateEvidence) -> None:
-    admin = PostgresUnitOfWorkFactory.from_url(pg_url)
+    storage = open_storage(pg_url, pool_size=5)
+    admin = storage.factory("trusted")
     try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
         await seed_durable(admin, [OWNER, SAME_TENANT, OTHER_TENANT])
-        world = build_world(api, durable_directory=api)
+        world = build_world(storage)
         owned = []
         for n, pause in enumerate((False, True, False)):
             s = (await world.service.create(OWNER, f"k{n}", definition(title=f"S{n}"))).schedule
@@ -95,4 +94,4 @@ async def test_foreign_reads_equal_missing(pg_url: str, gate_evidence: GateEvide
         )
         gate_evidence.record("reads", ["get", "occurrences", "list"])
     finally:
-        await admin.dispose()
+        await storage.close()

@@ -29,14 +29,6 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from scheduling.adapters.memory.directories import (
-    ConfiguredBrowserProfiles,
-    StaticAgentRegistry,
-    StaticPrincipalDirectory,
-)
-from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import ToolsRole, build_scheduler, build_tools
 from scheduling.config import Settings
 from scheduling.domain.identity import Principal
@@ -54,6 +46,16 @@ from scheduling.runtime.tool_pipeline import (
 )
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedules import ScheduleService
+from scheduling.testing import (
+    ConfiguredBrowserProfiles,
+    ConfiguredWebsiteBindings,
+    PostgresStorage,
+    PostgresUnitOfWorkFactory,
+    StaticAgentRegistry,
+    StaticPrincipalDirectory,
+    open_storage,
+    role_names,
+)
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import (
@@ -199,6 +201,7 @@ class InspectingApprovals(ScriptedApprovals):
 
 @dataclass
 class ToolWorld:
+    storage: PostgresStorage
     admin: PostgresUnitOfWorkFactory
     role: ToolsRole
     clock: VirtualClock
@@ -222,7 +225,8 @@ class ToolWorld:
         """``approval_port`` replaces the scripted approvals (e.g. an edge's own port);
         ``pipeline_class`` (a subclass of the built pipeline's class) is a wrong
         implementation for a test of the test, swapped onto the built object."""
-        admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=5)
+        storage = open_storage(url, pool_size=5)
+        admin = storage.factory("trusted")
         await seed_durable(admin, list(principals), at=start)
         await seed_agent_version(admin, AGENT_VERSION_2, POLICY_2, at=start)
         clock, ids = VirtualClock(start), SeededIds(seed)
@@ -235,7 +239,7 @@ class ToolWorld:
             approvals=approval_port or approvals,
             default_agent_id=AGENT_ID,
             website_bindings=websites,
-            uow=PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api),
+            storage=storage,
         )
         assert role.api is not None
         profiles = role.api.profiles
@@ -243,7 +247,7 @@ class ToolWorld:
             if not issubclass(pipeline_class, type(role.pipeline)):
                 raise TypeError(f"{pipeline_class} does not extend {type(role.pipeline)}")
             role.pipeline.__class__ = pipeline_class
-        return cls(admin, role, clock, ids, approvals, websites, profiles)
+        return cls(storage, admin, role, clock, ids, approvals, websites, profiles)
 
     @property
     def pipeline(self) -> ToolPipeline:
@@ -333,9 +337,11 @@ class ToolWorld:
     def materializer(self) -> ScheduleMaterializer:
         """The real materializer through the least-privilege scheduler role
         (``bootstrap.build_scheduler``)."""
-        scheduler = PostgresUnitOfWorkFactory(self.admin.engine, assume_role=role_names().scheduler)
         return build_scheduler(
-            scheduler_settings(), clock=self.clock, ids=self.ids.fork("materializer"), uow=scheduler
+            scheduler_settings(),
+            clock=self.clock,
+            ids=self.ids.fork("materializer"),
+            storage=self.storage,
         ).materializer
 
     async def unapproved_effects(self) -> list[Row]:
@@ -355,7 +361,7 @@ class ToolWorld:
 
     async def close(self) -> None:
         await self.role.close()
-        await self.admin.dispose()
+        await self.storage.close()
 
 
 MEMORY_ENV = {

@@ -44,7 +44,7 @@ from reports.model import (
 )
 from reports.origin import dependency_digest, dependency_set, product_tree_digest
 from reports.writer import write_part, write_reports
-from scheduling.adapters.system_clock import SystemClock
+from scheduling.testing import SystemClock
 from scheduling.tzdata_info import tzdata_version
 from simulation.provider import ServerInfo
 

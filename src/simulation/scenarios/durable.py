@@ -29,12 +29,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from scheduling.adapters.postgres.roles import role_names
 from scheduling.bootstrap import build_scheduler
 from scheduling.ports.retry import RetrySettings
 from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeStatus
 from scheduling.service.schedule_worker import WorkerSettings
+from scheduling.testing import storage_over
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import FaultKind
 from simulation.engine.faults import Transition
@@ -45,10 +45,8 @@ from simulation.scenarios.materialize import (
     STEPS,
     complete_ledger,
     rows_of,
-    scheduler_factory,
     setup_at,
 )
-from simulation.worlds.durable import split
 from simulation.worlds.service import scheduler_settings
 
 WRITTEN = tuple(t for t in SCHEDULING_TABLES if t != "schedules")
@@ -67,11 +65,10 @@ def worker_for(*, split_commit: bool) -> Any:
             clock=ctx.clock,
             ids=ctx.ids,
             probe=ctx.probe,
-            uow=scheduler_factory(engine),
+            # The test of the test: the named split-commit fault (scheduling.testing).
+            storage=storage_over(engine, split_commit=split_commit),
             worker_settings=WorkerSettings(transient_retry=RETRY),
         )
-        if split_commit:
-            split(role.materializer, role_names().scheduler)
         try:
             for n in range(PASSES):
                 op = ctx.history.invoke("pass", n=n)

@@ -30,8 +30,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import build_api
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.errors import ConflictError, SchedulingError
@@ -41,13 +39,15 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.service import materializer as m
 from scheduling.service.schedules import ScheduleService
+from scheduling.storage import Storage
+from scheduling.testing import open_storage
 from simulation.engine.checkers import check_linearizable_per_key
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
 from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
 from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
-from simulation.scenarios.materialize import build_materializer, scheduler_factory
+from simulation.scenarios.materialize import build_materializer, storage_on
 from simulation.worlds.lifecycle import (
     CADENCES,
     LifecycleModel,
@@ -57,7 +57,7 @@ from simulation.worlds.lifecycle import (
 )
 from simulation.worlds.service import definition, principal, seed_durable, world_settings
 
-ServiceFactory = Callable[[PostgresUnitOfWorkFactory, Clock, IdGenerator, Probe], ScheduleService]
+ServiceFactory = Callable[[Storage, Clock, IdGenerator, Probe], ScheduleService]
 Script = Sequence[tuple[str, int | None]]
 """A worker's operations in order: (kind, expected revision); ``None`` means the current
 revision, read (and recorded as a ``read``) just before; kind ``scan`` ignores it."""
@@ -85,7 +85,7 @@ def _template(server: Any) -> str:
 
 
 def build_service(
-    uow: PostgresUnitOfWorkFactory,
+    storage: Storage,
     clock: Clock,
     ids: IdGenerator,
     probe: Probe,
@@ -93,17 +93,18 @@ def build_service(
 ) -> ScheduleService:
     """The service as production wires it (``bootstrap.build_api``), over the durable
     directories; ``cls`` is a deliberately broken subclass in a test of the test."""
-    role = build_api(world_settings(), clock=clock, ids=ids, probe=probe, uow=uow, service_type=cls)
+    role = build_api(
+        world_settings(), clock=clock, ids=ids, probe=probe, storage=storage, service_type=cls
+    )
     return role.service
 
 
 async def setup(world: World) -> None:
     who = principal("sim-lifecycle")
-    admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    storage = open_storage(world.url, pool_size=2)
     try:
-        await seed_durable(admin, [who], at=world.clock.now())
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        service = build_service(api, world.clock, world.ids.fork("setup"), NullProbe())
+        await seed_durable(storage.as_role("trusted"), [who], at=world.clock.now())
+        service = build_service(storage, world.clock, world.ids.fork("setup"), NullProbe())
         created = await service.create(who, "lifecycle-0", definition(cadence=CADENCES[0]))
         sid = created.schedule.id
         world.clock.advance(60)
@@ -111,7 +112,7 @@ async def setup(world: World) -> None:
             who, sid, 1, definition(title="revised", cadence=CADENCES[0])
         )
     finally:
-        await admin.dispose()
+        await storage.close()
     schedule = updated.schedule
     assert schedule.current_revision == CURRENT
     assert schedule.next_fire_at is not None
@@ -133,11 +134,11 @@ def lifecycle_worker(
 
     async def worker(ctx: WorkerContext) -> None:
         engine = ctx.sqlalchemy_engine()
-        api = PostgresUnitOfWorkFactory(engine, assume_role=role_names().api)
-        scheduler = scheduler_factory(engine)
-        service = build_service(api, ctx.clock, ctx.ids.fork("service"), ctx.probe, cls)
+        storage = storage_on(engine)
+        scheduler = storage.as_role("scheduler")
+        service = build_service(storage, ctx.clock, ctx.ids.fork("service"), ctx.probe, cls)
         materializer = build_materializer(
-            scheduler, ctx.clock, ctx.ids.fork("materializer"), ctx.probe
+            storage, ctx.clock, ctx.ids.fork("materializer"), ctx.probe
         )
         sid, who = ctx.vars["schedule_id"], ctx.vars["who"]
         try:
@@ -192,15 +193,14 @@ async def _faultable(scan: Awaitable[None]) -> None:
 
 async def quiet_read(world: World, view: ExecutionView) -> None:
     """Read the schedule back without faults: the final state joins the history."""
-    admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    storage = open_storage(world.url, pool_size=2)
     try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        service = build_service(api, world.clock, world.ids.fork("quiet"), NullProbe())
+        service = build_service(storage, world.clock, world.ids.fork("quiet"), NullProbe())
         ref = world.history.invoke("quiet", "read", schedule=0)
         detail = await service.get(world.vars["who"], world.vars["schedule_id"])
         ref.ok(read_back(detail.schedule))
     finally:
-        await admin.dispose()
+        await storage.close()
 
 
 async def check(world: World, view: ExecutionView) -> list[Violation]:

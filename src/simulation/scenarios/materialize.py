@@ -23,8 +23,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import build_scheduler
 from scheduling.domain.cadence import parse_cadence
 from scheduling.domain.recurrence.engine import next_after
@@ -33,6 +31,8 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeResult, ScheduleMaterializer
+from scheduling.storage import Storage
+from scheduling.testing import open_storage, storage_over
 from simulation.engine.checkers import check_ledger
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
@@ -111,15 +111,16 @@ def _template(server: Any) -> str:
     return migrated_template(server)
 
 
-def scheduler_factory(engine: Any) -> PostgresUnitOfWorkFactory:
-    return PostgresUnitOfWorkFactory(engine, assume_role=role_names().scheduler)
+def storage_on(engine: Any) -> Storage:
+    """The storage over the simulator's watched ``engine`` (roles ``SET LOCAL ROLE``)."""
+    return storage_over(engine)
 
 
 def build_materializer(
-    uow: PostgresUnitOfWorkFactory, clock: Clock, ids: IdGenerator, probe: Probe
+    storage: Storage, clock: Clock, ids: IdGenerator, probe: Probe
 ) -> ScheduleMaterializer:
     """The scheduler role's materializer as production startup builds it."""
-    role = build_scheduler(scheduler_settings(), clock=clock, ids=ids, probe=probe, uow=uow)
+    role = build_scheduler(scheduler_settings(), clock=clock, ids=ids, probe=probe, storage=storage)
     return role.materializer
 
 
@@ -151,16 +152,15 @@ async def _create(world: World) -> None:
     """One principal, the agent, one daily schedule created through the service (API
     role) before its first instant."""
     who = principal("sim-owner")
-    admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    storage = open_storage(world.url, pool_size=2)
     try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        await seed_durable(admin, [who], at=world.clock.now())
+        await seed_durable(storage.as_role("trusted"), [who], at=world.clock.now())
         # The service's own virtual clock starts at this execution's instant; its ids
         # are seeded, so the setup is a function of the code alone.
-        service = build_world(api, start=world.clock.now(), durable_directory=api).service
+        service = build_world(storage, start=world.clock.now()).service
         created = await service.create(who, "sim-1", definition())
     finally:
-        await admin.dispose()
+        await storage.close()
     fire = created.schedule.next_fire_at
     assert fire is not None
     world.vars["schedule_id"] = created.schedule.id
@@ -180,7 +180,7 @@ async def materialize_worker(ctx: WorkerContext) -> None:
     op = ctx.history.invoke("materialize", schedule=str(sid))
     try:
         result = await build_materializer(
-            scheduler_factory(engine), ctx.clock, ctx.ids, ctx.probe
+            storage_on(engine), ctx.clock, ctx.ids, ctx.probe
         ).materialize(sid)
     except Exception as exc:
         op.info(type(exc).__name__)
@@ -308,17 +308,12 @@ async def check_once(world: World, view: ExecutionView) -> list[Violation]:
 async def quiet_atomic(world: World, view: ExecutionView) -> None:
     """Record what survived the crash, then retry once without faults."""
     world.vars["after_crash"] = await rows_of(world)
-    engine_factory = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    storage = open_storage(world.url, pool_size=2)
     try:
-        retry = build_materializer(
-            scheduler_factory(engine_factory.engine),
-            world.clock,
-            world.ids.fork("retry"),
-            NullProbe(),
-        )
+        retry = build_materializer(storage, world.clock, world.ids.fork("retry"), NullProbe())
         world.vars["retry"] = await retry.materialize(world.vars["schedule_id"])
     finally:
-        await engine_factory.dispose()
+        await storage.close()
 
 
 async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:

@@ -28,17 +28,16 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.ports.probe import NullProbe
 from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeResult
+from scheduling.testing import open_storage
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.scenario import ExecutionView, Scenario, World
 from simulation.scenarios import register
 from simulation.scenarios.materialize import (
     ATOMIC,
     build_materializer,
-    scheduler_factory,
     setup_at,
 )
 from simulation.worlds.service import definition
@@ -190,14 +189,12 @@ def decision_ledger(
 async def quiet(world: World, view: ExecutionView) -> None:
     """Record what survived the faults, then retry once without them."""
     world.vars["after_crash"] = await rows(world)
-    factory = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    storage = open_storage(world.url, pool_size=2)
     try:
-        retry = build_materializer(
-            scheduler_factory(factory.engine), world.clock, world.ids.fork("retry"), NullProbe()
-        )
+        retry = build_materializer(storage, world.clock, world.ids.fork("retry"), NullProbe())
         world.vars["retry"] = await retry.materialize(world.vars["schedule_id"])
     finally:
-        await factory.dispose()
+        await storage.close()
 
 
 async def check(world: World, view: ExecutionView) -> list[Violation]:

@@ -28,8 +28,6 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import build_scheduler
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
@@ -38,13 +36,15 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.service import materializer as m
 from scheduling.service.materializer import OVERLAP, MaterializeResult, ScheduleMaterializer
 from scheduling.service.schedule_worker import PassReport, ScheduleWorker
+from scheduling.storage import Storage
+from scheduling.testing import open_storage
 from simulation.engine.checkers import check_ledger, check_linearizable
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
 from simulation.engine.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
 from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
-from simulation.scenarios.materialize import STEPS, build_materializer, scheduler_factory
+from simulation.scenarios.materialize import STEPS, build_materializer, storage_on
 from simulation.worlds.runtime import UNACCOUNTED, run_worker
 from simulation.worlds.service import (
     build_world,
@@ -54,9 +54,7 @@ from simulation.worlds.service import (
     seed_durable,
 )
 
-MaterializerFactory = Callable[
-    [PostgresUnitOfWorkFactory, Clock, IdGenerator, Probe], ScheduleMaterializer
-]
+MaterializerFactory = Callable[[Storage, Clock, IdGenerator, Probe], ScheduleMaterializer]
 
 # The overlap-skip transaction writes only these (no admission, session or run).
 SKIP_STEPS = (m.STEP_LOCKED, m.STEP_OCCURRENCE, m.STEP_ADVANCED, m.STEP_COMMITTED)
@@ -141,18 +139,18 @@ def setup_held(*, with_b: bool = True, lease: bool = True) -> Callable[[World], 
 
     async def setup(world: World) -> None:
         who = principal("sim-overlap")
-        admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+        storage = open_storage(world.url, pool_size=2)
+        admin = storage.factory("trusted")
         try:
-            api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
             await seed_durable(admin, [who], at=world.clock.now())
-            service = build_world(api, start=world.clock.now(), durable_directory=api)
+            service = build_world(storage, start=world.clock.now())
             a = (await service.service.create(who, "overlap-a", definition(title="A"))).schedule
             assert a.next_fire_at is not None
             first = a.next_fire_at
             for clock in (world.clock, service.clock):
                 clock.advance_to(first + timedelta(seconds=1))
             fired = await build_materializer(
-                scheduler_factory(admin.engine), world.clock, world.ids.fork("setup"), NullProbe()
+                storage, world.clock, world.ids.fork("setup"), NullProbe()
             ).materialize(a.id)
             assert fired.run_id is not None, fired
             second = fired.next_fire_at
@@ -165,7 +163,7 @@ def setup_held(*, with_b: bool = True, lease: bool = True) -> Callable[[World], 
                 assert b.next_fire_at == second, (b.next_fire_at, second)
                 world.vars["b"] = b.id
         finally:
-            await admin.dispose()
+            await storage.close()
         conn = await world.connect()
         if lease:
             await conn.execute(
@@ -226,10 +224,10 @@ def scan_worker(
         for _ in range(pending):
             await ctx.probe.step(PENDING_STEP)
         engine = ctx.sqlalchemy_engine()
-        uow = scheduler_factory(engine)
+        storage = storage_on(engine)
         labels = _labels(ctx.vars)
         probe = LabelledProbe(ctx.probe)
-        materializer = factory(uow, ctx.clock, ctx.ids, probe)
+        materializer = factory(storage, ctx.clock, ctx.ids, probe)
         materialize = materializer.materialize
 
         async def materialize_labelled(schedule_id: UUID) -> MaterializeResult:
@@ -237,7 +235,7 @@ def scan_worker(
             return await materialize(schedule_id)
 
         materializer.materialize = materialize_labelled  # type: ignore[method-assign]
-        scanner = _scanner(uow, ctx.clock, ctx.ids, materializer)
+        scanner = _scanner(storage, ctx.clock, ctx.ids, materializer)
         op = ctx.history.invoke("scan")
         try:
             report = await scanner.run_once()
@@ -260,7 +258,7 @@ def scan_worker(
 
 
 def _scanner(
-    uow: PostgresUnitOfWorkFactory,
+    storage: Storage,
     clock: Clock,
     ids: IdGenerator,
     materializer: ScheduleMaterializer,
@@ -268,21 +266,20 @@ def _scanner(
     """The scheduler role's schedule worker (``bootstrap.build_scheduler``) scanning with
     ``materializer`` (the probe-labelled or deliberately broken one of the scenario)."""
     role = build_scheduler(
-        scheduler_settings(), clock=clock, ids=ids, uow=uow, materializer=materializer
+        scheduler_settings(), clock=clock, ids=ids, storage=storage, materializer=materializer
     )
     return role.worker
 
 
 async def quiet_rescan(world: World, view: ExecutionView) -> None:
     """Recovery without faults: one more pass must leave every due instant decided."""
-    factory = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
+    storage = open_storage(world.url, pool_size=2)
     try:
-        uow = scheduler_factory(factory.engine)
         ids = world.ids.fork("quiet")
-        materializer = build_materializer(uow, world.clock, ids, NullProbe())
-        report = await _scanner(uow, world.clock, ids, materializer).run_once()
+        materializer = build_materializer(storage, world.clock, ids, NullProbe())
+        report = await _scanner(storage, world.clock, ids, materializer).run_once()
     finally:
-        await factory.dispose()
+        await storage.close()
     world.vars["quiet"] = summarize(report, _labels(world.vars))
 
 
@@ -460,9 +457,8 @@ async def runner_worker(ctx: WorkerContext) -> None:
     engine = ctx.sqlalchemy_engine()
     op = ctx.history.invoke("finish")
     try:
-        trusted = PostgresUnitOfWorkFactory(engine)
         runner = run_worker(
-            trusted,
+            storage_on(engine),
             ctx.clock,
             "runner",
             capacity=QueueCapacity(4, 1, 1),

@@ -41,9 +41,6 @@ from uuid import UUID
 import asyncpg
 from sqlalchemy import text
 
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.adapters.system_clock import SystemClock
 from scheduling.bootstrap import SchedulerSettings, build_run_worker, build_scheduler
 from scheduling.config import Settings
 from scheduling.domain.cadence import parse_cadence
@@ -53,6 +50,8 @@ from scheduling.ports.clock import Clock
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings as RunSettings
 from scheduling.service.schedule_worker import ScheduleWorker
+from scheduling.storage import Storage
+from scheduling.testing import SystemClock, open_storage
 from simulation.engine.checkers import check_ledger
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
@@ -134,30 +133,27 @@ def soak_settings(poll: float = 600.0) -> Settings:
     )
 
 
-def schedule_worker(
-    scheduler: PostgresUnitOfWorkFactory, clock: Clock, ids: SeededIds, poll: float
-) -> ScheduleWorker:
+def schedule_worker(storage: Storage, clock: Clock, ids: SeededIds, poll: float) -> ScheduleWorker:
     """The scheduler role's worker as production startup builds it."""
     settings = SchedulerSettings.of(soak_settings(poll))
-    return build_scheduler(settings, clock=clock, ids=ids, uow=scheduler).worker
+    return build_scheduler(settings, clock=clock, ids=ids, storage=storage).worker
 
 
 async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
     """One soak process: a schedule worker loop and a run worker slot until sim_end."""
-    admin = PostgresUnitOfWorkFactory.from_url(plan.url, pool_size=4)
-    scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().scheduler)
+    storage = open_storage(plan.url, pool_size=4)
     clock = ScaledClock(
         SystemClock(), datetime.fromisoformat(plan.wall_base), SIM_START, plan.speed
     )
     ids = SeededIds(plan.seed).fork(plan.name)
     end = datetime.fromisoformat(plan.sim_end)
-    schedules = schedule_worker(scheduler, clock, ids, poll=600.0)
+    schedules = schedule_worker(storage, clock, ids, poll=600.0)
     runs = build_run_worker(
         soak_settings(),
         None,
         clock=clock,
         ids=ids.fork("runs"),
-        uow=admin,
+        storage=storage,
         capacity=QueueCapacity(8, 1, 1),
         owner=plan.name,
         worker_settings=RunSettings(lease_seconds=7200, heartbeat_seconds=600, poll_seconds=300),
@@ -172,7 +168,7 @@ async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
     try:
         await asyncio.gather(until_end(), schedules.run(stop), runs.slot(stop))
     finally:
-        await admin.dispose()
+        await storage.close()
     return {
         "process": plan.name,
         "stopped_at": clock.now().isoformat(),
@@ -198,11 +194,10 @@ def cadence_for(rng: random.Random, start: datetime, hours: float) -> dict[str, 
 
 async def setup(url: str, count: int, seed: int, hours: float) -> dict[UUID, datetime]:
     who = principal("soak-owner")
-    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
+    storage = open_storage(url, pool_size=2)
     try:
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().api)
-        await seed_durable(admin, [who], at=SIM_START)
-        service = build_world(api, seed=seed, start=SIM_START, durable_directory=api).service
+        await seed_durable(storage.as_role("trusted"), [who], at=SIM_START)
+        service = build_world(storage, seed=seed, start=SIM_START).service
         rng = random.Random(seed)
         first: dict[UUID, datetime] = {}
         for i in range(count):
@@ -222,15 +217,15 @@ async def setup(url: str, count: int, seed: int, hours: float) -> dict[UUID, dat
             first[result.schedule.id] = result.schedule.next_fire_at
         return first
     finally:
-        await admin.dispose()
+        await storage.close()
 
 
 async def quiet_pass(url: str, at: datetime, seed: int) -> int:
     """Decide everything due at ``at`` (no faults, one worker) until nothing is due."""
-    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=2)
-    scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=role_names().scheduler)
+    storage = open_storage(url, pool_size=2)
+    admin = storage.factory("trusted")
     clock = VirtualClock(at)
-    worker = schedule_worker(scheduler, clock, SeededIds(seed).fork("quiet"), poll=600.0)
+    worker = schedule_worker(storage, clock, SeededIds(seed).fork("quiet"), poll=600.0)
     decided = 0
     try:
         for _ in range(1000):
@@ -251,7 +246,7 @@ async def quiet_pass(url: str, at: datetime, seed: int) -> int:
                 return decided
         raise RuntimeError("the quiet pass did not converge")
     finally:
-        await admin.dispose()
+        await storage.close()
 
 
 async def ledger_check(url: str, first: dict[UUID, datetime], end: datetime) -> dict[str, Any]:

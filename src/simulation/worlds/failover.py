@@ -28,11 +28,10 @@ from uuid import UUID
 
 import asyncpg
 
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.migrations import upgrade_to_head
 from scheduling.ports.retry import RetrySettings
 from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeStatus
+from scheduling.testing import ConfiguredTenantConfiguration, upgrade_to_head
 from simulation.provider._info import database_of
 from simulation.provider._replica import ReplicaPair
 from simulation.worlds.materialize import Harness

@@ -23,8 +23,6 @@ from typing import Any
 import httpx
 from sqlalchemy import text
 
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.adapters.token_file import TokenFile, issue_token
 from scheduling.bootstrap import (
     ControlPlane,
     RunWorkerRole,
@@ -39,6 +37,7 @@ from scheduling.domain.identity import Principal
 from scheduling.http.app import create_app
 from scheduling.http.server import running
 from scheduling.ports.runtime import RunPriority
+from scheduling.testing import PostgresUnitOfWorkFactory, TokenFile, issue_token
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import (

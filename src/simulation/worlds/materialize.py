@@ -27,9 +27,6 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import SchedulerRole, build_scheduler
 from scheduling.domain.identity import Principal
 from scheduling.domain.recurrence.due import RecurrenceCalculator
@@ -40,6 +37,13 @@ from scheduling.ports.probe import Probe
 from scheduling.ports.records import PrincipalRecord
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedule_worker import PassReport, ScheduleWorker, WorkerSettings
+from scheduling.storage import Storage
+from scheduling.testing import (
+    ConfiguredTenantConfiguration,
+    PostgresStorage,
+    PostgresUnitOfWorkFactory,
+    open_storage,
+)
 from simulation.worlds.service import (
     CEILINGS,
     START,
@@ -139,6 +143,7 @@ class StrictScheduleWorker(ScheduleWorker):
 
 @dataclass
 class Harness:
+    storage: PostgresStorage
     admin: PostgresUnitOfWorkFactory
     api: PostgresUnitOfWorkFactory
     scheduler: PostgresUnitOfWorkFactory
@@ -151,14 +156,14 @@ class Harness:
     async def open(
         cls, url: str, *, seed: int = 0, start: datetime = START, who: Principal = WHO
     ) -> Harness:
-        admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=10)
-        roles = role_names()
-        api = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.api)
-        scheduler = PostgresUnitOfWorkFactory(admin.engine, assume_role=roles.scheduler)
+        storage = open_storage(url, pool_size=10)
+        admin = storage.factory("trusted")
+        api = storage.factory("api")
+        scheduler = storage.factory("scheduler")
         await seed_durable(admin, [who], at=start)
-        world = build_world(api, seed=seed, start=start, durable_directory=api)
+        world = build_world(storage, seed=seed, start=start)
         tenants = ConfiguredTenantConfiguration(default=CEILINGS)
-        return cls(admin, api, scheduler, world, tenants)
+        return cls(storage, admin, api, scheduler, world, tenants)
 
     @property
     def clock(self) -> Any:
@@ -167,7 +172,7 @@ class Harness:
     def materializer(
         self,
         *,
-        uow: PostgresUnitOfWorkFactory | None = None,
+        storage: Storage | None = None,
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
         probe: Probe | None = None,
@@ -177,7 +182,7 @@ class Harness:
         """The scheduler role's materializer (``bootstrap.build_scheduler``); the
         keyword arguments replace what a test of a test needs to vary."""
         return self.scheduler_role(
-            uow=uow,
+            storage=storage,
             clock=clock,
             ids=ids or self.world.ids.fork(f"materializer-{next(self._forks)}"),
             probe=probe,
@@ -188,7 +193,7 @@ class Harness:
     def scheduler_role(
         self,
         *,
-        uow: PostgresUnitOfWorkFactory | None = None,
+        storage: Storage | None = None,
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
         probe: Probe | None = None,
@@ -205,7 +210,7 @@ class Harness:
             clock=clock or self.world.clock,
             ids=ids or self.world.ids.fork(f"scheduler-{next(self._forks)}"),
             probe=probe,
-            uow=uow or self.scheduler,
+            storage=storage or self.storage,
             admission=admission,
             calculator=calculator,
             worker_type=StrictScheduleWorker,
@@ -322,4 +327,4 @@ class Harness:
         return out
 
     async def close(self) -> None:
-        await self.admin.dispose()
+        await self.storage.close()

@@ -19,14 +19,16 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.bootstrap import build_run_worker
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.probe import Probe
 from scheduling.ports.records import AgentVersionRecord, RunRecord
 from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime import RunSubmitter, RunWorker, Submission, WorkerSettings
+from scheduling.storage import Storage
+from scheduling.testing import PostgresUnitOfWorkFactory, storage_over
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import AGENT_ID, AGENT_VERSION, LIMITS, POLICY, world_settings
@@ -99,7 +101,7 @@ class Autojump:
         self.clock.attach(None)
 
 
-async def seed_tool_agent(admin: PostgresUnitOfWorkFactory, at: datetime) -> None:
+async def seed_tool_agent(admin: UnitOfWorkFactory, at: datetime) -> None:
     """An agent version declaring ``DECLARED_TOOLS`` (same agent id and policy)."""
     async with admin.begin() as uow:
         if await uow.agents.get_version(AGENT_ID, TOOL_AGENT_VERSION) is None:
@@ -162,7 +164,7 @@ UNACCOUNTED = Unaccounted()
 
 
 def run_worker(
-    admin: PostgresUnitOfWorkFactory,
+    admin: Storage | PostgresUnitOfWorkFactory,
     clock: VirtualClock,
     owner: str,
     *,
@@ -174,14 +176,15 @@ def run_worker(
 ) -> RunWorker:
     """The run worker production builds (``bootstrap.build_run_worker``: the trusted
     path, the scripted agent and tools, post-run accounting unless ``on_finished``
-    replaces it) claiming ``priority``'s class, or both by default."""
+    replaces it) claiming ``priority``'s class, or both by default. ``admin`` is a
+    storage, or a trusted factory whose engine the worker's storage is opened over."""
     return build_run_worker(
         world_settings(),
         priority,
         clock=clock,
         ids=SeededIds(0).fork(f"run-worker-{owner}"),
         probe=probe,
-        uow=admin,
+        storage=admin if isinstance(admin, Storage) else storage_over(admin),
         capacity=capacity,
         owner=owner,
         worker_settings=settings,
@@ -189,10 +192,10 @@ def run_worker(
     ).worker
 
 
-def submitter(admin: PostgresUnitOfWorkFactory, clock: VirtualClock, seed: int = 0) -> RunSubmitter:
+def submitter(admin: UnitOfWorkFactory, clock: VirtualClock, seed: int = 0) -> RunSubmitter:
     return RunSubmitter(admin, clock, SeededIds(seed).fork("submitter"))
 
 
-async def run_row(admin: PostgresUnitOfWorkFactory, run_id: UUID) -> Any:
+async def run_row(admin: UnitOfWorkFactory, run_id: UUID) -> Any:
     async with admin.begin() as uow:
         return await uow.runs.get(run_id, None)

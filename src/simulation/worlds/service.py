@@ -18,11 +18,6 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from scheduling.adapters.memory.directories import (
-    ConfiguredBrowserProfiles,
-    StaticAgentRegistry,
-    StaticPrincipalDirectory,
-)
 from scheduling.bootstrap import SchedulerSettings, build_api, build_maintenance
 from scheduling.config import Settings
 from scheduling.domain.canonical import content_hash
@@ -39,6 +34,12 @@ from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service import MaintenanceService, ScheduleDefinition, ScheduleService
 from scheduling.service.validation import Scanner
+from scheduling.storage import Storage
+from scheduling.testing import (
+    ConfiguredBrowserProfiles,
+    StaticAgentRegistry,
+    StaticPrincipalDirectory,
+)
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 
@@ -228,32 +229,27 @@ async def activate_agent_version(admin: UnitOfWorkFactory, version: str, at: dat
 
 
 def build_world(
-    uow: UnitOfWorkFactory,
+    storage: Storage,
     *,
     seed: int = 0,
     start: datetime = START,
     scanner: Scanner | None = None,
-    durable_directory: UnitOfWorkFactory | None = None,
     principals: Iterable[Principal] = (),
     tenants: TenantConfiguration | None = None,
 ) -> World:
-    """The service over ``uow``, built by ``bootstrap.build_api``; ``durable_directory``
-    (the same factory as ``uow``) selects the durable directories, which read the
-    principal and agent tables through it. Without it the directories are the static
-    ones, seeded with ``principals`` and the agent."""
-    if durable_directory is not None and durable_directory is not uow:
-        raise ValueError("the durable directories read through the service's own factory")
+    """The service over ``storage``'s API role, built by ``bootstrap.build_api``. A
+    durable (PostgreSQL) storage gives the durable directories, which read the principal
+    and agent tables through that role; memory gives the static ones, seeded with
+    ``principals`` and the agent."""
     clock = VirtualClock(start)
     ids = SeededIds(seed)
-    settings = world_settings(
-        AGENT_SCHEDULE_STORAGE="postgres" if durable_directory is not None else "memory"
-    )
+    settings = world_settings(AGENT_SCHEDULE_STORAGE="postgres" if storage.durable else "memory")
     notified: list[UUID] = []
     api = build_api(
         settings,
         clock=clock,
         ids=ids,
-        uow=uow,
+        storage=storage,
         notifier=RecordingNotifier(notified),
         scanner=scanner or SecretScanner(),
         tenants=tenants,
@@ -267,13 +263,15 @@ def build_world(
         static_agents = api.agents
         static_agents.add(AGENT_ID, AGENT_VERSION, POLICY, LIMITS)
         static_agents.activate(AGENT_ID, AGENT_VERSION)
-    maintenance = build_maintenance(settings, clock=clock, ids=ids.fork("maintenance"), uow=uow)
+    maintenance = build_maintenance(
+        settings, clock=clock, ids=ids.fork("maintenance"), storage=storage
+    )
     return World(
         service=api.service,
         maintenance=maintenance.purge,
         clock=clock,
         ids=ids,
-        uow=uow,
+        uow=api.uow,
         principals=api.principals,
         agents=api.agents,
         profiles=api.profiles,

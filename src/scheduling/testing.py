@@ -1,0 +1,151 @@
+"""The public surface the harness, tests and bench build with (issue 24 item 2, ADR 2171).
+
+Gates, simulation, reports and bench reach the product through ``scheduling.bootstrap``,
+``scheduling.storage`` and this module, never ``scheduling.adapters`` (an import-linter
+contract). What the harness needs of a storage that production does not - opening one
+over the simulator's watched engine, the group-role names, the trusted factory's type
+for direct SQL - is named here, so a change behind it is one edit.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from scheduling.adapters.memory.directories import (
+    ConfiguredBrowserProfiles,
+    ConfiguredTenantConfiguration,
+    StaticAgentRegistry,
+    StaticPrincipalDirectory,
+)
+from scheduling.adapters.memory.tool_ledger import ConfiguredWebsiteBindings
+from scheduling.adapters.memory.uow import MemoryUnitOfWorkFactory
+from scheduling.adapters.postgres import tables
+from scheduling.adapters.postgres.admission import PostgresAdmissionController, tenant_usage
+from scheduling.adapters.postgres.errors import sqlstate_of
+from scheduling.adapters.postgres.inspection import (
+    REQUIRED_INDEXES,
+    TENANT_TABLES,
+    schema_diff,
+    schema_problems,
+    substrate_metadata,
+)
+from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
+from scheduling.adapters.postgres.migrations import (
+    SUBSTRATE_REVISION,
+    current_revision,
+    downgrade_to,
+    head_revision,
+    to_asyncpg_url,
+    upgrade_to,
+    upgrade_to_head,
+)
+from scheduling.adapters.postgres.roles import RoleNames, role_names
+from scheduling.adapters.postgres.tables import (
+    SCHEDULING_TABLES,
+    SUBSTRATE_TABLES,
+    TOOL_PIPELINE_TABLES,
+    metadata,
+)
+from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from scheduling.adapters.system_clock import SystemClock
+from scheduling.adapters.system_ids import RandomIds
+from scheduling.adapters.token_file import TokenFile, digest_of, issue_token, read_entries
+from scheduling.ports.materialization import MaterializationStore, QueuedRun
+from scheduling.ports.unit_of_work import UnitOfWork
+from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage
+
+__all__ = [
+    "REQUIRED_INDEXES",
+    "SCHEDULING_TABLES",
+    "SUBSTRATE_REVISION",
+    "SUBSTRATE_TABLES",
+    "TENANT_TABLES",
+    "TOOL_PIPELINE_TABLES",
+    "ConfiguredBrowserProfiles",
+    "ConfiguredTenantConfiguration",
+    "ConfiguredWebsiteBindings",
+    "MemoryStorage",
+    "MemoryUnitOfWorkFactory",
+    "PostgresAdmissionController",
+    "PostgresMaterializationStore",
+    "PostgresStorage",
+    "PostgresUnitOfWork",
+    "PostgresUnitOfWorkFactory",
+    "RandomIds",
+    "Role",
+    "RoleNames",
+    "SplitCommitStore",
+    "StaticAgentRegistry",
+    "StaticPrincipalDirectory",
+    "Storage",
+    "SystemClock",
+    "TokenFile",
+    "current_revision",
+    "digest_of",
+    "downgrade_to",
+    "head_revision",
+    "issue_token",
+    "metadata",
+    "open_storage",
+    "read_entries",
+    "role_names",
+    "schema_diff",
+    "schema_problems",
+    "sqlstate_of",
+    "storage_over",
+    "substrate_metadata",
+    "tables",
+    "tenant_usage",
+    "to_asyncpg_url",
+    "upgrade_to",
+    "upgrade_to_head",
+]
+
+
+def open_storage(
+    url: str, *, pool_size: int = 10, role_prefix: str | None = None
+) -> PostgresStorage:
+    """A storage on the trusted login at ``url``; every group role ``SET LOCAL ROLE``
+    over it (one pool, as the gates run it). ``close`` releases the pool."""
+    return PostgresStorage(url, role_prefix, pool_size=pool_size)
+
+
+def storage_over(
+    source: AsyncEngine | PostgresUnitOfWorkFactory,
+    *,
+    url: str | None = None,
+    role_prefix: str | None = None,
+    split_commit: bool = False,
+) -> PostgresStorage:
+    """A storage whose roles ``SET LOCAL ROLE`` over ``source``'s engine (e.g. the
+    simulator's watched engine, or the trusted factory's), which stays the caller's.
+    ``url`` (optional) is where LISTEN/NOTIFY connect.
+
+    Named fault injection (a test of a test): ``split_commit`` gives the scheduler a
+    ``SplitCommitStore`` as its materialization store."""
+    engine = source.engine if isinstance(source, PostgresUnitOfWorkFactory) else source
+    if split_commit:
+        return _SplitCommitStorage(url, role_prefix, engine=engine)
+    return PostgresStorage.over_engine(engine, role_prefix, url=url)
+
+
+class SplitCommitStore(PostgresMaterializationStore):
+    """Wrong on purpose: commits the transaction right after the run's insert (the
+    occurrence, session and run then survive a crash at any later write), the
+    plausible mistake the durable lane must catch."""
+
+    def __init__(self, role: str | None) -> None:
+        self._role = role
+
+    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
+        await super().create_run(uow, queued)
+        assert isinstance(uow, PostgresUnitOfWork)
+        # The unit of work owns its server transaction (ADR 2160): end it and begin
+        # another on the same connection, as the scheduler role again.
+        await uow.tx.commit()
+        await uow.tx.open({"role": self._role} if self._role is not None else {})
+
+
+class _SplitCommitStorage(PostgresStorage):
+    def materialization_store(self) -> MaterializationStore | None:
+        return SplitCommitStore(self.roles.scheduler)
