@@ -404,3 +404,4 @@ async def test_a_prepare_failure_asks_nobody_and_records_nothing(error: Scheduli
     assert not result.retryable
     assert not approvals.requests
     assert not ledger.invocations
+    assert not ledger.approvals
