@@ -24,9 +24,11 @@ No business logic lives here.
 
 Every role, test, gate, scenario, the soak and the benchmarks build through these
 builders. Tests and the harness inject what production derives from settings - the
-unit-of-work factory (``uow``: then the role neither opens nor disposes its own pool),
-a probe, and a few doubles named in each builder's keyword arguments - and get the
+``storage`` (``scheduling.storage``, ADR 2171: then the role neither opens nor closes
+it), a probe, and a few doubles named in each builder's keyword arguments - and get the
 same classes wired the same way (``tests/integration/test_production_wiring.py``).
+Whatever differs per database is the storage's choice: no builder tests which factory
+it was given.
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ from scheduling.domain.secrets import SecretScanner
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.http.app import create_app
 from scheduling.http.server import running, serve_until
+from scheduling.mcp import UNAUTHENTICATED as MCP_UNAUTHENTICATED
 from scheduling.mcp import McpEdge
+from scheduling.mcp import serve_until as serve_mcp_until
 from scheduling.metrics import RunWorkerMetrics, SchedulerMetrics
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
@@ -106,7 +110,16 @@ from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, Worke
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.session_access import SessionAccess
 from scheduling.service.validation import DefinitionValidator, Scanner
-from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage, WakeListener
+from scheduling.storage import (
+    MemoryStorage,
+    PostgresStorage,
+    Role,
+    Storage,
+    WakeListener,
+    one_role_storage,
+    run_worker_storage,
+    storage_for,
+)
 from scheduling.tools import ScheduleToolDeps, default_agent_roster, register_schedule_tools
 from scheduling.tools.catalog import schedule_flags_on
 
@@ -194,24 +207,6 @@ def _release_problems(settings: Settings) -> list[str]:
 
 def _roles(prefix: str | None) -> RoleNames:
     return role_names(prefix or DEFAULT_ROLE_PREFIX)
-
-
-def storage_for(settings: Settings, *, pool_size: int = 5) -> Storage:
-    """The storage ``settings`` choose: memory, or PostgreSQL with the trusted login at
-    ``database_url`` and each role's own login where one is configured (otherwise the
-    role is ``SET LOCAL ROLE`` over the trusted login)."""
-    if settings.storage != "postgres":
-        return MemoryStorage()
-    own: dict[Role, str | None] = {
-        "api": settings.api_database_url,
-        "scheduler": settings.scheduler_database_url,
-        "maintenance": settings.maintenance_database_url,
-        "run_worker": settings.run_worker_database_url,
-    }
-    logins = {role: url for role, url in own.items() if url}
-    return PostgresStorage(
-        settings.database_url, settings.role_prefix, logins=logins, pool_size=pool_size
-    )
 
 
 def _login(
@@ -590,7 +585,7 @@ def build_run_worker(
     )
     owns_storage = storage is None
     if storage is None:
-        storage = _run_worker_storage(settings, pool_size=max(5, slots + 2))
+        storage = run_worker_storage(settings, pool_size=max(5, slots + 2))
     # The run worker's own least-privilege login when configured (role
     # <prefix>_run_worker, revision 0005): it cannot touch schedules, so post-run
     # accounting is left to the scheduler's sweep. Otherwise the trusted login, which
@@ -617,19 +612,6 @@ def build_run_worker(
         jitter=jitter or _jitter(ids),
     )
     return RunWorkerRole(worker, queue, slots, uow, storage, role, owns_storage)
-
-
-def _run_worker_storage(settings: Settings, *, pool_size: int) -> Storage:
-    """The run worker's own login when configured, else the trusted login (no other
-    role's login: a run worker never acts as the API or the scheduler)."""
-    own = settings.run_worker_database_url
-    logins: dict[Role, str] = {"run_worker": own} if own else {}
-    return PostgresStorage(
-        None if own else settings.database_url,
-        settings.role_prefix,
-        logins=logins,
-        pool_size=pool_size,
-    )
 
 
 # ----------------------------------------------------------------- maintenance
@@ -695,10 +677,10 @@ def build_maintenance(
         _refuse(problems)
     retention = retention or _retention(settings)
     # Production may not SET LOCAL ROLE to the scheduler over the migration login.
-    purge = _one_role_storage(
+    purge = one_role_storage(
         settings, "maintenance", settings.maintenance_database_url, fallback=settings.database_url
     )
-    repair = _one_role_storage(
+    repair = one_role_storage(
         settings, "scheduler", settings.scheduler_database_url, fallback=repair_fallback
     )
     return MaintenanceRole(
@@ -710,16 +692,6 @@ def build_maintenance(
         ),
         tenants=settings.tenants,
         storages=[purge, repair],
-    )
-
-
-def _one_role_storage(
-    settings: Settings, role: Role, own: str | None, *, fallback: str | None
-) -> Storage:
-    """A storage for one role: its own login, else ``SET LOCAL ROLE`` over ``fallback``."""
-    logins: dict[Role, str] = {role: own} if own else {}
-    return PostgresStorage(
-        None if own else fallback, settings.role_prefix, logins=logins, pool_size=2
     )
 
 
@@ -1063,3 +1035,31 @@ def running_http(
     """Serve ``plane`` on ``host:port`` (0: ephemeral) inside the caller's event loop
     until the block exits; yields the base URL."""
     return running(build_http_app(plane), host, port)
+
+
+# ------------------------------------------------------------------- the MCP edge
+
+
+async def serve_mcp_http(role: McpRole, host: str, port: int, stop: asyncio.Event) -> None:
+    """Serve the MCP edge's streamable HTTP app until ``stop`` is set."""
+    await serve_mcp_until(role.edge, host, port, stop)
+
+
+async def serve_mcp_stdio(
+    role: McpRole, token: str, stop: asyncio.Event, *, started: Callable[[], None] | None = None
+) -> None:
+    """Serve the MCP edge on stdio as ``token``'s principal until ``stop`` is set or the
+    session ends. A token the token file does not know is refused before serving
+    (``StartupRefused`` with ``schedule.mcp.unauthenticated``); ``started`` is called once
+    serving begins."""
+    if await role.edge.principal(f"Bearer {token}") is None:
+        _refuse([f"{MCP_UNAUTHENTICATED}: the stdio bearer token is not in the token file"])
+    if started is not None:
+        started()
+    session = asyncio.create_task(role.edge.serve_stdio(token))
+    waiter = asyncio.create_task(stop.wait())
+    await asyncio.wait({session, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if not session.done():
+        session.cancel()
+    await asyncio.gather(session, return_exceptions=True)

@@ -29,13 +29,18 @@ from pathlib import Path
 from typing import TextIO
 from uuid import UUID
 
-from scheduling.bootstrap import StartupRefused, build_mcp, token_file
+from scheduling.bootstrap import (
+    StartupRefused,
+    build_mcp,
+    serve_mcp_http,
+    serve_mcp_stdio,
+    token_file,
+)
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
 from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
 from scheduling.config import Settings
 from scheduling.domain.reasons import reason
-from scheduling.mcp import UNAUTHENTICATED, McpEdge, serve_until
 
 TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
 TOKEN_ENV = "AGENT_SCHEDULE_MCP_TOKEN"  # noqa: S105 (the variable's name, not a token)
@@ -124,21 +129,8 @@ def _problems(
     return problems, path, agent, token
 
 
-class _Unauthenticated(Exception):
-    pass
-
-
-async def _stdio(edge: McpEdge, token: str, stop: asyncio.Event) -> None:
-    if await edge.principal(f"Bearer {token}") is None:
-        raise _Unauthenticated
+def _announce_stdio() -> None:
     print("serving MCP on stdio", file=sys.stderr, flush=True)
-    session = asyncio.create_task(edge.serve_stdio(token))
-    waiter = asyncio.create_task(stop.wait())
-    await asyncio.wait({session, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    if not session.done():
-        session.cancel()
-    await asyncio.gather(session, return_exceptions=True)
 
 
 @command("mcp", "serve the model tools over MCP (stdio or streamable HTTP)", _configure)
@@ -164,11 +156,11 @@ def mcp(args: argparse.Namespace, out: TextIO) -> int:
         )
         try:
             if token is not None:
-                await _stdio(role.edge, token, stop)
+                await serve_mcp_stdio(role, token, stop, started=_announce_stdio)
             else:
                 url = f"http://{args.host}:{args.port}/mcp/"
                 print(f"serving MCP on {url}", file=out, flush=True)
-                await serve_until(role.edge, args.host, args.port, stop)
+                await serve_mcp_http(role, args.host, args.port, stop)
         finally:
             await role.close()
 
@@ -176,9 +168,6 @@ def mcp(args: argparse.Namespace, out: TextIO) -> int:
         asyncio.run(until_signalled(body))
     except StartupRefused as exc:
         report(exc.problems)
-        return 1
-    except _Unauthenticated:
-        report([f"{UNAUTHENTICATED}: the stdio bearer token is not in the token file"])
         return 1
     print("MCP server stopped", file=sys.stderr)
     return 0
