@@ -24,9 +24,11 @@ No business logic lives here.
 
 Every role, test, gate, scenario, the soak and the benchmarks build through these
 builders. Tests and the harness inject what production derives from settings - the
-unit-of-work factory (``uow``: then the role neither opens nor disposes its own pool),
-a probe, and a few doubles named in each builder's keyword arguments - and get the
+``storage`` (``scheduling.storage``, ADR 2171: then the role neither opens nor closes
+it), a probe, and a few doubles named in each builder's keyword arguments - and get the
 same classes wired the same way (``tests/integration/test_production_wiring.py``).
+Whatever differs per database is the storage's choice: no builder tests which factory
+it was given.
 """
 
 from __future__ import annotations
@@ -108,7 +110,16 @@ from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, Worke
 from scheduling.service.schedules import ScheduleService
 from scheduling.service.session_access import SessionAccess
 from scheduling.service.validation import DefinitionValidator, Scanner
-from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage, WakeListener
+from scheduling.storage import (
+    MemoryStorage,
+    PostgresStorage,
+    Role,
+    Storage,
+    WakeListener,
+    one_role_storage,
+    run_worker_storage,
+    storage_for,
+)
 from scheduling.tools import ScheduleToolDeps, default_agent_roster, register_schedule_tools
 from scheduling.tools.catalog import schedule_flags_on
 
@@ -196,24 +207,6 @@ def _release_problems(settings: Settings) -> list[str]:
 
 def _roles(prefix: str | None) -> RoleNames:
     return role_names(prefix or DEFAULT_ROLE_PREFIX)
-
-
-def storage_for(settings: Settings, *, pool_size: int = 5) -> Storage:
-    """The storage ``settings`` choose: memory, or PostgreSQL with the trusted login at
-    ``database_url`` and each role's own login where one is configured (otherwise the
-    role is ``SET LOCAL ROLE`` over the trusted login)."""
-    if settings.storage != "postgres":
-        return MemoryStorage()
-    own: dict[Role, str | None] = {
-        "api": settings.api_database_url,
-        "scheduler": settings.scheduler_database_url,
-        "maintenance": settings.maintenance_database_url,
-        "run_worker": settings.run_worker_database_url,
-    }
-    logins = {role: url for role, url in own.items() if url}
-    return PostgresStorage(
-        settings.database_url, settings.role_prefix, logins=logins, pool_size=pool_size
-    )
 
 
 def _login(
@@ -592,7 +585,7 @@ def build_run_worker(
     )
     owns_storage = storage is None
     if storage is None:
-        storage = _run_worker_storage(settings, pool_size=max(5, slots + 2))
+        storage = run_worker_storage(settings, pool_size=max(5, slots + 2))
     # The run worker's own least-privilege login when configured (role
     # <prefix>_run_worker, revision 0005): it cannot touch schedules, so post-run
     # accounting is left to the scheduler's sweep. Otherwise the trusted login, which
@@ -619,19 +612,6 @@ def build_run_worker(
         jitter=jitter or _jitter(ids),
     )
     return RunWorkerRole(worker, queue, slots, uow, storage, role, owns_storage)
-
-
-def _run_worker_storage(settings: Settings, *, pool_size: int) -> Storage:
-    """The run worker's own login when configured, else the trusted login (no other
-    role's login: a run worker never acts as the API or the scheduler)."""
-    own = settings.run_worker_database_url
-    logins: dict[Role, str] = {"run_worker": own} if own else {}
-    return PostgresStorage(
-        None if own else settings.database_url,
-        settings.role_prefix,
-        logins=logins,
-        pool_size=pool_size,
-    )
 
 
 # ----------------------------------------------------------------- maintenance
@@ -697,10 +677,10 @@ def build_maintenance(
         _refuse(problems)
     retention = retention or _retention(settings)
     # Production may not SET LOCAL ROLE to the scheduler over the migration login.
-    purge = _one_role_storage(
+    purge = one_role_storage(
         settings, "maintenance", settings.maintenance_database_url, fallback=settings.database_url
     )
-    repair = _one_role_storage(
+    repair = one_role_storage(
         settings, "scheduler", settings.scheduler_database_url, fallback=repair_fallback
     )
     return MaintenanceRole(
@@ -712,16 +692,6 @@ def build_maintenance(
         ),
         tenants=settings.tenants,
         storages=[purge, repair],
-    )
-
-
-def _one_role_storage(
-    settings: Settings, role: Role, own: str | None, *, fallback: str | None
-) -> Storage:
-    """A storage for one role: its own login, else ``SET LOCAL ROLE`` over ``fallback``."""
-    logins: dict[Role, str] = {role: own} if own else {}
-    return PostgresStorage(
-        None if own else fallback, settings.role_prefix, logins=logins, pool_size=2
     )
 
 

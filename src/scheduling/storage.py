@@ -40,6 +40,7 @@ from scheduling.adapters.postgres.run_queue import PostgresRunQueue
 from scheduling.adapters.postgres.telemetry import PostgresTelemetry
 from scheduling.adapters.postgres.tool_ledger import PostgresToolLedger
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.config import Settings
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
@@ -351,3 +352,47 @@ class PostgresStorage(Storage):
         self._factories.clear()
         if self._owns_engine:
             self._engine = None
+
+
+# ----------------------------------------------------- chosen from the settings
+
+
+def storage_for(settings: Settings, *, pool_size: int = 5) -> Storage:
+    """The storage ``settings`` choose: memory, or PostgreSQL with the trusted login at
+    ``database_url`` and each role's own login where one is configured (otherwise the
+    role is ``SET LOCAL ROLE`` over the trusted login)."""
+    if settings.storage != "postgres":
+        return MemoryStorage()
+    own: dict[Role, str | None] = {
+        "api": settings.api_database_url,
+        "scheduler": settings.scheduler_database_url,
+        "maintenance": settings.maintenance_database_url,
+        "run_worker": settings.run_worker_database_url,
+    }
+    logins = {role: url for role, url in own.items() if url}
+    return PostgresStorage(
+        settings.database_url, settings.role_prefix, logins=logins, pool_size=pool_size
+    )
+
+
+def run_worker_storage(settings: Settings, *, pool_size: int) -> Storage:
+    """The run worker's own login when configured, else the trusted login (no other
+    role's login: a run worker never acts as the API or the scheduler)."""
+    own = settings.run_worker_database_url
+    logins: dict[Role, str] = {"run_worker": own} if own else {}
+    return PostgresStorage(
+        None if own else settings.database_url,
+        settings.role_prefix,
+        logins=logins,
+        pool_size=pool_size,
+    )
+
+
+def one_role_storage(
+    settings: Settings, role: Role, own: str | None, *, fallback: str | None
+) -> Storage:
+    """A storage for one role: its own login, else ``SET LOCAL ROLE`` over ``fallback``."""
+    logins: dict[Role, str] = {role: own} if own else {}
+    return PostgresStorage(
+        None if own else fallback, settings.role_prefix, logins=logins, pool_size=2
+    )
