@@ -12,7 +12,10 @@ from uuid import UUID
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
+from scheduling.domain.cadence import parse_cadence
+from scheduling.domain.errors import ValidationError
 from scheduling.http.app import create_app
 from simulation.worlds.http import http_world, update_body
 
@@ -183,3 +186,40 @@ async def test_an_instant_before_the_first_utc_instant_is_422_not_500(pg_url: st
                 422,
                 "schedule.cadence.invalid_instant",
             ), response.text
+
+
+def test_the_cadence_schema_accepts_what_the_domain_parses_and_no_more() -> None:
+    props = _schema(
+        _doc(),
+        _doc()["paths"]["/v1/schedules"]["post"]["requestBody"]["content"]["application/json"][
+            "schema"
+        ],
+    )["properties"]
+    validator = Draft202012Validator(props["cadence"])
+    civil = {"local_time": "09:00", "timezone": "Europe/Paris"}
+    cases = [
+        {"kind": "ONCE", "at": "2030-05-01T09:00:00Z"},
+        {"kind": "ONCE", "at": "2030-05-01T09:00:00.5+02:00"},
+        {"kind": "DAILY", **civil},
+        {"kind": "WEEKLY", **civil, "weekdays": [1, 7]},
+        {"kind": "MONTHLY", **civil, "days_of_month": [31]},
+        {"kind": "MONTHLY", **civil, "last_day": True},
+        {"kind": "MONTHLY", **civil, "days_of_month": [], "last_day": True},
+        {"kind": "YEARLY", **civil, "dates": [{"month": 2, "day": 29}]},
+        # refused by both
+        {"kind": "MONTHLY", **civil},
+        {"kind": "MONTHLY", **civil, "days_of_month": [], "last_day": False},
+        {"kind": "YEARLY", **civil, "dates": [{"month": 2, "day": 30}]},
+        {"kind": "WEEKLY", **civil, "weekdays": [1, 1]},
+        {"kind": "DAILY", "local_time": "24:00", "timezone": "UTC"},
+        {"kind": "DAILY", "local_time": "09:00", "timezone": "Mars/Olympus"},
+        {"kind": "DAILY", **civil, "every": 2},
+        {"kind": "ONCE", "at": "2030-05-01T09:00:00"},
+    ]
+    for cadence in cases:
+        try:
+            parse_cadence(cadence)
+            parsed = True
+        except ValidationError:
+            parsed = False
+        assert validator.is_valid(cadence) == parsed, cadence

@@ -1,44 +1,84 @@
-"""schemathesis over ``/openapi.json`` against the real server (bounded for CI).
+"""schemathesis over ``/openapi.json`` against the real server, with EVERY check.
 
 The server (uvicorn over the control plane on PostgreSQL) runs in a thread of its own;
-schemathesis generates positive and negative cases for every operation and calls them
-with a valid owner token, with a token lacking every schedule scope, and with none.
-Checks: no server error, every status code declared, every body valid against its
-declared schema, every content type declared. Seeded: the hypothesis seed is printed.
+the schemathesis CLI (``schemathesis run --checks all``: examples, coverage, fuzzing
+and stateful phases) calls it with a valid owner token, with a token lacking every
+schedule scope, and with none. A recording hook (``_schemathesis_hooks``) writes every
+response, so the figures are per case, not per unique failure.
+
+Must hold (issue 23 finding 5, ADR 2132): no 5xx (ST101/ST102); no response outside
+its declared status codes, content types, headers or schema (ST103-ST111); no Allow
+mismatch (ST205); and no schema-valid request refused for its SHAPE: every positive
+case answered 400/415/422 carries a refusal the document cannot state, because it
+depends on state, time or a relation between fields (``STATE_DEPENDENT``), or was a
+coverage case whose body is not even a JSON object (schemathesis labels it positive).
+The CLI's own ST202 count (unique per operation and status) is printed alongside.
+Other checks' failures (negative data accepted, auth scenarios) are printed, not
+asserted. Seeded: the seed is printed; replay with the command printed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from simulation.worlds.http import OWNER, http_world
-from simulation.worlds.service import principal
+from simulation.worlds.service import AGENT_ID, principal
 
 pytestmark = pytest.mark.postgres
 
 NOBODY = principal("no-scopes", scopes={"memory.read"})
-SEED = 1101
-EXAMPLES = 20
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    response_schema_conformance,
-    content_type_conformance,
-]
+SEED = 2301
+EXAMPLES = {"owner": 60, "no_scopes": 15, "anonymous": 10}
+HERE = Path(__file__).parent
+CLI = Path(sys.executable).with_name("schemathesis")
+
+STATE_DEPENDENT = {
+    # the agent, its version and profile must exist in the registry
+    "schedule.validation.agent_unknown": "the agent id names no registered agent",
+    "schedule.validation.agent_version_unknown": "the version names no registered version",
+    "schedule.validation.policy_mismatch": "the profile differs from the agent version's",
+    # the caller's authority and the tenant's configuration
+    "schedule.validation.scope_not_held": "a requested scope the caller does not hold",
+    "schedule.validation.ceiling_exceeded": "above this tenant's configured ceiling",
+    "schedule.validation.browser_scope_required": "a binding without browser.profile.read",
+    "schedule.validation.browser_profile_unavailable": "the bound profile does not exist",
+    "schedule.validation.browser_profile_not_ready": "the bound profile is not READY",
+    # time: a ONCE instant in the past, a calendar that never fires after now
+    "schedule.validation.no_future_occurrence": "no occurrence after the server's now",
+    # content: the secret scanner (text that looks like a credential)
+    "schedule.secret_detected": "the scanner found a credential shape in the text",
+    # a relation between fields: a reserve must be 0 or below its total
+    "schedule.limits.invalid_reserve": "a reserve not below its total",
+    # an opaque cursor the server did not issue (like an id that does not exist)
+    "schedule.page.invalid_cursor": "a cursor this server did not issue",
+    # the state machine's own refusals answer 409, which the check already allows
+}
+ALLOWED_POSITIVE = {200, 201, 204, 401, 403, 404, 409, 429}
+MUST_BE_ZERO = {
+    "ST101": "server error",
+    "ST102": "server error content type",
+    "ST103": "undeclared status code",
+    "ST104": "missing content type",
+    "ST105": "undeclared content type",
+    "ST106": "malformed media type",
+    "ST107": "missing declared header",
+    "ST108": "response schema violation",
+    "ST109": "malformed JSON",
+    "ST110": "undecodable content",
+    "ST111": "discriminator mismatch",
+    "ST205": "Allow header mismatch",
+}
 
 
 class ThreadedServer:
@@ -48,6 +88,7 @@ class ThreadedServer:
         self.stop = threading.Event()
         self.base_url = ""
         self.tokens: dict[str, str] = {}
+        self.schedule_id = ""
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -62,6 +103,7 @@ class ThreadedServer:
         async with http_world(self.pg_url, [OWNER, NOBODY]) as world:
             made = await world.create("seeded")
             assert made.status_code == 201
+            self.schedule_id = str(made.json()["id"])
             self.base_url = world.base_url
             for who in (OWNER, NOBODY):
                 self.tokens[who.principal_id] = world.auth(who)["Authorization"]
@@ -83,48 +125,106 @@ def server(pg_url: str) -> Iterator[ThreadedServer]:
         served.thread.join(30)
 
 
-@pytest.mark.parametrize("caller", ["owner", "no_scopes", "anonymous"])
-def test_openapi_fuzz_finds_no_server_error_or_schema_violation(
-    server: ThreadedServer, caller: str
-) -> None:
-    schema = schemathesis.openapi.from_url(f"{server.base_url}/openapi.json")
-    headers: dict[str, Any] = {}
-    if caller == "owner":
-        headers["Authorization"] = server.tokens[OWNER.principal_id]
-    elif caller == "no_scopes":
-        headers["Authorization"] = server.tokens[NOBODY.principal_id]
+def _run_cli(server: ThreadedServer, caller: str, tmp: Path) -> tuple[dict[str, Any], list[Any]]:
+    record = tmp / "responses.ndjson"
+    report = tmp / "report.json"
+    config = tmp / "schemathesis.toml"
+    # Test data, not constraints: the seeded schedule for the {schedule_id} routes and the
+    # registered agent for most generated bodies, so cases get past "not found" and
+    # "unknown agent" to the rules behind them.
+    config.write_text(
+        "[parameters]\n"
+        f'"path.schedule_id" = "{server.schedule_id}"\n'
+        '"body.agent_id" = { dictionary = "agents", probability = 0.9 }\n'
+        "[dictionaries.agents]\n"
+        f'values = ["{AGENT_ID}"]\n'
+    )
+    # (Only the owner can reach past 401/403; the others run without it.)
+    argv = [
+        str(CLI),
+        *(["--config-file", str(config)] if caller == "owner" else []),
+        "run",
+        f"{server.base_url}/openapi.json",
+        "--checks",
+        "all",
+        "--max-examples",
+        str(EXAMPLES[caller]),
+        "--seed",
+        str(SEED),
+        "--no-color",
+        "--report",
+        "json",
+        "--report-json-path",
+        str(report),
+    ]
+    token = {"owner": OWNER.principal_id, "no_scopes": NOBODY.principal_id}.get(caller)
+    if token is not None:
+        argv += ["--header", f"Authorization: {server.tokens[token]}"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "SCHEMATHESIS_HOOKS": "_schemathesis_hooks",
+        "ST_RECORD": str(record),
+    }
     print(f"schemathesis seed {SEED}; replay: pytest {__file__} -k {caller}")
-    operations = 0
-    statuses: dict[int, int] = {}
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        operations += 1
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500, check=False)
+    print(done.stdout[-6000:])
+    assert report.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    return json.loads(report.read_text()), rows
 
-        @seed(SEED)
-        @settings(
-            max_examples=EXAMPLES,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(
-            case=st.one_of(
-                operation.as_strategy(generation_mode=schemathesis.GenerationMode.POSITIVE),
-                operation.as_strategy(generation_mode=schemathesis.GenerationMode.NEGATIVE),
-            )
-        )
-        def run(case: Any) -> None:
-            response = case.call_and_validate(
-                base_url=server.base_url, headers=dict(headers), checks=CHECKS, timeout=30
-            )
-            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
 
-        run()
-    print(f"{caller}: {sum(statuses.values())} calls, statuses {sorted(statuses.items())}")
-    assert operations >= 14
-    assert sum(statuses.values()) >= operations * 5, statuses
-    assert any(400 <= code < 500 for code in statuses), statuses
+def _shape_refusals(rows: list[Any]) -> list[Any]:
+    return [
+        row
+        for row in rows
+        if row["mode"] == "positive"
+        and row["status"] not in ALLOWED_POSITIVE
+        and row["status"] < 500
+        and row["code"] not in STATE_DEPENDENT
+        and not (row["has_body"] and not row["object_body"])
+    ]
+
+
+@pytest.mark.parametrize("caller", ["owner", "no_scopes", "anonymous"])
+def test_openapi_fuzz_with_every_check(server: ThreadedServer, caller: str, tmp_path: Path) -> None:
+    report, rows = _run_cli(server, caller, tmp_path)
+    failures = {f["code"]: f for f in report["failures"]}
+    statuses = collections.Counter(row["status"] for row in rows)
+    positive_refused = collections.Counter(
+        (row["operation"], row["status"], row["code"])
+        for row in rows
+        if row["mode"] == "positive" and row["status"] not in ALLOWED_POSITIVE
+    )
+    print(
+        f"{caller}: {report['test_cases']['generated']} cases generated, {len(rows)} responses,"
+        f" statuses {sorted(statuses.items())}"
+    )
+    print(
+        f"{caller}: failures by check {[(c, f['type'], f['count']) for c, f in failures.items()]}"
+    )
+    print(f"{caller}: positive cases refused {sorted(positive_refused.items(), key=str)}")
+    assert len(rows) >= 200, len(rows)
+    assert sum(status >= 500 for status in statuses.elements()) == 0, statuses
+    assert {code: MUST_BE_ZERO[code] for code in failures if code in MUST_BE_ZERO} == {}
+    assert _shape_refusals(rows) == []
     if caller == "owner":
-        assert 200 in statuses or 201 in statuses, statuses
+        assert statuses[200] + statuses[201] > 0, statuses
     else:
-        assert 201 not in statuses, "a caller without schedule.write created a schedule"
+        assert statuses[201] == 0, "a caller without schedule.write created a schedule"
+
+
+def test_of_the_test_a_shape_refusal_is_reported() -> None:
+    # A positive body refused with a shape code (the document promised it valid) is a
+    # failure; a state-dependent one and a non-object coverage body are not.
+    rows = [
+        {"mode": "positive", "status": 422, "code": "schedule.revision.empty_text",
+         "has_body": True, "object_body": True},
+        {"mode": "positive", "status": 422, "code": "schedule.validation.agent_unknown",
+         "has_body": True, "object_body": True},
+        {"mode": "positive", "status": 422, "code": "schedule.http.invalid_request",
+         "has_body": True, "object_body": False},
+        {"mode": "negative", "status": 422, "code": "schedule.http.invalid_request",
+         "has_body": True, "object_body": True},
+    ]  # fmt: skip
+    assert _shape_refusals(rows) == [rows[0]]

@@ -68,16 +68,11 @@ def money(*, positive: bool) -> dict[str, Any]:
     }
 
 
-def _civil(kind: str, **extra: dict[str, Any]) -> dict[str, Any]:
+def _civil(kind: str, required: tuple[str, ...] = (), **extra: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "object",
         "additionalProperties": False,
-        "required": [
-            "kind",
-            "local_time",
-            "timezone",
-            *sorted(k for k in extra if k != "last_day"),
-        ],
+        "required": ["kind", "local_time", "timezone", *required],
         "properties": {
             "kind": {"const": kind},
             "local_time": {"type": "string", "pattern": LOCAL_TIME_PATTERN},
@@ -112,17 +107,19 @@ _MONTH_DAY = {
         for days, months in _MONTH_LENGTHS.items()
     ]
 }
-_MONTHLY = _civil("MONTHLY", days_of_month=_days(1, 31, 31), last_day={"type": "boolean"})
-_MONTHLY_WITH_DAYS = {**_MONTHLY, "required": [*_MONTHLY["required"], "days_of_month"]}
-_MONTHLY_LAST_DAY = {
-    **_MONTHLY,
-    "required": [*_MONTHLY["required"], "last_day"],
-    "properties": {
-        **_MONTHLY["properties"],
-        "last_day": {"const": True},
-        "days_of_month": {**_days(1, 31, 31), "minItems": 0},
-    },
-}
+# MONTHLY selects days_of_month (1..31, at least one) and/or last_day (true).
+_MONTHLY_WITH_DAYS = _civil(
+    "MONTHLY",
+    ("days_of_month",),
+    days_of_month=_days(1, 31, 31),
+    last_day={"type": "boolean"},
+)
+_MONTHLY_LAST_DAY = _civil(
+    "MONTHLY",
+    ("last_day",),
+    days_of_month={**_days(1, 31, 31), "minItems": 0},
+    last_day={"const": True},
+)
 
 CADENCE: dict[str, Any] = {
     "description": (
@@ -142,11 +139,12 @@ CADENCE: dict[str, Any] = {
             },
         },
         _civil("DAILY"),
-        _civil("WEEKLY", weekdays=_days(1, 7, 7)),
+        _civil("WEEKLY", ("weekdays",), weekdays=_days(1, 7, 7)),
         _MONTHLY_WITH_DAYS,
         _MONTHLY_LAST_DAY,
         _civil(
             "YEARLY",
+            ("dates",),
             dates={
                 "type": "array",
                 "items": _MONTH_DAY,
