@@ -1,4 +1,5 @@
-"""Developer sessions: nox -s lint types layers tests gates sim bench."""
+"""Developer sessions: nox -s lint types layers tests gates sim bench;
+lanes: mutate, schemathesis."""
 
 from __future__ import annotations
 
@@ -81,3 +82,14 @@ def mutate(session: nox.Session) -> None:
     session.run(
         "scheduling-gates", "mutate", "--output", str(out / "mutants.json"), *session.posargs
     )
+
+
+@nox.session(python=PYTHON)
+def schemathesis(session: nox.Session) -> None:
+    """The schemathesis lane (nightly, not main CI): every phase for every caller at the
+    issue's example counts (the default suite runs a bounded version; ADR 2132)."""
+    _install(session)
+    session.run(
+        "pytest", "tests/http/test_schemathesis.py", "-m", "slow", "-p", "no:randomly",
+        "-n", "auto", "-rA", *session.posargs,
+    )  # fmt: skip
