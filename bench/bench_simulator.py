@@ -32,18 +32,18 @@ import asyncpg
 
 from scheduling.ports import NullProbe
 from simulation.engine.checkers.violation import Violation
-from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
 from simulation.engine.simulator import Simulator
 from simulation.engine.targets import SharedDatabase
 from simulation.provider import acquire_server
 from simulation.scenarios.demo import DUPLICATE
 
 
-async def _no_setup(world: World) -> None:
+async def _no_setup(world: ScenarioWorld) -> None:
     return None
 
 
-async def _no_check(world: World, view: ExecutionView) -> list[Violation]:
+async def _no_check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     return []
 
 

@@ -50,8 +50,19 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfW
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.adapters.token_file import TokenFile, digest_of, issue_token, read_entries
+from scheduling.ports.admission import ScheduleAdmissionController
+from scheduling.ports.directories import (
+    AgentRegistry,
+    SchedulePrincipalDirectory,
+    TenantConfiguration,
+)
+from scheduling.ports.keys import KeyRing
 from scheduling.ports.materialization import MaterializationStore, QueuedRun
-from scheduling.ports.unit_of_work import UnitOfWork
+from scheduling.ports.probe import Probe
+from scheduling.ports.readiness import Readiness
+from scheduling.ports.tool_ledger import ToolLedger
+from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.service.accounting import PendingAccounts
 from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage
 
 __all__ = [
@@ -74,6 +85,7 @@ __all__ = [
     "RandomIds",
     "Role",
     "RoleNames",
+    "RoleOverride",
     "SplitCommitStore",
     "StaticAgentRegistry",
     "StaticPrincipalDirectory",
@@ -149,3 +161,54 @@ class SplitCommitStore(PostgresMaterializationStore):
 class _SplitCommitStorage(PostgresStorage):
     def materialization_store(self) -> MaterializationStore | None:
         return SplitCommitStore(self.roles.scheduler)
+
+
+class RoleOverride(Storage):
+    """``inner`` with ``role``'s unit-of-work factory replaced by ``factory`` (a named
+    fault injection for a test of the test, e.g. a factory that crashes after its n-th
+    write); every other choice, and every other role, is ``inner``'s."""
+
+    def __init__(self, inner: Storage, role: Role, factory: UnitOfWorkFactory) -> None:
+        self._inner, self._role, self._factory = inner, role, factory
+        self.durable = inner.durable
+
+    def as_role(self, role: Role) -> UnitOfWorkFactory:
+        return self._factory if role == self._role else self._inner.as_role(role)
+
+    def own_login(self, role: Role) -> bool:
+        return self._inner.own_login(role)
+
+    def directories(
+        self, role: Role, *, durable: bool
+    ) -> tuple[SchedulePrincipalDirectory, AgentRegistry]:
+        return self._inner.directories(role, durable=durable)
+
+    def key_ring(self, role: Role = "api") -> KeyRing:
+        return self._inner.key_ring(role)
+
+    def tool_ledger(self, role: Role = "api") -> ToolLedger:
+        return self._inner.tool_ledger(role)
+
+    def readiness(self, role: Role = "api") -> Readiness:
+        return self._inner.readiness(role)
+
+    def admission(
+        self,
+        tenants: TenantConfiguration,
+        *,
+        backoff_seconds: float,
+        probe: Probe | None = None,
+        allow_all: bool = False,
+    ) -> ScheduleAdmissionController:
+        return self._inner.admission(
+            tenants, backoff_seconds=backoff_seconds, probe=probe, allow_all=allow_all
+        )
+
+    def materialization_store(self) -> MaterializationStore | None:
+        return self._inner.materialization_store()
+
+    def pending_accounts(self, role: Role = "scheduler") -> PendingAccounts | None:
+        return self._inner.pending_accounts(role)
+
+    async def close(self) -> None:
+        """The inner storage is the caller's: nothing to release here."""

@@ -27,7 +27,7 @@ from scheduling.domain.identity import Principal
 from scheduling.ports.records import ProcessEvent
 from scheduling.service.accounting import RUN_ACCOUNTED, RunAccountant
 from simulation.provider._private import PrivateCluster, private_cluster
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -64,7 +64,7 @@ class CaughtViolationFactory(PostgresUnitOfWorkFactory):
         return uow
 
 
-async def _finished_run(h: Harness) -> tuple[UUID, UUID]:
+async def _finished_run(h: MaterializeWorld) -> tuple[UUID, UUID]:
     sid = await h.create(max_consecutive_failures=5)
     h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
     result = await h.materializer().materialize(sid)
@@ -84,7 +84,7 @@ async def _race(private: PrivateCluster, *, wrong: bool) -> tuple[str, int, int,
     accountants that raised)."""
     url = private.server.create_database()
     await upgrade_to_head(url)
-    h = await Harness.open(url)
+    h = await MaterializeWorld.open(url)
     try:
         sid, run_id = await _finished_run(h)
         factory = (

@@ -24,7 +24,7 @@ from scheduling.adapters.postgres.admission import (
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
 from scheduling.ports.admission import AdmissionOutcome
 from scheduling.service.materializer import MaterializeStatus
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.service import CEILINGS
 
 pytestmark = pytest.mark.postgres
@@ -54,7 +54,7 @@ class HeldAtUsage:
 
 
 async def test_the_controller_locks_when_no_context_read_did(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         controller = PostgresAdmissionController(ConfiguredTenantConfiguration(default=CEILINGS))
@@ -71,7 +71,7 @@ async def test_the_controller_locks_when_no_context_read_did(pg_url: str) -> Non
 
 
 async def test_the_context_read_holds_the_lock_before_admission_reads(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))

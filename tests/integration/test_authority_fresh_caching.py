@@ -14,7 +14,7 @@ import pytest
 from gates.checks.test_authority_fresh import CASES, check_fails_closed
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.service.materializer import ScheduleMaterializer
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -38,7 +38,7 @@ class CachingAuthority:
         return getattr(self._inner, name)
 
 
-def caching(h: Harness) -> ScheduleMaterializer:
+def caching(h: MaterializeWorld) -> ScheduleMaterializer:
     materializer = h.materializer()
     materializer._store = CachingAuthority(materializer._store)
     return materializer

@@ -1,7 +1,7 @@
 """The pinned authority version at firing, on PostgreSQL (ADR 1200).
 
 The schedule service writes through the API role and the materializer runs through the
-scheduler role, both over the durable principal directory (``Harness``). Covered: the
+scheduler role, both over the durable principal directory (``MaterializeWorld``). Covered: the
 owner re-approving under changed authority re-pins and only the next occurrence
 materializes; repeated authority changes reach the failure limit and auto-pause;
 revisions stored before pinning keep the scope-only rule; and a materializer without
@@ -24,14 +24,14 @@ from scheduling.adapters.postgres.directories import (
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.ports.directories import AuthoritySnapshot
 from scheduling.service.materializer import AUTHORITY_CHANGED, ScheduleMaterializer
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.service import definition
 
 pytestmark = pytest.mark.postgres
 
 
 async def fire(
-    h: Harness, schedule_id: UUID, materializer: ScheduleMaterializer | None = None
+    h: MaterializeWorld, schedule_id: UUID, materializer: ScheduleMaterializer | None = None
 ) -> None:
     """Advance just past the schedule's next instant and run one strict worker pass."""
     due = await h.next_fire(schedule_id)
@@ -40,7 +40,9 @@ async def fire(
     assert report.errors == {}
 
 
-async def revision_definition(h: Harness, schedule_id: UUID, revision: int) -> dict[str, Any]:
+async def revision_definition(
+    h: MaterializeWorld, schedule_id: UUID, revision: int
+) -> dict[str, Any]:
     rows = await h.sql(
         "SELECT definition FROM schedule_revisions WHERE schedule_id = :i AND revision = :r",
         i=schedule_id,
@@ -50,7 +52,7 @@ async def revision_definition(h: Harness, schedule_id: UUID, revision: int) -> d
     return value
 
 
-async def current_version(h: Harness) -> str:
+async def current_version(h: MaterializeWorld) -> str:
     snap = await DurablePrincipalDirectory(h.admin).current(WHO.tenant_id, WHO.principal_id)
     assert snap is not None
     return snap.authority_version
@@ -59,7 +61,7 @@ async def current_version(h: Harness) -> str:
 async def test_owner_re_approval_re_pins_and_only_the_next_occurrence_materializes(
     pg_url: str,
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         v1 = await current_version(h)
@@ -93,7 +95,7 @@ async def test_owner_re_approval_re_pins_and_only_the_next_occurrence_materializ
 
 
 async def test_repeated_authority_changes_reach_the_failure_limit(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(max_consecutive_failures=2)
         await h.set_principal(roles=("member", "auditor"))
@@ -113,7 +115,7 @@ async def test_repeated_authority_changes_reach_the_failure_limit(pg_url: str) -
 
 
 async def test_a_revision_stored_before_pinning_keeps_the_scope_only_rule(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         template = await h.create()
         # Revisions are immutable in the database, so store a second schedule whose
@@ -155,7 +157,7 @@ class ScopeOnlyMaterializer(ScheduleMaterializer):
 async def test_without_the_comparison_the_version_only_case_would_materialize(
     pg_url: str,
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         await h.set_principal(roles=("member", "auditor"))

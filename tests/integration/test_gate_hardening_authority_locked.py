@@ -12,7 +12,7 @@ import pytest
 
 from gates.checks.test_authority_locked import RevokeWhileLocked, locked_read_problems
 from scheduling.service.materializer import ScheduleMaterializer
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -21,7 +21,7 @@ class OwnTransactionAuthority:
     """The materializer's store, except that authority comes from a transaction of its
     own (the agent and overlap reads stay in the locked one)."""
 
-    def __init__(self, inner: Any, h: Harness) -> None:
+    def __init__(self, inner: Any, h: MaterializeWorld) -> None:
         self._inner = inner
         self._h = h
 
@@ -52,7 +52,7 @@ class AuthorityBeforeLock(OwnTransactionAuthority):
 
 
 def wrapped(store: type[OwnTransactionAuthority]) -> Any:
-    def build(h: Harness, probe: RevokeWhileLocked) -> ScheduleMaterializer:
+    def build(h: MaterializeWorld, probe: RevokeWhileLocked) -> ScheduleMaterializer:
         materializer = h.materializer(probe=probe)
         materializer._store = store(materializer._store, h)
         return materializer

@@ -21,12 +21,12 @@ from sqlalchemy.exc import DBAPIError
 import gates.checks.test_persistence as persistence
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.ports.records import ErasureResult, ProcessEvent
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
 
-async def leaking(h: Harness, session_id: UUID) -> ErasureResult:
+async def leaking(h: MaterializeWorld, session_id: UUID) -> ErasureResult:
     seed = await h.sql(
         "SELECT payload FROM session_events WHERE session_id = :s AND event_type = 'message.user'",
         s=session_id,
@@ -48,13 +48,13 @@ async def leaking(h: Harness, session_id: UUID) -> ErasureResult:
     return result
 
 
-async def history_eating(h: Harness, session_id: UUID) -> ErasureResult:
+async def history_eating(h: MaterializeWorld, session_id: UUID) -> ErasureResult:
     result = await persistence.erase_through_service(h, session_id)
     await h.sql("DELETE FROM process_events WHERE event_type LIKE 'schedule.occurrence.%'")
     return result
 
 
-async def unmarked(h: Harness, session_id: UUID) -> ErasureResult:
+async def unmarked(h: MaterializeWorld, session_id: UUID) -> ErasureResult:
     await h.sql(
         "UPDATE schedule_occurrences SET session_id = NULL, run_id = NULL WHERE session_id = :s",
         s=session_id,

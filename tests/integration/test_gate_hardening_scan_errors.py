@@ -29,7 +29,7 @@ from scheduling.service.materializer import (
     MaterializeStatus,
     ScheduleMaterializer,
 )
-from simulation.worlds.materialize import Harness, SwallowedScanErrors
+from simulation.worlds.materialize import MaterializeWorld, SwallowedScanErrors
 
 pytestmark = pytest.mark.postgres
 
@@ -148,7 +148,7 @@ async def test_harness_workers_are_strict_unless_errors_are_expected(
 ) -> None:
     """The shared harness itself (what no_overlap and every other harness user get):
     ``run_once``, ``scan`` and the ``run`` loop fail; ``expect_errors=True`` opts out."""
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids = [await h.create(key=f"s{i}", cadence=_daily(f"0{i + 6}:00")) for i in range(2)]
         h.clock.advance_to(await h.next_fire(ids[1]) + timedelta(seconds=1))

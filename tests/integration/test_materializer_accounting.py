@@ -12,7 +12,7 @@ from gates.checks.test_rules_admission import BarrierProbe, ceilings, due_pair
 from scheduling.adapters.postgres.admission import PostgresAdmissionController
 from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
 from scheduling.service.materializer import ScheduleMaterializer
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -31,7 +31,7 @@ class UnlockedStore(PostgresMaterializationStore):
         return None
 
 
-def unlocked(h: Harness, probe: BarrierProbe) -> ScheduleMaterializer:
+def unlocked(h: MaterializeWorld, probe: BarrierProbe) -> ScheduleMaterializer:
     materializer = h.materializer(admission=UnlockedAdmission(h.tenants, probe=probe))
     materializer._store = UnlockedStore()
     return materializer
@@ -39,7 +39,7 @@ def unlocked(h: Harness, probe: BarrierProbe) -> ScheduleMaterializer:
 
 async def test_without_the_advisory_lock_both_take_the_last_slot(pg_url: str) -> None:
     """Shows the race test above can fail: the lock is what serializes admissions."""
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         h.tenants = ceilings(max_active_runs=1)
         a, b = await due_pair(h)

@@ -22,7 +22,7 @@ from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.service.materializer import ScheduleMaterializer
 from simulation.engine import targets
 from simulation.engine.errors import FaultKind
-from simulation.engine.scenario import WorkerContext, World
+from simulation.engine.scenario import ScenarioWorld, WorkerContext
 from simulation.engine.simulator import Simulator
 from simulation.engine.store import FailureStore
 from simulation.provider import DatabaseServer
@@ -47,7 +47,7 @@ class UnlockedFactory(PostgresUnitOfWorkFactory):
         return uow
 
 
-async def unkeyed_setup(world: World) -> None:
+async def unkeyed_setup(world: ScenarioWorld) -> None:
     await scenarios.setup(world)
     conn = await world.connect()
     await conn.execute(

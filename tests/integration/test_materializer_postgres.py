@@ -8,13 +8,13 @@ import pytest
 
 from scheduling.service.materializer import MaterializeStatus
 from simulation.engine.checkers import check_ledger
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
 
 async def test_materializes_one_complete_occurrence(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         schedule = (await h.sql("SELECT next_fire_at FROM schedules WHERE id = :i", i=sid))[0]
@@ -50,7 +50,7 @@ async def test_materializes_one_complete_occurrence(pg_url: str) -> None:
 
 
 async def test_one_time_schedule_completes_after_its_occurrence(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(cadence={"kind": "ONCE", "at": "2026-03-04T12:00:00+01:00"})
         h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=2))
@@ -67,7 +67,7 @@ async def test_one_time_schedule_completes_after_its_occurrence(pg_url: str) -> 
 
 
 async def test_one_time_schedule_outside_grace_is_missed_and_completes(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(
             cadence={"kind": "ONCE", "at": "2026-03-04T12:00:00+01:00"}, misfire_grace_seconds=60

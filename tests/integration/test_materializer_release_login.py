@@ -17,7 +17,7 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.schedule_worker import ScheduleWorker
 from scheduling.storage import PostgresStorage
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -48,7 +48,7 @@ async def test_materialize_and_account_through_the_release_login(
     pg_url: str, login_url: str
 ) -> None:
     assert await scheduler_release_problems(login_url) == []
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     storage = PostgresStorage(None, logins={"scheduler": login_url}, pool_size=2)
     login = storage.as_role("scheduler")
     try:

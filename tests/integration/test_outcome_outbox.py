@@ -17,7 +17,7 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.outbox import OutboxReader
 from scheduling.service.values import SchedulePatch
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.runtime import run_worker
 
 pytestmark = pytest.mark.postgres
@@ -36,12 +36,12 @@ class Recording:
         self.delivered.append(message)
 
 
-async def outbox(h: Harness) -> list[dict[str, Any]]:
+async def outbox(h: MaterializeWorld) -> list[dict[str, Any]]:
     return await h.sql("SELECT * FROM schedule_outbox ORDER BY created_at, id")
 
 
 async def test_a_missed_occurrence_writes_its_outcome_with_the_decision(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(title="Briefing", instruction=SECRETLESS)
         fire = await h.next_fire(sid)
@@ -63,7 +63,7 @@ async def test_a_missed_occurrence_writes_its_outcome_with_the_decision(pg_url: 
 
 
 async def test_an_accounted_run_writes_one_outcome_naming_its_pinned_revision(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(title="Old title", instruction=SECRETLESS)
         fire = await h.next_fire(sid)
@@ -94,7 +94,7 @@ async def test_an_accounted_run_writes_one_outcome_naming_its_pinned_revision(pg
 
 
 async def test_the_reader_drains_idempotently_and_retries_a_failed_delivery(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids: list[UUID] = []
         for n in range(3):

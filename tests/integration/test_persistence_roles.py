@@ -21,7 +21,7 @@ from gates.checks.persistence_support import (
     ALICE,
     MALLORY,
     T0,
-    World,
+    PersistenceWorld,
     admin_connection,
     seeded_world,
 )
@@ -114,7 +114,7 @@ async def test_a_due_run_materializes_through_the_exact_allowlist(
     pg_url: str, scheduler_login: tuple[str, str]
 ) -> None:
 
-    world: World = await seeded_world(pg_url)
+    world: PersistenceWorld = await seeded_world(pg_url)
     mine = world.of(ALICE)
     factory = PostgresUnitOfWorkFactory.from_url(scheduler_login[1], pool_size=1)
     now = mine.schedule.next_fire_at

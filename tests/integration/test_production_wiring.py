@@ -38,7 +38,7 @@ from scheduling.ports.materialization import FiringContext
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.ports.unit_of_work import UnitOfWork
 from scheduling.service.admission import AllowAllAdmission
-from simulation.worlds.materialize import Harness, StrictScheduleWorker
+from simulation.worlds.materialize import MaterializeWorld, StrictScheduleWorker
 from simulation.worlds.runtime import run_worker
 from testsupport.production_env import GOOD
 
@@ -81,7 +81,7 @@ def differences(built: object, harness: object, path: str = "", depth: int = 2) 
 
 @pytest.fixture
 async def harness(pg_url: str) -> Any:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         yield h
     finally:
@@ -94,7 +94,7 @@ def production_scheduler() -> b.SchedulerRole:
     )
 
 
-async def test_the_gate_scheduler_is_the_production_scheduler(harness: Harness) -> None:
+async def test_the_gate_scheduler_is_the_production_scheduler(harness: MaterializeWorld) -> None:
     built = production_scheduler()
     try:
         role = harness.scheduler_role()
@@ -128,7 +128,9 @@ async def test_the_gate_scheduler_is_the_production_scheduler(harness: Harness) 
         await built.close()
 
 
-async def test_the_gate_service_and_run_worker_are_the_production_ones(harness: Harness) -> None:
+async def test_the_gate_service_and_run_worker_are_the_production_ones(
+    harness: MaterializeWorld,
+) -> None:
     api = b.build_api(production(), clock=SystemClock(), ids=RandomIds())
     runs = b.build_run_worker(
         production(), RunPriority.INTERACTIVE, clock=SystemClock(), ids=RandomIds()
@@ -190,7 +192,7 @@ class CachedStore(PostgresMaterializationStore):
 
 
 async def test_allow_all_admission_in_the_builder_is_a_difference(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
+    harness: MaterializeWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built = production_scheduler()  # built before the mistake: what production runs
     monkeypatch.setattr(

@@ -16,7 +16,7 @@ from scheduling.runtime.hooks import AccountingHook
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.sessions import SessionErasureService
 from scheduling.service.transcripts import TRANSCRIPT_FORBIDDEN, TranscriptService
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.runtime import run_worker
 from simulation.worlds.service import principal
 
@@ -25,7 +25,9 @@ pytestmark = pytest.mark.postgres
 READER = Principal(WHO.tenant_id, WHO.principal_id, WHO.scopes | {"session.read"})
 
 
-async def executed(h: Harness, script: str, *, failures: int = 2) -> tuple[UUID, dict[str, Any]]:
+async def executed(
+    h: MaterializeWorld, script: str, *, failures: int = 2
+) -> tuple[UUID, dict[str, Any]]:
     sid = await h.create(
         instruction=f"Brief me. [script:{script}]", max_consecutive_failures=failures
     )
@@ -48,7 +50,7 @@ async def executed(h: Harness, script: str, *, failures: int = 2) -> tuple[UUID,
 
 
 async def test_transcript_omits_the_seed_and_keeps_the_answer(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         _, run = await executed(h, "succeed")
         transcripts = TranscriptService(h.api)
@@ -76,7 +78,7 @@ async def test_transcript_omits_the_seed_and_keeps_the_answer(pg_url: str) -> No
 
 
 async def test_erasure_marks_the_occurrence_then_deletes_the_graph(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid, run = await executed(h, "succeed")
         erasure = SessionErasureService(h.api, h.clock)
@@ -104,7 +106,7 @@ async def test_erasure_marks_the_occurrence_then_deletes_the_graph(pg_url: str) 
 
 
 async def test_failed_runs_reach_the_failure_limit_through_the_hook(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid, run = await executed(h, "fail", failures=1)
         assert run["status"] == "FAILED"

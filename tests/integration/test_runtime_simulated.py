@@ -25,7 +25,7 @@ from simulation.engine import evidence, targets
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
 from simulation.engine.faults import CLIENT_FAULT_KINDS
-from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
 from simulation.engine.simulator import Simulator
 from simulation.engine.store import FailureStore
 from simulation.provider import DatabaseServer
@@ -48,7 +48,7 @@ def _template(server: Any) -> str:
     return name
 
 
-async def setup(world: World) -> None:
+async def setup(world: ScenarioWorld) -> None:
     admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
     try:
         await seed_durable(admin, [WHO], at=world.clock.now())
@@ -88,7 +88,7 @@ async def worker(ctx: WorkerContext) -> None:
     op.ok(None if outcome is None else {"status": outcome.status, "lost": outcome.lease_lost})
 
 
-async def recover(world: World, view: ExecutionView) -> None:
+async def recover(world: ScenarioWorld, view: ExecutionView) -> None:
     """Let any crashed lease expire, then drain the queue with a fault-free worker."""
     world.clock.advance(SETTINGS.lease_seconds + 1)
     admin = PostgresUnitOfWorkFactory.from_url(world.url, pool_size=2)
@@ -100,7 +100,7 @@ async def recover(world: World, view: ExecutionView) -> None:
         await admin.dispose()
 
 
-async def check(world: World, view: ExecutionView) -> list[Violation]:
+async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     conn = await world.connect()
     run_id = world.vars["run_id"]
     run = await conn.fetchrow("SELECT status, usage::text AS usage FROM runs WHERE id = $1", run_id)

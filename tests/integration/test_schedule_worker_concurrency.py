@@ -13,13 +13,13 @@ import pytest
 from scheduling.adapters.postgres.accounting import PostgresPendingAccounts
 from scheduling.service.materializer import MaterializeResult, MaterializeStatus
 from scheduling.service.schedule_worker import WorkerSettings
-from simulation.worlds.materialize import Harness, StrictScheduleWorker
+from simulation.worlds.materialize import MaterializeWorld, StrictScheduleWorker
 
 pytestmark = pytest.mark.postgres
 RING = 1 << 128
 
 
-def worker(h: Harness, *, lane: int | None, **settings: Any) -> StrictScheduleWorker:
+def worker(h: MaterializeWorld, *, lane: int | None, **settings: Any) -> StrictScheduleWorker:
     return StrictScheduleWorker(
         expect_errors=True,
         uow=h.scheduler,
@@ -32,7 +32,7 @@ def worker(h: Harness, *, lane: int | None, **settings: Any) -> StrictScheduleWo
 
 
 async def test_concurrent_pass_isolates_a_corrupt_definition(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(6)]
         bad = ids[2]
@@ -58,7 +58,7 @@ async def test_concurrent_pass_isolates_a_corrupt_definition(pg_url: str) -> Non
 
 
 async def test_two_concurrent_workers_decide_each_schedule_once(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         # Five: the harness tenant admits five active runs.
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(5)]
@@ -75,7 +75,7 @@ async def test_two_concurrent_workers_decide_each_schedule_once(pg_url: str) -> 
 
 
 async def test_lanes_start_a_shared_batch_at_different_points(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(8)]
         h.clock.advance_to(await h.next_fire(ids[0]) + timedelta(seconds=1))
@@ -132,7 +132,7 @@ class _TakenFirst:
 
 async def test_a_collision_yields_the_rest_of_the_batch(pg_url: str) -> None:
     """Throughput mode (lanes): another worker shares the batch, so the rest is left."""
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(4)]
         h.clock.advance_to(await h.next_fire(ids[0]) + timedelta(seconds=1))
@@ -152,7 +152,7 @@ async def test_a_collision_yields_the_rest_of_the_batch(pg_url: str) -> None:
 async def test_without_lanes_a_collision_only_skips_that_row(pg_url: str) -> None:
     """One worker per batch: a row another worker holds must not stall the rest
     (rule.claim.skip_locked); yielding would rescan behind the held row forever."""
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(4)]
         h.clock.advance_to(await h.next_fire(ids[0]) + timedelta(seconds=1))

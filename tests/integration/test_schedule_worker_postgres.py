@@ -21,13 +21,13 @@ from scheduling.adapters.postgres.notify import (
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.service.materializer import STEP_ADVANCED, MaterializeStatus
 from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
 
 async def test_corrupt_definition_neither_rolls_back_nor_blocks_siblings(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(3)]
         bad = ids[1]
@@ -64,7 +64,7 @@ async def test_corrupt_definition_neither_rolls_back_nor_blocks_siblings(pg_url:
 
 
 async def test_sleep_is_the_earlier_of_next_firing_and_poll(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         fire = await h.next_fire(sid)
@@ -96,7 +96,7 @@ async def wait_for(predicate: Callable[[], bool], seconds: float) -> bool:
     return predicate()
 
 
-async def sleeping_worker(h: Harness, listener: PostgresWakeListener) -> CountingWorker:
+async def sleeping_worker(h: MaterializeWorld, listener: PostgresWakeListener) -> CountingWorker:
     """A worker woken by ``listener``, over one schedule out of reach of the real clock:
     it has nothing to do and sleeps (its fallback poll is 60 s)."""
     sid = await h.create()
@@ -115,7 +115,7 @@ async def sleeping_worker(h: Harness, listener: PostgresWakeListener) -> Countin
 
 
 async def test_notify_wakes_a_sleeping_worker(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     listener = PostgresWakeListener(pg_url, clock=SystemClock())
     await listener.start()
     try:
@@ -137,7 +137,7 @@ async def test_notify_wakes_a_sleeping_worker(pg_url: str) -> None:
 
 
 async def test_without_notifications_the_poll_finds_due_work(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         clock = SystemClock()
@@ -172,7 +172,7 @@ async def test_retry_result_keeps_schedule_due(pg_url: str) -> None:
     from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
     from simulation.worlds.service import CEILINGS
 
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         h.tenants = ConfiguredTenantConfiguration(
             default=CEILINGS.model_copy(
@@ -212,7 +212,7 @@ async def test_a_queued_run_notifies_run_workers_at_commit_and_never_on_rollback
     """The runs insert trigger (revision 0007, ADR 1750) is the queue notification: one
     per MATERIALIZED decision, carrying the run's id, delivered at commit; a decision
     rolled back after its run was inserted sends nothing."""
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     listen = await asyncpg.connect(to_libpq_url(pg_url))
     payloads: list[str] = []
     await listen.add_listener(RUN_CHANNEL, lambda *args: payloads.append(args[3]))

@@ -16,7 +16,7 @@ from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import MaintenanceService, SchedulePatch
 from scheduling.testing import open_storage, storage_over
-from simulation.worlds.service import World, build_world, definition, principal, seed_durable
+from simulation.worlds.service import ServiceWorld, build_world, definition, principal, seed_durable
 
 pytestmark = pytest.mark.postgres
 
@@ -25,7 +25,7 @@ BOB = principal("bob")
 
 
 @pytest.fixture
-async def pg(pg_url: str) -> AsyncIterator[tuple[World, PostgresUnitOfWorkFactory]]:
+async def pg(pg_url: str) -> AsyncIterator[tuple[ServiceWorld, PostgresUnitOfWorkFactory]]:
     storage = open_storage(pg_url, pool_size=5)
     admin = storage.factory("trusted")
     await seed_durable(admin, [ALICE, BOB])
@@ -41,7 +41,7 @@ async def count(admin: PostgresUnitOfWorkFactory, sql: str) -> int:
 
 
 async def test_lifecycle_round_trip_on_postgres(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     world, admin = pg
     created = await world.service.create(ALICE, "k1", definition())
@@ -72,7 +72,7 @@ async def test_lifecycle_round_trip_on_postgres(
 
 
 async def test_cross_principal_reads_are_not_found(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     world, _ = pg
     s = (await world.service.create(ALICE, "k", definition())).schedule
@@ -83,7 +83,7 @@ async def test_cross_principal_reads_are_not_found(
 
 
 async def test_validation_failure_stores_nothing(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     world, admin = pg
     with pytest.raises(SchedulingError):
@@ -91,7 +91,9 @@ async def test_validation_failure_stores_nothing(
     assert await count(admin, "SELECT count(*) FROM schedules") == 0
 
 
-async def test_purge_and_repair_in_their_roles(pg: tuple[World, PostgresUnitOfWorkFactory]) -> None:
+async def test_purge_and_repair_in_their_roles(
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
+) -> None:
     world, admin = pg
     maint = MaintenanceService(
         uow=storage_over(admin).factory("maintenance"),
@@ -131,7 +133,7 @@ async def test_purge_and_repair_in_their_roles(pg: tuple[World, PostgresUnitOfWo
 
 
 async def test_concurrent_identical_creates_make_one_schedule(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     import asyncio
 
@@ -147,7 +149,7 @@ async def test_concurrent_identical_creates_make_one_schedule(
 
 
 async def test_concurrent_pauses_make_one_transition(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     import asyncio
 
@@ -160,7 +162,9 @@ async def test_concurrent_pauses_make_one_transition(
     assert await count(admin, paused) == 1
 
 
-async def test_occurrences_page_with_run_views(pg: tuple[World, PostgresUnitOfWorkFactory]) -> None:
+async def test_occurrences_page_with_run_views(
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
+) -> None:
     from datetime import timedelta
 
     from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
@@ -260,7 +264,7 @@ async def test_occurrences_page_with_run_views(pg: tuple[World, PostgresUnitOfWo
 
 
 async def test_durable_directories_are_content_derived_and_pinned(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     from dataclasses import replace
 
@@ -324,7 +328,7 @@ async def test_durable_directories_are_content_derived_and_pinned(
 
 
 async def test_concurrent_identical_patches_apply_once_and_replay(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     import asyncio
 
@@ -342,7 +346,7 @@ async def test_concurrent_identical_patches_apply_once_and_replay(
 
 
 async def test_purge_keeps_materialized_sessions_and_runs(
-    pg: tuple[World, PostgresUnitOfWorkFactory],
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
 ) -> None:
     from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
     from scheduling.adapters.postgres.directories import (

@@ -25,7 +25,7 @@ from scheduling.ports.records import ProcessEvent
 from scheduling.ports.repositories import STALE, ScheduleCommand
 from scheduling.service.firing import PortMaterializationStore
 from scheduling.service.schedules import to_record
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -37,7 +37,7 @@ def store_of(kind: str) -> MaterializationStore:
 
 
 def moved_a_day(
-    h: Harness, schedule: Schedule, events: int
+    h: MaterializeWorld, schedule: Schedule, events: int
 ) -> tuple[ScheduleCommand, list[ProcessEvent]]:
     """The CAS that moves ``next_fire_at`` a day on, and ``events`` audit records of it."""
     moved = schedule.next_fire_at + timedelta(days=1)
@@ -58,14 +58,14 @@ def moved_a_day(
     return ScheduleCommand(expected=schedule, updated=updated), records
 
 
-async def _event_ids(h: Harness, sid: object) -> set[str]:
+async def _event_ids(h: MaterializeWorld, sid: object) -> set[str]:
     rows = await h.sql("SELECT id FROM process_events WHERE schedule_id = :s", s=sid)
     return {str(r["id"]) for r in rows}
 
 
 @pytest.mark.parametrize("kind", ["postgres", "port"])
 async def test_advance_writes_the_schedule_and_exactly_its_events(pg_url: str, kind: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         store = store_of(kind)
         sid = await h.create()
@@ -84,7 +84,7 @@ async def test_advance_writes_the_schedule_and_exactly_its_events(pg_url: str, k
 
 @pytest.mark.parametrize("kind", ["postgres", "port"])
 async def test_a_stale_advance_raises_and_leaves_no_event(pg_url: str, kind: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         store = store_of(kind)
         sid = await h.create()

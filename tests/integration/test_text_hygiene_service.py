@@ -12,7 +12,7 @@ import pytest
 from scheduling.domain.errors import ValidationError
 from scheduling.service import SchedulePatch
 from scheduling.testing import MemoryStorage
-from simulation.worlds.service import World, build_world, definition, principal
+from simulation.worlds.service import ServiceWorld, build_world, definition, principal
 
 ALICE = principal("alice")
 BAD = ("\x00", "\ud800", "\udfff")
@@ -46,18 +46,18 @@ def _fill(value: Any, bad: str) -> Any:
 
 
 @pytest.fixture
-def world() -> World:
+def world() -> ServiceWorld:
     return build_world(MemoryStorage(), principals=[ALICE])
 
 
-async def _stored(world: World) -> int:
+async def _stored(world: ServiceWorld) -> int:
     return len((await world.service.list(ALICE)).items)
 
 
 @pytest.mark.parametrize("bad", BAD, ids=["nul", "high", "low"])
 @pytest.mark.parametrize(("field", "overrides"), CREATE_FIELDS, ids=[f for f, _ in CREATE_FIELDS])
 async def test_create_refuses_unstorable_text(
-    world: World, field: str, overrides: dict[str, Any], bad: str
+    world: ServiceWorld, field: str, overrides: dict[str, Any], bad: str
 ) -> None:
     with pytest.raises(ValidationError) as raised:
         await world.service.create(ALICE, "key-1", definition(**_fill(overrides, bad)))
@@ -70,7 +70,7 @@ async def test_create_refuses_unstorable_text(
 
 @pytest.mark.parametrize("bad", BAD, ids=["nul", "high", "low"])
 async def test_idempotency_key_patch_and_update_refuse_unstorable_text(
-    world: World, bad: str
+    world: ServiceWorld, bad: str
 ) -> None:
     with pytest.raises(ValidationError) as raised:
         await world.service.create(ALICE, f"key{bad}", definition())

@@ -25,7 +25,7 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings as RunWorkerSettings
 from scheduling.service.materializer import STEP_OCCURRENCE, MaterializeStatus
 from simulation.engine.clock import VirtualClock
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.runtime import (
     run_row,
     run_worker,
@@ -66,7 +66,7 @@ class TerminateAt:
         self.terminated += sum(bool(r["gone"]) for r in rows)
 
 
-async def _due_schedule(h: Harness) -> UUID:
+async def _due_schedule(h: MaterializeWorld) -> UUID:
     sid = await h.create(misfire_grace_seconds=GRACE)
     h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
     return sid
@@ -80,7 +80,7 @@ def _settings(attempts: int) -> dict[str, Any]:
 
 
 async def test_terminated_backend_mid_materialization_is_retried_on_time(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await _due_schedule(h)
         probe = TerminateAt(pg_url, STEP_OCCURRENCE)
@@ -102,7 +102,7 @@ async def test_terminated_backend_mid_materialization_is_retried_on_time(pg_url:
 async def test_without_retry_the_same_fault_turns_the_occurrence_missed(pg_url: str) -> None:
     """Test of the test: the fault is real, and the 60 s isolation backoff alone makes
     the on-time occurrence MISSED under a 10 s grace."""
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await _due_schedule(h)
         probe = TerminateAt(pg_url, STEP_OCCURRENCE)
@@ -122,7 +122,7 @@ async def test_without_retry_the_same_fault_turns_the_occurrence_missed(pg_url: 
 async def test_a_deterministic_failure_is_not_retried_and_keeps_the_backoff(
     pg_url: str,
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await _due_schedule(h)
         # A new current revision whose stored definition cannot be decoded.

@@ -22,7 +22,7 @@ from scheduling.adapters.postgres.notify import (
 from scheduling.adapters.system_clock import SystemClock
 from simulation.provider._private import private_cluster
 from simulation.provider.templates import migrated_template
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -53,7 +53,7 @@ async def _worker_woken_after(
     url: str, listener: PostgresWakeListener, fault: Callable[[], Awaitable[None]]
 ) -> bool:
     """A sleeping worker, the fault, recovery, then a NOTIFY: did it wake promptly?"""
-    h = await Harness.open(url)
+    h = await MaterializeWorld.open(url)
     await listener.start()
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None

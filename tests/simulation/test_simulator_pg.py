@@ -14,7 +14,7 @@ from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import FaultKind, InjectedAckLoss, injected_fault_of
 from simulation.engine.evidence import attach_evidence, failure_report
 from simulation.engine.faults import CLIENT_FAULT_KINDS, FaultSpec
-from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
 from simulation.engine.shrink import shrink
 from simulation.engine.simulator import Simulator
 from simulation.engine.store import FailureStore
@@ -153,7 +153,7 @@ async def test_saved_failures_are_replayed_first(simulator: Simulator) -> None:
 INSERTED, COMMITTED = "w.inserted", "w.committed"
 
 
-async def _setup(world: World) -> None:
+async def _setup(world: ScenarioWorld) -> None:
     conn = await world.connect()
     await conn.execute(
         "DROP TABLE IF EXISTS sim_jobs; CREATE TABLE sim_jobs (k text PRIMARY KEY, at timestamptz)"
@@ -181,7 +181,7 @@ async def _insert_once(ctx: WorkerContext) -> None:
     op.ok()
 
 
-async def _recover(world: World, view: ExecutionView) -> None:
+async def _recover(world: ScenarioWorld, view: ExecutionView) -> None:
     conn = await world.connect()
     await conn.execute(
         "INSERT INTO sim_jobs VALUES ('j', $1) ON CONFLICT DO NOTHING", world.clock.now()
@@ -189,7 +189,7 @@ async def _recover(world: World, view: ExecutionView) -> None:
     await conn.close()
 
 
-async def _one_row(world: World, view: ExecutionView) -> list[Violation]:
+async def _one_row(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     conn = await world.connect()
     n = await conn.fetchval("SELECT count(*) FROM sim_jobs")
     await conn.close()
@@ -267,11 +267,11 @@ async def _sleepy(ctx: WorkerContext) -> None:
     op.ok(ctx.clock.now())
 
 
-async def _nothing(world: World, view: ExecutionView) -> list[Violation]:
+async def _nothing(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     return []
 
 
-async def _no_setup(world: World) -> None:
+async def _no_setup(world: ScenarioWorld) -> None:
     return None
 
 
@@ -314,7 +314,7 @@ async def test_step_bound_and_uncovered_steps_are_reported(simulator: Simulator)
         attach_evidence(GateEvidence(), result)
 
 
-async def _two_rows(world: World) -> None:
+async def _two_rows(world: ScenarioWorld) -> None:
     conn = await world.connect()
     await conn.execute(
         "DROP TABLE IF EXISTS sim_rows; CREATE TABLE sim_rows (id int PRIMARY KEY, v int);"

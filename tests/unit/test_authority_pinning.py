@@ -31,7 +31,7 @@ from scheduling.testing import MemoryStorage
 from simulation.worlds.service import (
     ALL_SCOPES,
     LIMITS,
-    World,
+    ServiceWorld,
     build_world,
     definition,
     principal,
@@ -124,17 +124,17 @@ def test_firing_rule(pinned: str | None, current: AuthoritySnapshot | None, expe
 
 
 @pytest.fixture
-def world() -> World:
+def world() -> ServiceWorld:
     return build_world(MemoryStorage(), principals=[ALICE])
 
 
-async def current_version(world: World) -> str:
+async def current_version(world: ServiceWorld) -> str:
     snap = await world.principals.current(ALICE.tenant_id, ALICE.principal_id)
     assert snap is not None
     return snap.authority_version
 
 
-def grant_role(world: World, role: str) -> None:
+def grant_role(world: ServiceWorld, role: str) -> None:
     """Same scopes, new non-secret authority inputs: a version-only change."""
     assert world.static_principals is not None
     world.static_principals.set(
@@ -142,16 +142,16 @@ def grant_role(world: World, role: str) -> None:
     )
 
 
-def restore(world: World) -> None:
+def restore(world: ServiceWorld) -> None:
     assert world.static_principals is not None
     world.static_principals.set(ALICE.tenant_id, ALICE.principal_id, ALL_SCOPES)
 
 
-async def pinned(world: World, schedule_id: UUID) -> str | None:
+async def pinned(world: ServiceWorld, schedule_id: UUID) -> str | None:
     return (await world.service.get(ALICE, schedule_id)).revision.authority_version
 
 
-async def test_create_update_and_patch_pin_the_callers_current_version(world: World) -> None:
+async def test_create_update_and_patch_pin_the_callers_current_version(world: ServiceWorld) -> None:
     v1 = await current_version(world)
     s = (await world.service.create(ALICE, "k", definition())).schedule
     assert await pinned(world, s.id) == v1
@@ -168,7 +168,9 @@ async def test_create_update_and_patch_pin_the_callers_current_version(world: Wo
     assert await pinned(world, s.id) == v3
 
 
-async def test_an_unchanged_patch_under_unchanged_authority_writes_nothing(world: World) -> None:
+async def test_an_unchanged_patch_under_unchanged_authority_writes_nothing(
+    world: ServiceWorld,
+) -> None:
     s = (await world.service.create(ALICE, "k", definition())).schedule
     same = await world.service.patch(
         ALICE, s.id, 1, SchedulePatch(title=definition().title), "same"
@@ -182,7 +184,7 @@ async def test_an_unchanged_patch_under_unchanged_authority_writes_nothing(world
     assert again.replayed
 
 
-async def test_an_identical_definition_under_changed_authority_re_pins(world: World) -> None:
+async def test_an_identical_definition_under_changed_authority_re_pins(world: ServiceWorld) -> None:
     # ADR 1200: the pinned version is part of the normalized definition, so the owner
     # re-approving the same content under new authority writes revision N+1.
     s = (await world.service.create(ALICE, "k", definition())).schedule
@@ -203,7 +205,7 @@ async def test_an_identical_definition_under_changed_authority_re_pins(world: Wo
     assert again.schedule.current_revision == 2
 
 
-async def test_create_idempotency_hashes_the_request_not_the_pin(world: World) -> None:
+async def test_create_idempotency_hashes_the_request_not_the_pin(world: ServiceWorld) -> None:
     assert "authority_version" not in normalized_request(definition())
     first = await world.service.create(ALICE, "k", definition())
     grant_role(world, "auditor")

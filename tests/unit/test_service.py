@@ -18,7 +18,7 @@ from scheduling.testing import MemoryStorage
 from simulation.worlds.service import (
     ALL_SCOPES,
     START,
-    World,
+    ServiceWorld,
     build_world,
     definition,
     principal,
@@ -30,17 +30,17 @@ EVE = principal("alice", tenant_id="tenant-b")  # same principal id, other tenan
 
 
 @pytest.fixture
-def world() -> World:
+def world() -> ServiceWorld:
     return build_world(MemoryStorage(), principals=[ALICE, BOB, EVE])
 
 
-def events_of(world: World, schedule_id: UUID) -> list[str]:
+def events_of(world: ServiceWorld, schedule_id: UUID) -> list[str]:
     store = world.uow.store  # type: ignore[attr-defined]
     rows = [e for e in store.tables.events.values() if e.schedule_id == schedule_id]
     return [e.event_type for e in sorted(rows, key=lambda e: (e.occurred_at, str(e.id)))]
 
 
-async def test_create_sets_the_first_future_instant_and_emits_created(world: World) -> None:
+async def test_create_sets_the_first_future_instant_and_emits_created(world: ServiceWorld) -> None:
     result = await world.service.create(ALICE, "k1", definition())
     s = result.schedule
     assert not result.replayed
@@ -52,7 +52,9 @@ async def test_create_sets_the_first_future_instant_and_emits_created(world: Wor
     assert world.notified == [s.id]
 
 
-async def test_create_replays_same_key_and_conflicts_on_different_content(world: World) -> None:
+async def test_create_replays_same_key_and_conflicts_on_different_content(
+    world: ServiceWorld,
+) -> None:
     first = await world.service.create(ALICE, "k1", definition())
     again = await world.service.create(ALICE, "k1", definition())
     assert again.replayed
@@ -67,7 +69,7 @@ async def test_create_replays_same_key_and_conflicts_on_different_content(world:
     assert events_of(world, first.schedule.id) == ["schedule.created"]
 
 
-async def test_pause_resume_cancel_with_idempotence_and_conflicts(world: World) -> None:
+async def test_pause_resume_cancel_with_idempotence_and_conflicts(world: ServiceWorld) -> None:
     s = (await world.service.create(ALICE, "k", definition())).schedule
     paused = await world.service.pause(ALICE, s.id, 1)
     assert paused.changed
@@ -99,7 +101,9 @@ async def test_pause_resume_cancel_with_idempotence_and_conflicts(world: World) 
     ]
 
 
-async def test_update_writes_revision_n_plus_one_and_recomputes_next_fire(world: World) -> None:
+async def test_update_writes_revision_n_plus_one_and_recomputes_next_fire(
+    world: ServiceWorld,
+) -> None:
     s = (await world.service.create(ALICE, "k", definition())).schedule
     world.clock.advance(3600)
     weekly = {"kind": "WEEKLY", "local_time": "07:30", "weekdays": [5], "timezone": "UTC"}
@@ -113,7 +117,7 @@ async def test_update_writes_revision_n_plus_one_and_recomputes_next_fire(world:
     assert detail.revision.cadence["kind"] == "WEEKLY"
 
 
-async def test_patch_preserves_hidden_fields_and_replays(world: World) -> None:
+async def test_patch_preserves_hidden_fields_and_replays(world: ServiceWorld) -> None:
     s = (await world.service.create(ALICE, "k", definition())).schedule
     await world.service.pause(ALICE, s.id, 1)
     patch = SchedulePatch(instruction="Only security news.", cadence=None, title=None)
@@ -138,7 +142,7 @@ async def test_patch_preserves_hidden_fields_and_replays(world: World) -> None:
     assert events_of(world, s.id).count("schedule.updated") == 1
 
 
-async def test_reads_are_scoped_and_not_found_is_uniform(world: World) -> None:
+async def test_reads_are_scoped_and_not_found_is_uniform(world: ServiceWorld) -> None:
     s = (await world.service.create(ALICE, "k", definition())).schedule
     errors = []
     for who, sid in ((BOB, s.id), (EVE, s.id), (ALICE, UUID(int=42))):
@@ -153,7 +157,7 @@ async def test_reads_are_scoped_and_not_found_is_uniform(world: World) -> None:
     assert (await world.service.list(BOB)).items == []
 
 
-async def test_list_filters_before_the_cursor_and_bounds_the_preview(world: World) -> None:
+async def test_list_filters_before_the_cursor_and_bounds_the_preview(world: ServiceWorld) -> None:
     ids = []
     for n in range(5):
         world.clock.advance(60)
@@ -177,7 +181,7 @@ async def test_list_filters_before_the_cursor_and_bounds_the_preview(world: Worl
     assert len(everything.items) == 5
 
 
-async def test_scope_is_checked_exactly(world: World) -> None:
+async def test_scope_is_checked_exactly(world: ServiceWorld) -> None:
     reader = principal("alice", scopes={"schedule.read"})
     with pytest.raises(AuthorizationError) as info:
         await world.service.create(reader, "k", definition())
@@ -188,7 +192,7 @@ async def test_scope_is_checked_exactly(world: World) -> None:
         await world.service.cancel(writer, s.id, 1)
 
 
-async def test_purge_deletes_only_old_terminal_schedules(world: World) -> None:
+async def test_purge_deletes_only_old_terminal_schedules(world: ServiceWorld) -> None:
     old = (await world.service.create(ALICE, "a", definition())).schedule
     live = (await world.service.create(ALICE, "b", definition())).schedule
     await world.service.cancel(ALICE, old.id, 1)
@@ -206,7 +210,7 @@ async def test_purge_deletes_only_old_terminal_schedules(world: World) -> None:
     assert "schedule.cancelled" in events_of(world, old.id)
 
 
-async def test_repair_replaces_a_wrong_cache_after_emitting_the_event(world: World) -> None:
+async def test_repair_replaces_a_wrong_cache_after_emitting_the_event(world: ServiceWorld) -> None:
     s = (await world.service.create(ALICE, "k", definition())).schedule
     assert not (await world.maintenance.repair_next_fire(s.id)).repaired
     store = world.uow.store  # type: ignore[attr-defined]
@@ -220,7 +224,7 @@ async def test_repair_replaces_a_wrong_cache_after_emitting_the_event(world: Wor
 
 
 async def test_identical_patch_committed_in_between_replays_instead_of_conflicting(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: ServiceWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The window between the first replay look-up and the fast stale-revision check:
     an identical request that commits there must make this one a replay."""

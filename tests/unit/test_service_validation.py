@@ -17,7 +17,7 @@ from simulation.worlds.service import (
     AGENT_ID,
     CEILINGS,
     LIMITS,
-    World,
+    ServiceWorld,
     build_world,
     definition,
     principal,
@@ -30,7 +30,7 @@ PENDING = UUID("0d7c6f1e-0000-4000-8000-000000000003")
 
 
 @pytest.fixture
-def world() -> World:
+def world() -> ServiceWorld:
     w = build_world(MemoryStorage(), principals=[ALICE])
     w.profiles.put(BrowserProfile(PROFILE, "tenant-a", "alice", BrowserProfileState.READY))
     w.profiles.put(BrowserProfile(BOBS_PROFILE, "tenant-a", "bob", BrowserProfileState.READY))
@@ -184,7 +184,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("code", "override"), CASES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(CASES)]
 )
 async def test_invalid_definition_is_rejected_with_its_code_and_nothing_is_stored(
-    world: World, code: str, override: dict[str, Any]
+    world: ServiceWorld, code: str, override: dict[str, Any]
 ) -> None:
     with pytest.raises(SchedulingError) as info:
         await world.service.create(ALICE, "key", definition(**override))
@@ -194,7 +194,7 @@ async def test_invalid_definition_is_rejected_with_its_code_and_nothing_is_store
     assert not store.tables.idempotency
 
 
-async def test_a_valid_website_binding_is_accepted(world: World) -> None:
+async def test_a_valid_website_binding_is_accepted(world: ServiceWorld) -> None:
     result = await world.service.create(
         ALICE,
         "k",
@@ -210,7 +210,7 @@ async def test_unbound_definitions_keep_their_hash() -> None:
     assert "browser_profile_id" not in normalized_request(definition())
 
 
-async def test_active_agent_version_is_pinned_when_omitted(world: World) -> None:
+async def test_active_agent_version_is_pinned_when_omitted(world: ServiceWorld) -> None:
     result = await world.service.create(
         ALICE, "k", definition(agent_version=None, policy_profile=None)
     )
@@ -234,7 +234,7 @@ def test_malformed_patch(fields: dict[str, Any], code: str) -> None:
     assert info.value.code == code
 
 
-async def test_secret_in_patch_writes_no_revision(world: World) -> None:
+async def test_secret_in_patch_writes_no_revision(world: ServiceWorld) -> None:
     s = (await world.service.create(ALICE, "k", definition())).schedule
     with pytest.raises(SchedulingError) as info:
         await world.service.patch(
@@ -248,7 +248,7 @@ async def test_secret_in_patch_writes_no_revision(world: World) -> None:
     assert (await world.service.get(ALICE, s.id)).schedule.current_revision == 1
 
 
-async def test_disabled_principal_cannot_create(world: World) -> None:
+async def test_disabled_principal_cannot_create(world: ServiceWorld) -> None:
     assert world.static_principals is not None
     world.static_principals.set("tenant-a", "alice", ALICE.scopes, enabled=False)
     with pytest.raises(SchedulingError) as info:

@@ -23,7 +23,7 @@ from scheduling.domain.secrets import SECRET_DETECTED
 from scheduling.service import SchedulePatch
 from scheduling.testing import open_storage
 from scheduling.testing import tables as tables_module
-from simulation.worlds.service import World, build_world, definition, principal, seed_durable
+from simulation.worlds.service import ServiceWorld, build_world, definition, principal, seed_durable
 
 PATHS = ("create.instruction", "create.title", "patch.instruction", "update.instruction")
 
@@ -64,7 +64,7 @@ def _contains(haystack: str, case: CredentialCase) -> bool:
 
 
 async def run_corpus(
-    world: World,
+    world: ServiceWorld,
     who: Principal,
     cases: Sequence[CredentialCase],
     benign: Sequence[str],
@@ -106,7 +106,7 @@ async def run_corpus(
 
 
 async def _submit(
-    world: World, who: Principal, target: UUID, index: int, case: CredentialCase, path: str
+    world: ServiceWorld, who: Principal, target: UUID, index: int, case: CredentialCase, path: str
 ) -> None:
     service = world.service
     if path == "create.instruction":

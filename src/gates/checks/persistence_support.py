@@ -1,6 +1,6 @@
 """Fixtures of the persistence gate checks (not a test module).
 
-``World`` seeds, through the ordinary repositories and an admin unit of work, the
+``PersistenceWorld`` seeds, through the ordinary repositories and an admin unit of work, the
 same kind of graph for three owners: alice and bob share tenant-a, mallory is in
 tenant-b with the same principal name as alice (so a tenant check that only compared
 principal ids would leak). Each owner gets a schedule with two revisions, one
@@ -49,7 +49,7 @@ BOB = Principal("tenant-a", "bob", frozenset({"schedule.read", "schedule.write"}
 MALLORY = Principal("tenant-b", "alice", frozenset({"schedule.read", "schedule.write"}))
 OWNERS = (ALICE, BOB, MALLORY)
 
-# Tables every owner has rows in after ``World.seed``.
+# Tables every owner has rows in after ``PersistenceWorld.seed``.
 OWNED_TABLES = (
     "schedules",
     "schedule_revisions",
@@ -78,7 +78,7 @@ class Owned:
 
 
 @dataclass
-class World:
+class PersistenceWorld:
     """Deterministic ids and the rows seeded per owner."""
 
     counter: int = 0
@@ -246,9 +246,9 @@ class World:
         self.owned[(owner.tenant_id, owner.principal_id)] = o
 
 
-async def seeded_world(url: str) -> World:
-    """Seed a ``World`` into the database at ``url`` as the admin login."""
-    world = World()
+async def seeded_world(url: str) -> PersistenceWorld:
+    """Seed a ``PersistenceWorld`` into the database at ``url`` as the admin login."""
+    world = PersistenceWorld()
     factory = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
     try:
         async with factory.begin() as uow:

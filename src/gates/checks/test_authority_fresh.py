@@ -33,25 +33,25 @@ from scheduling.service.materializer import (
     SCOPE_REVOKED,
     ScheduleMaterializer,
 )
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
-Change = Callable[[Harness], Awaitable[None]]
+Change = Callable[[MaterializeWorld], Awaitable[None]]
 
 SEEDED_ROLES = ("member",)
-"""The roles ``seed_durable`` gives the owner (``Harness.set_principal``'s default)."""
+"""The roles ``seed_durable`` gives the owner (``MaterializeWorld.set_principal``'s default)."""
 
 
-async def revoke_scope(h: Harness) -> None:
+async def revoke_scope(h: MaterializeWorld) -> None:
     await h.set_principal(scopes=WHO.scopes - {"memory.read"})
 
 
-async def disable(h: Harness) -> None:
+async def disable(h: MaterializeWorld) -> None:
     await h.set_principal(enabled=False)
 
 
-async def change_version_only(h: Harness) -> None:
+async def change_version_only(h: MaterializeWorld) -> None:
     # An extra role that grants nothing the schedule needs: same enabled flag, same
     # scopes (memory.read still granted), new authority inputs -> a new version only.
     await h.set_principal(roles=(*SEEDED_ROLES, "auditor"))
@@ -70,7 +70,7 @@ CASES: dict[str, tuple[Change, str]] = {
 }
 
 
-async def pinned_version(h: Harness, schedule_id: UUID, revision: int = 1) -> Any:
+async def pinned_version(h: MaterializeWorld, schedule_id: UUID, revision: int = 1) -> Any:
     rows = await h.sql(
         "SELECT definition FROM schedule_revisions WHERE schedule_id = :i AND revision = :r",
         i=schedule_id,
@@ -79,7 +79,7 @@ async def pinned_version(h: Harness, schedule_id: UUID, revision: int = 1) -> An
     return rows[0]["definition"].get("authority_version")
 
 
-async def principal_row(h: Harness) -> dict[str, Any]:
+async def principal_row(h: MaterializeWorld) -> dict[str, Any]:
     rows = await h.sql(
         "SELECT enabled, scopes, authority_inputs FROM principals"
         " WHERE tenant_id = :t AND principal_id = :p",
@@ -97,10 +97,10 @@ async def test_due_occurrence_fails_closed(
     await check_fails_closed(pg_url, case, gate_evidence)
 
 
-MaterializerFor = Callable[[Harness], ScheduleMaterializer]
+MaterializerFor = Callable[[MaterializeWorld], ScheduleMaterializer]
 
 
-def default_materializer(h: Harness) -> ScheduleMaterializer:
+def default_materializer(h: MaterializeWorld) -> ScheduleMaterializer:
     return h.materializer()
 
 
@@ -114,7 +114,7 @@ async def check_fails_closed(
     serves the whole case and first fires an occurrence under the old authority, so a
     worker that caches authority is caught when the change is not seen."""
     change, code = CASES[case]
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         worker = h.worker(materializer_for(h))
         sid = await h.create()
@@ -187,7 +187,7 @@ async def check_fails_closed(
 async def test_materialized_occurrence_carries_the_pinned_version(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         first = await h.next_fire(sid)

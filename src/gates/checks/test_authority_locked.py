@@ -44,7 +44,7 @@ from scheduling.service.materializer import (
     STEP_LOCKED,
     ScheduleMaterializer,
 )
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -93,7 +93,7 @@ def observed(engine: AsyncEngine) -> Iterator[Observed]:
 class RevokeWhileLocked:
     """Probe: at the locked step a concurrent transaction revokes a scope and commits."""
 
-    def __init__(self, h: Harness, seen: Observed) -> None:
+    def __init__(self, h: MaterializeWorld, seen: Observed) -> None:
         self._h = h
         self._seen = seen
         self.revoked = False
@@ -110,17 +110,17 @@ class RevokeWhileLocked:
             self._seen.open = False
 
 
-MaterializerFor = Callable[[Harness, RevokeWhileLocked], ScheduleMaterializer]
+MaterializerFor = Callable[[MaterializeWorld, RevokeWhileLocked], ScheduleMaterializer]
 
 
-def default_materializer(h: Harness, probe: RevokeWhileLocked) -> ScheduleMaterializer:
+def default_materializer(h: MaterializeWorld, probe: RevokeWhileLocked) -> ScheduleMaterializer:
     return h.materializer(probe=probe)
 
 
 async def locked_read_problems(
     pg_url: str, materializer_for: MaterializerFor = default_materializer
 ) -> tuple[list[str], dict[str, Any]]:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=3))

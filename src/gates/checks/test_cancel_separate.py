@@ -28,7 +28,7 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import LEASE_LOST, WorkerSettings
 from scheduling.service.cancellation import CANCEL_FORBIDDEN, RunCancellation
 from scheduling.service.materializer import MaterializeStatus
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.runtime import run_worker
 from simulation.worlds.service import principal
 
@@ -43,7 +43,7 @@ STRANGER = principal("stranger", scopes={"run.cancel", "schedule.cancel"})
 async def test_schedule_cancel_leaves_the_run_and_only_run_cancel_cancels_it(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         assert not WHO.has("run.cancel")
         assert WHO.has("schedule.cancel")
@@ -119,7 +119,7 @@ async def test_schedule_cancel_leaves_the_run_and_only_run_cancel_cancels_it(
 
 
 async def while_running(
-    h: Harness,
+    h: MaterializeWorld,
     sid: UUID,
     run_id: UUID,
     cancels: RunCancellation,

@@ -38,7 +38,7 @@ from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from simulation.engine import evidence, targets
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.faults import CLIENT_FAULT_KINDS
-from simulation.engine.scenario import ExecutionView, Scenario, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld
 from simulation.engine.simulator import Exploration, Simulator
 from simulation.engine.store import FailureStore
 from simulation.provider import DatabaseServer
@@ -66,7 +66,7 @@ def recording(scenario: Scenario, outcomes: list[Outcome]) -> Scenario:
     worker, the completion (ok / info) and the returned status."""
     check = scenario.check
 
-    async def check_and_record(world: World, view: ExecutionView) -> list[Violation]:
+    async def check_and_record(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
         found = await check(world, view)
         ops = [op for op in world.history.operations() if op.op == "materialize"]
         outcomes.append(

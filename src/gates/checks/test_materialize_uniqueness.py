@@ -20,7 +20,7 @@ import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.service.materializer import MaterializeStatus
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -33,7 +33,7 @@ async def test_a_decided_instant_meets_the_uniqueness_key_not_a_second_effect(
 
 
 async def check_uniqueness_race(pg_url: str, gate_evidence: GateEvidence) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         nominal = await h.next_fire(sid)

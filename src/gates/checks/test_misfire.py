@@ -33,7 +33,7 @@ from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.recurrence.engine import next_after
 from scheduling.recurrence import OperationCounter, RecurrenceCalculator
 from scheduling.service.materializer import GRACE_EXPIRED, MaterializeStatus
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -63,7 +63,7 @@ def brute_instants(cadence: dict[str, Any], after: datetime, until: datetime) ->
 
 
 async def outage(
-    h: Harness,
+    h: MaterializeWorld,
     sid: UUID,
     cadence: dict[str, Any],
     span: timedelta,
@@ -167,7 +167,7 @@ async def two_outages(
     extra_roots: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A short outage closed within grace, the run finished, then a long outage."""
-    h = await Harness.open(url)
+    h = await MaterializeWorld.open(url)
     try:
         sid = await h.create(cadence=cadence, misfire_grace_seconds=GRACE_SECONDS)
         first = await outage(
@@ -298,7 +298,7 @@ async def test_exactly_one_older_instant_is_coalesced(
     """The smallest catch-up: two instants due, the older one folded into ONE
     coalescing event of count 1 (an implementation that coalesces only "many" misses
     omits it)."""
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(cadence=DAILY, misfire_grace_seconds=GRACE_SECONDS)
         out = await outage(h, sid, DAILY, timedelta(days=1), late=timedelta(seconds=20))

@@ -56,7 +56,7 @@ from simulation.scenarios.overlap import (
     SKIP_STEPS,
     labelled,
 )
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -156,7 +156,7 @@ async def test_overlap_skip_survives_a_crash_after_every_write(
 async def test_next_instant_skipped_while_run_in_flight(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         a = await h.create(title="A")
         first = await h.next_fire(a)

@@ -46,7 +46,7 @@ from simulation.engine.store import FailureStore
 from simulation.engine.targets import fresh_databases
 from simulation.provider import DatabaseServer
 from simulation.scenarios.materialize import NOT_EARLY
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import principal
 
 pytestmark = pytest.mark.postgres
@@ -82,7 +82,7 @@ HORIZON = datetime(2036, 1, 1, tzinfo=UTC)
 
 
 async def scan_before_and_at(url: str, cadence: dict[str, Any]) -> dict[str, Any]:
-    h = await Harness.open(url)
+    h = await MaterializeWorld.open(url)
     try:
         sid = await h.create(cadence=cadence)
         fire = await h.next_fire(sid)
@@ -336,7 +336,7 @@ def civil_case(cadence: dict[str, Any], nominal: datetime) -> str | None:
 
 async def run_example(url: str, number: int, example: Example, tally: Tally) -> None:
     who = principal(f"early-{number}")
-    h = await Harness.open(url, seed=SEED + number, start=example.start, who=who)
+    h = await MaterializeWorld.open(url, seed=SEED + number, start=example.start, who=who)
     try:
         ids: list[UUID] = []
         cadence_of: dict[UUID, dict[str, Any]] = {}

@@ -25,7 +25,7 @@ from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.identity import Principal
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.service.cancellation import RunCancellation
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.runtime import run_worker
 
 pytestmark = pytest.mark.postgres
@@ -38,7 +38,7 @@ def daily(at: str) -> dict[str, Any]:
     return {"kind": "DAILY", "local_time": at, "timezone": PARIS}
 
 
-async def read_all(h: Harness, sid: UUID) -> list[Any]:
+async def read_all(h: MaterializeWorld, sid: UUID) -> list[Any]:
     """The client's offline read: every page, one item at a time."""
 
     async def fetch(cursor: str | None) -> Any:
@@ -87,7 +87,7 @@ async def read_pages(fetch: Callable[[str | None], Awaitable[Any]]) -> list[Any]
 async def test_every_disposition_recovered_from_paginated_reads(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ok = await h.create(
             key="ok", instruction="Report. [script:succeed]", cadence=daily("09:00")

@@ -28,7 +28,7 @@ from gates.checks.persistence_support import (
     OWNED_TABLES,
     OWNERS,
     T0,
-    World,
+    PersistenceWorld,
     admin_connection,
     row_counts,
     seeded_world,
@@ -62,7 +62,7 @@ from scheduling.testing import (
     sqlstate_of,
 )
 from simulation.worlds.materialize import WHO as HARNESS_OWNER
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.runtime import run_worker
 
 ROLES = role_names()
@@ -225,11 +225,13 @@ async def test_schema_encodes_trust_boundaries(pg_url: str, gate_evidence: GateE
 # --------------------------------------------------------------------------- uow_atomic
 
 
-async def _write_everything(uow: UnitOfWork, world: World, steps: int | None = None) -> int:
+async def _write_everything(
+    uow: UnitOfWork, world: PersistenceWorld, steps: int | None = None
+) -> int:
     """The writes of a create + materialize + update, in order; stop after ``steps``."""
     owner = ALICE
-    w = World(counter=1000)
-    o = World(counter=2000).build_owner(owner)
+    w = PersistenceWorld(counter=1000)
+    o = PersistenceWorld(counter=2000).build_owner(owner)
     schedule1 = o.schedule.model_copy(update={"current_revision": 1, "id": w.uuid()})
     rev1 = w.revision(schedule1.id, 1, owner)
     rev2 = w.revision(schedule1.id, 2, owner)
@@ -467,7 +469,7 @@ async def check_erasure_audited(pg_url: str, gate_evidence: GateEvidence) -> Non
         await api.dispose()
 
 
-async def _owner_rows(url: str, world: World, owner: Any) -> dict[str, int]:
+async def _owner_rows(url: str, world: PersistenceWorld, owner: Any) -> dict[str, int]:
     """Row counts of one owner's graph, by ids (admin view)."""
     o = world.of(owner)
     queries = {
@@ -504,10 +506,10 @@ async def _owner_rows(url: str, world: World, owner: Any) -> dict[str, int]:
 
 # ------------------------------------------- erasure of a really materialized run
 
-Eraser = Callable[[Harness, UUID], Awaitable[ErasureResult]]
+Eraser = Callable[[MaterializeWorld, UUID], Awaitable[ErasureResult]]
 
 
-async def erase_through_service(h: Harness, session_id: UUID) -> ErasureResult:
+async def erase_through_service(h: MaterializeWorld, session_id: UUID) -> ErasureResult:
     """The session delete route's service, through the API role, as the owner."""
     return await SessionErasureService(h.api, h.clock).erase(HARNESS_OWNER, session_id)
 
@@ -527,7 +529,7 @@ async def check_real_erasure(
     the session's whole graph is gone, its content survives nowhere (the instruction
     only in the schedule's own revision), and the schedule history is untouched."""
     marker = f"erasure-probe-{secrets.token_hex(6)}"
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(key="erased", instruction=f"Brief me on {marker}. [script:succeed]")
         other = await h.create(
@@ -622,7 +624,7 @@ async def check_real_erasure(
         await h.close()
 
 
-async def _history(h: Harness, *, exclude: UUID) -> dict[str, list[dict[str, Any]]]:
+async def _history(h: MaterializeWorld, *, exclude: UUID) -> dict[str, list[dict[str, Any]]]:
     """The schedule history erasure must leave alone (all but the erased occurrence),
     plus the other schedule's live graph."""
     return {
@@ -798,7 +800,9 @@ async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
         await admin.dispose()
 
 
-async def _foreign_reads_hidden(uow: UnitOfWork, viewer: Principal, world: World) -> None:
+async def _foreign_reads_hidden(
+    uow: UnitOfWork, viewer: Principal, world: PersistenceWorld
+) -> None:
     """Every principal-scoped read or repository mutation of another owner's rows is
     not found (or empty), and changes nothing."""
     for other in OWNERS:
@@ -831,7 +835,7 @@ async def _foreign_reads_hidden(uow: UnitOfWork, viewer: Principal, world: World
     assert [s.id for s in listed.items] == [world.of(viewer).schedule.id]
 
 
-async def _owner_snapshot(url: str, world: World, owner: Any) -> dict[str, list[str]]:
+async def _owner_snapshot(url: str, world: PersistenceWorld, owner: Any) -> dict[str, list[str]]:
     o = world.of(owner)
     queries = {
         "schedules": "SELECT t::text FROM schedules t WHERE id = :s",

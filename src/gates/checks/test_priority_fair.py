@@ -37,7 +37,7 @@ from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.runtime import WorkerSettings
 from scheduling.testing import ConfiguredTenantConfiguration, PostgresUnitOfWorkFactory
 from simulation.engine.clock import VirtualClock
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.runtime import Autojump, run_worker, submission, submitter
 from simulation.worlds.service import CEILINGS
 
@@ -169,7 +169,7 @@ def evaluate(report: Report, start: datetime, bound: float) -> None:
         )
 
 
-async def scheduled_backlog(h: Harness) -> list[str]:
+async def scheduled_backlog(h: MaterializeWorld) -> list[str]:
     """``ASYNC_BACKLOG`` daily schedules due at one instant, materialized by the
     scheduler into priority-10 runs (the tenant's active-run ceiling is raised so
     admission admits them all)."""
@@ -198,7 +198,7 @@ async def scheduled_backlog(h: Harness) -> list[str]:
 
 
 async def scenario(url: str, capacity: QueueCapacity) -> tuple[Report, datetime]:
-    h = await Harness.open(url)
+    h = await MaterializeWorld.open(url)
     try:
         clock: VirtualClock = h.clock
         backlog = await scheduled_backlog(h)

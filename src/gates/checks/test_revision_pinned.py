@@ -20,7 +20,7 @@ from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.records import AgentVersionRecord
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.service import AGENT_ID, LIMITS, START, definition
 
 pytestmark = pytest.mark.postgres
@@ -29,7 +29,7 @@ LIMITS_2 = RunLimits(max_steps=7, max_model_calls=6, max_tool_calls=5, max_cost=
 CADENCE_2 = {"kind": "DAILY", "local_time": "18:30", "timezone": "Europe/Paris"}
 
 
-async def add_agent_version(h: Harness, version: str, profile: str) -> None:
+async def add_agent_version(h: MaterializeWorld, version: str, profile: str) -> None:
     spec = {"model": "scripted", "tools": [], "version": version}
     async with h.admin.begin() as uow:
         await uow.agents.put_version(
@@ -46,7 +46,7 @@ async def add_agent_version(h: Harness, version: str, profile: str) -> None:
         await uow.commit()
 
 
-async def rotate(h: Harness, version: str) -> None:
+async def rotate(h: MaterializeWorld, version: str) -> None:
     async with h.admin.begin() as uow:
         await uow.agents.set_active(AGENT_ID, version, h.clock.now())
         await uow.commit()
@@ -56,7 +56,7 @@ async def rotate(h: Harness, version: str) -> None:
 async def test_first_occurrence_keeps_revision_one(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(instruction="Revision one instruction.")
         first = await h.next_fire(sid)

@@ -19,7 +19,7 @@ from scheduling.domain.events import RUN_ACCOUNTED
 from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
 from scheduling.service.materializer import MaterializeStatus
 from scheduling.testing import ConfiguredTenantConfiguration
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import CEILINGS
 
 pytestmark = pytest.mark.postgres
@@ -48,7 +48,7 @@ def ceilings(**changes: Any) -> ConfiguredTenantConfiguration:
     return ConfiguredTenantConfiguration(default=CEILINGS.model_copy(update=changes))
 
 
-async def due_pair(h: Harness) -> tuple[UUID, UUID]:
+async def due_pair(h: MaterializeWorld) -> tuple[UUID, UUID]:
     a = await h.create(title="A", key="a")
     b = await h.create(title="B", key="b")
     h.clock.advance_to(await h.next_fire(a) + timedelta(seconds=1))
@@ -58,7 +58,7 @@ async def due_pair(h: Harness) -> tuple[UUID, UUID]:
 @pytest.mark.rule("rule.admission.tenant_lock")
 async def test_racing_for_the_last_slot_serializes(pg_url: str) -> None:
     for attempt in range(2):
-        h = await Harness.open(pg_url, seed=attempt)
+        h = await MaterializeWorld.open(pg_url, seed=attempt)
         try:
             await h.sql("UPDATE runs SET status = 'COMPLETED' WHERE status = 'QUEUED'")
             h.tenants = ceilings(max_active_runs=1)
@@ -94,7 +94,7 @@ async def test_racing_for_the_last_slot_serializes(pg_url: str) -> None:
 async def test_rate_and_cost_rejections_record_missed(
     pg_url: str, changes: dict[str, Any], code: str
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         h.tenants = ceilings(**changes)
         a, b = await due_pair(h)
@@ -114,7 +114,9 @@ async def test_rate_and_cost_rejections_record_missed(
         await h.close()
 
 
-async def finish(h: Harness, run_id: UUID, status: str, failure: dict[str, Any] | None) -> None:
+async def finish(
+    h: MaterializeWorld, run_id: UUID, status: str, failure: dict[str, Any] | None
+) -> None:
     await h.sql(
         "UPDATE runs SET status = :s, finished_at = :t, failure = CAST(:f AS jsonb),"
         " cost = 0.5 WHERE id = :i",
@@ -125,7 +127,7 @@ async def finish(h: Harness, run_id: UUID, status: str, failure: dict[str, Any] 
     )
 
 
-async def fire_next(h: Harness, sid: UUID) -> UUID:
+async def fire_next(h: MaterializeWorld, sid: UUID) -> UUID:
     h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
     result = await h.materializer().materialize(sid)
     assert result.run_id is not None, result
@@ -134,7 +136,7 @@ async def fire_next(h: Harness, sid: UUID) -> UUID:
 
 @pytest.mark.rule("rule.accounting.failures")
 async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(max_consecutive_failures=2)
         # The scheduler role as production startup builds it: its accountant and the
@@ -194,7 +196,7 @@ async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
 
 @pytest.mark.rule("rule.accounting.failures")
 async def test_misses_count_and_reach_the_limit(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(max_consecutive_failures=2, misfire_grace_seconds=60)
         for _ in range(2):

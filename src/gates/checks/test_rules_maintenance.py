@@ -16,7 +16,7 @@ from scheduling.domain.cadence import parse_cadence
 from scheduling.recurrence import next_after
 from scheduling.service import MaintenanceService
 from scheduling.service.materializer import MaterializeStatus
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.service import definition, world_settings
 
 pytestmark = pytest.mark.postgres
@@ -25,7 +25,7 @@ CLAIM_PATIENCE_S = 10.0
 """A scan blocked on the held row never returns; this only turns a hang into a FAIL."""
 
 
-def maintenance(h: Harness, service: str) -> MaintenanceService:
+def maintenance(h: MaterializeWorld, service: str) -> MaintenanceService:
     """``service`` (``purge``: the maintenance role; ``repair``: the scheduler role) of
     the maintenance role production builds (``bootstrap.build_maintenance``)."""
     built = build_maintenance(
@@ -40,7 +40,7 @@ def maintenance(h: Harness, service: str) -> MaintenanceService:
 
 @pytest.mark.rule("rule.claim.skip_locked")
 async def test_a_row_held_by_another_worker_does_not_stall_the_scan(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         held = await h.create(title="held", key="held")
         free = await h.create(title="free", key="free")
@@ -69,7 +69,7 @@ async def test_a_row_held_by_another_worker_does_not_stall_the_scan(pg_url: str)
 
 @pytest.mark.rule("rule.repair.next_fire")
 async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create()
         repairs = maintenance(h, "repair")
@@ -99,7 +99,7 @@ async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> Non
 
 @pytest.mark.rule("rule.purge.terminal")
 async def test_terminal_purge_keeps_runs_and_respects_retention(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         old = await h.create(title="old", key="old")
         live = await h.create(title="live", key="live")

@@ -33,7 +33,8 @@ from scheduling.domain.identity import Principal
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.materializer import MaterializeResult
-from simulation.worlds.materialize import Harness
+from scheduling.testing import RoleOverride
+from simulation.worlds.materialize import MaterializeWorld
 
 pytestmark = pytest.mark.postgres
 
@@ -114,13 +115,13 @@ class CrashingFactory:
         return None
 
 
-async def rows(h: Harness, occurrence_id: UUID) -> list[dict[str, Any]]:
+async def rows(h: MaterializeWorld, occurrence_id: UUID) -> list[dict[str, Any]]:
     return await h.sql(
         "SELECT kind, payload FROM schedule_outbox WHERE occurrence_id = :o", o=occurrence_id
     )
 
 
-async def accounted(h: Harness, occurrence_id: UUID) -> int:
+async def accounted(h: MaterializeWorld, occurrence_id: UUID) -> int:
     found = await h.sql(
         "SELECT count(*) AS n FROM process_events WHERE event_type = :t"
         " AND payload->>'occurrence_id' = :o",
@@ -130,14 +131,14 @@ async def accounted(h: Harness, occurrence_id: UUID) -> int:
     return int(found[0]["n"])
 
 
-async def fire(h: Harness, sid: UUID, *, late: float = 1.0) -> MaterializeResult:
+async def fire(h: MaterializeWorld, sid: UUID, *, late: float = 1.0) -> MaterializeResult:
     h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=late))
     result = await h.materializer().materialize(sid)
     assert result.occurrence is not None, result
     return result
 
 
-async def finish(h: Harness, run_id: UUID, status: str) -> None:
+async def finish(h: MaterializeWorld, run_id: UUID, status: str) -> None:
     failure = {"reason": "schedule.runtime.agent_failed"} if status == "FAILED" else None
     await h.sql(
         "UPDATE runs SET status = :s, finished_at = :t, failure = CAST(:f AS jsonb) WHERE id = :i",
@@ -148,8 +149,13 @@ async def finish(h: Harness, run_id: UUID, status: str) -> None:
     )
 
 
-def accountant(h: Harness, uow: UnitOfWorkFactory, name: str) -> RunAccountant:
-    return RunAccountant(uow=uow, clock=h.clock, ids=h.world.ids.fork(name))
+def accountant(
+    h: MaterializeWorld, name: str, uow: UnitOfWorkFactory | None = None
+) -> RunAccountant:
+    """The scheduler role's accountant (``bootstrap.build_scheduler``), over ``uow`` in
+    place of the scheduler's factory when given (the crashing one of a test)."""
+    storage = h.storage if uow is None else RoleOverride(h.storage, "scheduler", uow)
+    return h.scheduler_role(storage=storage, ids=h.world.ids.fork(name)).accountant
 
 
 def expected_payload(title: str, result: MaterializeResult) -> dict[str, Any]:
@@ -159,10 +165,10 @@ def expected_payload(title: str, result: MaterializeResult) -> dict[str, Any]:
 
 @pytest.mark.rule("rule.outbox.finished")
 async def test_one_row_per_accounted_terminal_run_none_before(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(title="Pinned title", max_consecutive_failures=10)
-        plain = accountant(h, h.scheduler, "acct")
+        plain = accountant(h, "acct")
         for status in ("COMPLETED", "FAILED", "CANCELLED"):
             result = await fire(h, sid)
             occurrence, run_id = result.occurrence, result.run_id
@@ -191,7 +197,7 @@ async def test_one_row_per_accounted_terminal_run_none_before(pg_url: str) -> No
 async def test_a_crash_after_every_accounting_write_keeps_decision_and_row_together(
     pg_url: str,
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         sid = await h.create(title="Swept", max_consecutive_failures=50)
         role = h.scheduler_role(ids=h.world.ids.fork("sweep"), materializer=h.materializer())
@@ -206,7 +212,7 @@ async def test_a_crash_after_every_accounting_write_keeps_decision_and_row_toget
         # Discovery: the writes of one accounting, COMMIT included.
         occurrence_id, run_id = await terminal()
         counting = CrashingFactory(h.scheduler, None)
-        assert await accountant(h, counting, "discover").account_run(run_id) is not None
+        assert await accountant(h, "discover", counting).account_run(run_id) is not None
         writes = list(counting.counter.writes)
         assert "commit" in writes, writes
         assert await accounted(h, occurrence_id) == 1
@@ -216,7 +222,7 @@ async def test_a_crash_after_every_accounting_write_keeps_decision_and_row_toget
             occurrence_id, run_id = await terminal()
             crashing = CrashingFactory(h.scheduler, after)
             with pytest.raises(Crash):
-                await accountant(h, crashing, f"crash-{after}").account_run(run_id)
+                await accountant(h, f"crash-{after}", crashing).account_run(run_id)
             decisions, outcome = (
                 await accounted(h, occurrence_id),
                 len(await rows(h, occurrence_id)),
@@ -227,7 +233,7 @@ async def test_a_crash_after_every_accounting_write_keeps_decision_and_row_toget
             )
             # The scheduler's post-run sweep retries; the outcome ends up whole, once.
             await role.worker.account()
-            await accountant(h, h.scheduler, f"retry-{after}").account_run(run_id)
+            await accountant(h, f"retry-{after}").account_run(run_id)
             assert await accounted(h, occurrence_id) == 1, after
             assert len(await rows(h, occurrence_id)) == 1, after
             swept.append(crashing.counter.writes[-1])
@@ -249,7 +255,7 @@ class CrashAtStep:
             raise Crash(f"crash at {name}")
 
 
-async def counts(h: Harness, sid: UUID) -> tuple[int, int]:
+async def counts(h: MaterializeWorld, sid: UUID) -> tuple[int, int]:
     found = await h.sql(
         "SELECT (SELECT count(*) FROM schedule_occurrences WHERE schedule_id = :s) AS o,"
         " (SELECT count(*) FROM schedule_outbox WHERE schedule_id = :s) AS r",
@@ -259,7 +265,7 @@ async def counts(h: Harness, sid: UUID) -> tuple[int, int]:
 
 
 async def skipped_sweep(
-    h: Harness, sid: UUID, arrange: Callable[[], Awaitable[None]], disposition: str
+    h: MaterializeWorld, sid: UUID, arrange: Callable[[], Awaitable[None]], disposition: str
 ) -> list[str]:
     """Crash the skip decision of ``sid`` at each of its steps: the occurrence and its
     outcome row commit together or not at all; a retry decides it, with its one row."""
@@ -289,7 +295,7 @@ async def skipped_sweep(
 
 @pytest.mark.rule("rule.outbox.finished")
 async def test_skipped_outcomes_commit_their_row_with_the_decision(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         missed = await h.create(
             title="Late", key="late", misfire_grace_seconds=60, max_consecutive_failures=50

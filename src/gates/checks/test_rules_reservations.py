@@ -18,7 +18,7 @@ from scheduling.domain.admission import MAX_BACKOFF_SECONDS
 from scheduling.service.admission import MONTHLY_COST
 from scheduling.service.materializer import MaterializeResult, MaterializeStatus
 from scheduling.testing import ConfiguredTenantConfiguration, PostgresAdmissionController
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import CEILINGS, LIMITS
 
 pytestmark = pytest.mark.postgres
@@ -30,7 +30,7 @@ def ceilings(**changes: Any) -> ConfiguredTenantConfiguration:
     return ConfiguredTenantConfiguration(default=CEILINGS.model_copy(update=changes))
 
 
-async def finish(h: Harness, run_id: UUID, cost: Decimal) -> None:
+async def finish(h: MaterializeWorld, run_id: UUID, cost: Decimal) -> None:
     """The run ends COMPLETED with its terminal usage ``cost`` (committed)."""
     await h.sql(
         "UPDATE runs SET status = 'COMPLETED', finished_at = :t, cost = :c WHERE id = :i",
@@ -54,7 +54,7 @@ def run_of(result: MaterializeResult) -> UUID:
 
 @pytest.mark.rule("rule.admission.reservations")
 async def test_reservations_charge_max_cost_and_reconcile_on_terminal_usage(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         # Room for two reservations and a little committed usage, never three reservations.
         ceiling = 2 * MAX_COST + Decimal("1")
@@ -93,7 +93,7 @@ async def test_reservations_charge_max_cost_and_reconcile_on_terminal_usage(pg_u
 
 @pytest.mark.rule("rule.admission.retry_backoff")
 async def test_a_concurrency_denial_is_retried_after_a_bounded_backoff(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         h.tenants = ceilings(max_active_runs=1)
         ids = [await h.create(title=f"s{i}", key=f"s{i}") for i in range(2)]
@@ -131,7 +131,7 @@ async def test_a_concurrency_denial_is_retried_after_a_bounded_backoff(pg_url: s
 
 @pytest.mark.rule("rule.worker.isolated_definitions")
 async def test_a_corrupt_definition_neither_rolls_back_nor_blocks_its_batch(pg_url: str) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         ids = sorted([await h.create(title=f"s{i}", key=f"s{i}") for i in range(3)], key=str)
         fire = await h.next_fire(ids[0])

@@ -38,7 +38,7 @@ from scheduling.runtime import (
     WorkerSettings,
 )
 from scheduling.service.materializer import MaterializeStatus
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
 from simulation.worlds.service import LIMITS, START
 
@@ -99,11 +99,11 @@ def revision_definition() -> dict[str, Any]:
     ).to_definition()
 
 
-async def schedules_count(h: Harness) -> int:
+async def schedules_count(h: MaterializeWorld) -> int:
     return int((await h.sql("SELECT count(*) AS n FROM schedules"))[0]["n"])
 
 
-async def materialize(h: Harness, **overrides: Any) -> tuple[UUID, dict[str, Any]]:
+async def materialize(h: MaterializeWorld, **overrides: Any) -> tuple[UUID, dict[str, Any]]:
     sid = await h.create(**overrides)
     fire = (await h.sql("SELECT next_fire_at FROM schedules WHERE id = :i", i=sid))[0]
     if h.clock.now() < fire["next_fire_at"]:
@@ -119,7 +119,7 @@ async def materialize(h: Harness, **overrides: Any) -> tuple[UUID, dict[str, Any
 @pytest.mark.postgres
 @pytest.mark.gate(GATE)
 async def test_every_scheduled_run_is_bounded(pg_url: str, gate_evidence: GateEvidence) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         await seed_tool_agent(h.admin, START)
         # 1. Validation rejects every missing or non-positive bound and stores nothing.
@@ -232,7 +232,7 @@ async def test_every_scheduled_run_is_bounded(pg_url: str, gate_evidence: GateEv
 
 
 async def crash_and_recover(
-    h: Harness,
+    h: MaterializeWorld,
     run_id: UUID,
     step: str,
     nth: int,

@@ -23,7 +23,7 @@ from scheduling.domain.errors import SchedulingError
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
 from scheduling.testing import open_storage
-from simulation.worlds.service import World, build_world, definition, principal, seed_durable
+from simulation.worlds.service import ServiceWorld, build_world, definition, principal, seed_durable
 
 GATE = "gate.schedule.scope_isolated"
 
@@ -44,7 +44,7 @@ async def outcome(call: Callable[[], Awaitable[object]]) -> tuple[str, str, str,
     return ("returned", "", "", {})
 
 
-def reads(world: World, who: Principal, schedule_id: UUID) -> dict[str, Callable[[], Any]]:
+def reads(world: ServiceWorld, who: Principal, schedule_id: UUID) -> dict[str, Callable[[], Any]]:
     return {
         "get": lambda: world.service.get(who, schedule_id),
         "occurrences": lambda: world.service.occurrences(who, schedule_id),

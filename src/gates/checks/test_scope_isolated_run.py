@@ -26,7 +26,7 @@ from gates.runner.pytest_plugin import GateEvidence
 from scheduling.ports.records import PrincipalRecord
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import TOOL_SCOPE_DENIED, TOOL_UNDECLARED
-from simulation.worlds.materialize import WHO, Harness
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
 from simulation.worlds.service import AGENT_VERSION, START, definition
 
@@ -44,7 +44,7 @@ CASES: list[tuple[str, str, frozenset[str], str | None]] = [
 async def test_run_snapshots_requested_scopes_and_denies_undeclared_tools(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
-    h = await Harness.open(pg_url)
+    h = await MaterializeWorld.open(pg_url)
     try:
         await seed_tool_agent(h.admin, START)
         assert {"memory.read", "web.search"} < WHO.scopes

@@ -49,7 +49,7 @@ class Footprint:
         return bool(self.writes & (other.reads | other.writes) or other.writes & self.reads)
 
 
-class World:
+class ScenarioWorld:
     """Everything one execution shares: database, virtual clock, ids, history."""
 
     def __init__(self, url: str, clock: VirtualClock, ids: SeededIds, history: History) -> None:
@@ -81,7 +81,9 @@ _STAGGER_DEADLOCKS = [True]  # cleared once if the role may not set deadlock_tim
 class WorkerContext:
     """What a simulated worker receives."""
 
-    def __init__(self, world: World, task: SimTask, scheduler: Scheduler, rank: int = 0) -> None:
+    def __init__(
+        self, world: ScenarioWorld, task: SimTask, scheduler: Scheduler, rank: int = 0
+    ) -> None:
         self.name = task.name
         self.rank = rank
         """The task's position among the workers sorted by name."""
@@ -132,7 +134,7 @@ class WorkerContext:
 
 
 Worker = Callable[[WorkerContext], Awaitable[None]]
-Setup = Callable[[World], Awaitable[None]]
+Setup = Callable[[ScenarioWorld], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,9 @@ class ExecutionView:
     status: str
 
 
-Check = Callable[[World, ExecutionView], Awaitable[list[Violation]]]
-Quiet = Callable[[World, ExecutionView], Awaitable[None]]
-Recovered = Callable[[World, Transition], Awaitable[None]]
+Check = Callable[[ScenarioWorld, ExecutionView], Awaitable[list[Violation]]]
+Quiet = Callable[[ScenarioWorld, ExecutionView], Awaitable[None]]
+Recovered = Callable[[ScenarioWorld, Transition], Awaitable[None]]
 
 
 @dataclass(frozen=True)

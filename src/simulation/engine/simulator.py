@@ -30,7 +30,7 @@ from simulation.engine.ids import SeededIds
 from simulation.engine.jsonable import to_jsonable
 from simulation.engine.oracles import ExhaustiveSearch, GuideOracle, RandomOracle, ReplayOracle
 from simulation.engine.pg_observer import PgObserver
-from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
 from simulation.engine.scheduler import (
     START_STEP,
     WAKE_STEP,
@@ -208,7 +208,7 @@ class Simulator:
     ) -> Execution:
         url = await self._databases.acquire()
         observer = await PgObserver.connect(url)
-        world: World | None = None
+        world: ScenarioWorld | None = None
         try:
             if self._postgres is None:
                 self._postgres = await observer.server_version()
@@ -218,7 +218,7 @@ class Simulator:
             clock = VirtualClock(scenario.start)
             scheduler: Scheduler | None = None
             history = History(clock, epoch=lambda: scheduler.epoch if scheduler else 0)
-            world = World(url, clock, SeededIds(seed), history)
+            world = ScenarioWorld(url, clock, SeededIds(seed), history)
             await scenario.setup(world)
             scheduler = Scheduler(
                 clock=clock,
@@ -463,7 +463,7 @@ def _trace(
     scenario: Scenario,
     faults: FaultPolicy,
     phase: PhaseResult,
-    world: World,
+    world: ScenarioWorld,
     status: str,
     violations: list[Violation],
     extra: dict[str, Any] | None,

@@ -19,7 +19,13 @@ import asyncpg
 
 from simulation.engine.checkers.linearizable import check_linearizable_per_key
 from simulation.engine.checkers.violation import Violation
-from simulation.engine.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.engine.scenario import (
+    ExecutionView,
+    Footprint,
+    Scenario,
+    ScenarioWorld,
+    WorkerContext,
+)
 from simulation.scenarios import register
 
 KEY = "job-1"
@@ -28,7 +34,7 @@ INSERTED = "demo.inserted"
 
 
 def _setup(unique: bool) -> object:
-    async def setup(world: World) -> None:
+    async def setup(world: ScenarioWorld) -> None:
         conn = await world.connect()
         constraint = " UNIQUE" if unique else ""
         await conn.execute(
@@ -70,7 +76,7 @@ class ClaimModel:
         return True, ("exists" if state else "inserted")
 
 
-async def check(world: World, view: ExecutionView) -> list[Violation]:
+async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     conn = await world.connect()
     rows = await conn.fetch(
         "SELECT k, count(*) AS n, array_agg(owner ORDER BY owner) AS owners "

@@ -38,7 +38,7 @@ from scheduling.testing import storage_over
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import FaultKind
 from simulation.engine.faults import Transition
-from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
 from simulation.provider.templates import migrated_template
 from simulation.scenarios.materialize import (
     SCHEDULING_TABLES,
@@ -88,16 +88,16 @@ def worker_for(*, split_commit: bool) -> Any:
     return durable_worker
 
 
-async def setup(world: World) -> None:
+async def setup(world: ScenarioWorld) -> None:
     await setup_at(timedelta(seconds=30), skip_instants=1)(world)
     world.vars["baseline"] = await rows_of(world)
 
 
-async def recovered(world: World, transition: Transition) -> None:
+async def recovered(world: ScenarioWorld, transition: Transition) -> None:
     world.vars["survived"] = {"step": transition.step, "rows": await rows_of(world)}
 
 
-async def check(world: World, view: ExecutionView) -> list[Violation]:
+async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     sid, nominal, folded = world.vars["schedule_id"], world.vars["nominal"], world.vars["coalesced"]
     found: list[Violation] = []
     crashes = [t for t, kind in view.faults_fired if kind == FaultKind.CRASH_SERVER.value]
@@ -123,7 +123,7 @@ async def check(world: World, view: ExecutionView) -> list[Violation]:
     return found
 
 
-def _survivors(world: World, step: str) -> list[Violation]:
+def _survivors(world: ScenarioWorld, step: str) -> list[Violation]:
     survived = world.vars.get("survived")
     if survived is None:
         return [Violation("durable.recovered", f"nothing was read after the crash at {step}")]

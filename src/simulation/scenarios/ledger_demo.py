@@ -18,7 +18,7 @@ from typing import Any
 from scheduling.ports import NullProbe
 from simulation.engine.checkers.ledger import check_ledger
 from simulation.engine.checkers.violation import Violation
-from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
 from simulation.scenarios import register
 
 NOMINAL = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -49,7 +49,7 @@ CREATE TABLE sim_toy.schedule_occurrences (
 """
 
 
-async def setup(world: World) -> None:
+async def setup(world: ScenarioWorld) -> None:
     conn = await world.connect()
     schedule_id = world.ids.new_uuid()
     world.vars["schedule_id"] = schedule_id
@@ -128,7 +128,7 @@ def _worker(split: bool) -> Any:
 
 
 def _quiet(split: bool) -> Any:
-    async def quiet(world: World, view: ExecutionView) -> None:
+    async def quiet(world: ScenarioWorld, view: ExecutionView) -> None:
         conn = await world.connect()
         await _scan(
             conn, world.ids.fork("recovery"), NullProbe(), world.clock.now(),
@@ -139,7 +139,7 @@ def _quiet(split: bool) -> Any:
     return quiet
 
 
-async def check(world: World, view: ExecutionView) -> list[Violation]:
+async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     conn = await world.connect()
     occurrences = [dict(r) for r in await conn.fetch("SELECT * FROM sim_toy.schedule_occurrences")]
     runs = [dict(r) for r in await conn.fetch("SELECT * FROM sim_toy.runs")]

@@ -44,7 +44,7 @@ from scheduling.testing import open_storage
 from simulation.engine.checkers import check_linearizable_per_key
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
-from simulation.engine.scenario import ExecutionView, Scenario, WorkerContext, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
 from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
 from simulation.scenarios.materialize import build_materializer, storage_on
@@ -99,7 +99,7 @@ def build_service(
     return role.service
 
 
-async def setup(world: World) -> None:
+async def setup(world: ScenarioWorld) -> None:
     who = principal("sim-lifecycle")
     storage = open_storage(world.url, pool_size=2)
     try:
@@ -191,7 +191,7 @@ async def _faultable(scan: Awaitable[None]) -> None:
             raise
 
 
-async def quiet_read(world: World, view: ExecutionView) -> None:
+async def quiet_read(world: ScenarioWorld, view: ExecutionView) -> None:
     """Read the schedule back without faults: the final state joins the history."""
     storage = open_storage(world.url, pool_size=2)
     try:
@@ -203,7 +203,7 @@ async def quiet_read(world: World, view: ExecutionView) -> None:
         await storage.close()
 
 
-async def check(world: World, view: ExecutionView) -> list[Violation]:
+async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     model = LifecycleModel(world.vars["created_at"], start=world.vars["start"])
     found = check_linearizable_per_key(
         world.history, lambda _key: model, key=lambda op: op.args["schedule"]
@@ -211,7 +211,7 @@ async def check(world: World, view: ExecutionView) -> list[Violation]:
     return found + await direct_checks(world)
 
 
-async def direct_checks(world: World) -> list[Violation]:
+async def direct_checks(world: ScenarioWorld) -> list[Violation]:
     """Model-independent: CANCELLED never reopens; a resume never backfills."""
     sid = world.vars["schedule_id"]
     conn = await world.connect()

@@ -36,7 +36,13 @@ from scheduling.testing import open_storage, storage_over
 from simulation.engine.checkers import check_ledger
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
-from simulation.engine.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.engine.scenario import (
+    ExecutionView,
+    Footprint,
+    Scenario,
+    ScenarioWorld,
+    WorkerContext,
+)
 from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
 from simulation.worlds.service import (
@@ -128,7 +134,7 @@ def setup_at(offset: timedelta, *, skip_instants: int = 0) -> Any:
     """A setup whose clock ends ``offset`` after the schedule's (``skip_instants`` + 1)th
     instant, so ``skip_instants`` older instants are due and coalesced."""
 
-    async def setup_offset(world: World) -> None:
+    async def setup_offset(world: ScenarioWorld) -> None:
         await _create(world)
         cadence = parse_cadence(world.vars["cadence"])
         nominal = world.vars["first"]
@@ -143,12 +149,12 @@ def setup_at(offset: timedelta, *, skip_instants: int = 0) -> Any:
     return setup_offset
 
 
-async def setup(world: World) -> None:
+async def setup(world: ScenarioWorld) -> None:
     """One due schedule, 30 s past its first instant (nothing to coalesce)."""
     await setup_at(timedelta(seconds=30))(world)
 
 
-async def _create(world: World) -> None:
+async def _create(world: ScenarioWorld) -> None:
     """One principal, the agent, one daily schedule created through the service (API
     role) before its first instant."""
     who = principal("sim-owner")
@@ -201,7 +207,7 @@ def _summary(result: MaterializeResult) -> dict[str, Any]:
     }
 
 
-async def rows_of(world: World) -> dict[str, list[dict[str, Any]]]:
+async def rows_of(world: ScenarioWorld) -> dict[str, list[dict[str, Any]]]:
     """Every row of the scheduling tables, through a new connection."""
     conn = await world.connect()
     try:
@@ -265,7 +271,7 @@ def _count(rows: list[dict[str, Any]], event_type: str) -> int:
     return sum(r["event_type"] == event_type for r in rows)
 
 
-def winners(world: World) -> list[str]:
+def winners(world: ScenarioWorld) -> list[str]:
     """The workers whose materialization returned ``decided``."""
     return [
         op.process
@@ -274,7 +280,7 @@ def winners(world: World) -> list[str]:
     ]
 
 
-async def check_once(world: World, view: ExecutionView) -> list[Violation]:
+async def check_once(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     rows = await rows_of(world)
     found = complete_ledger(
         rows, world.vars["schedule_id"], world.vars["nominal"], world.vars["coalesced"]
@@ -305,7 +311,7 @@ async def check_once(world: World, view: ExecutionView) -> list[Violation]:
     return found
 
 
-async def quiet_atomic(world: World, view: ExecutionView) -> None:
+async def quiet_atomic(world: ScenarioWorld, view: ExecutionView) -> None:
     """Record what survived the crash, then retry once without faults."""
     world.vars["after_crash"] = await rows_of(world)
     storage = open_storage(world.url, pool_size=2)
@@ -316,7 +322,7 @@ async def quiet_atomic(world: World, view: ExecutionView) -> None:
         await storage.close()
 
 
-async def check_atomic(world: World, view: ExecutionView) -> list[Violation]:
+async def check_atomic(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     sid, nominal, folded = world.vars["schedule_id"], world.vars["nominal"], world.vars["coalesced"]
     before: dict[str, list[dict[str, Any]]] = world.vars["after_crash"]
     fault_steps = [t.step for t, _ in view.faults_fired]
@@ -422,7 +428,7 @@ async def ontime_worker(ctx: WorkerContext) -> None:
     await materialize_worker(ctx)
 
 
-async def check_not_early(world: World, view: ExecutionView) -> list[Violation]:
+async def check_not_early(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     rows = await rows_of(world)
     nominal = world.vars["nominal"]
     found = complete_ledger(rows, world.vars["schedule_id"], nominal)

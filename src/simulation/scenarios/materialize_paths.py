@@ -33,7 +33,7 @@ from scheduling.service import materializer as m
 from scheduling.service.materializer import MaterializeResult
 from scheduling.testing import open_storage
 from simulation.engine.checkers.violation import Violation
-from simulation.engine.scenario import ExecutionView, Scenario, World
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld
 from simulation.scenarios import register
 from simulation.scenarios.materialize import (
     ATOMIC,
@@ -107,7 +107,7 @@ PATHS = (
 def _setup(path: Path) -> Any:
     due = setup_at(path.offset, skip_instants=path.skip_instants)
 
-    async def setup(world: World) -> None:
+    async def setup(world: ScenarioWorld) -> None:
         await due(world)
         conn = await world.connect()
         try:
@@ -121,7 +121,7 @@ def _setup(path: Path) -> Any:
     return setup
 
 
-async def rows(world: World) -> dict[str, list[dict[str, Any]]]:
+async def rows(world: ScenarioWorld) -> dict[str, list[dict[str, Any]]]:
     conn = await world.connect()
     try:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -186,7 +186,7 @@ def decision_ledger(
     return found
 
 
-async def quiet(world: World, view: ExecutionView) -> None:
+async def quiet(world: ScenarioWorld, view: ExecutionView) -> None:
     """Record what survived the faults, then retry once without them."""
     world.vars["after_crash"] = await rows(world)
     storage = open_storage(world.url, pool_size=2)
@@ -197,7 +197,7 @@ async def quiet(world: World, view: ExecutionView) -> None:
         await storage.close()
 
 
-async def check(world: World, view: ExecutionView) -> list[Violation]:
+async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     path: Path = world.vars["path"]
     sid, nominal = world.vars["schedule_id"], world.vars["nominal"]
     baseline = world.vars["baseline"]

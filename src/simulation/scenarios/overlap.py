@@ -41,7 +41,13 @@ from scheduling.testing import open_storage
 from simulation.engine.checkers import check_ledger, check_linearizable
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
-from simulation.engine.scenario import ExecutionView, Footprint, Scenario, WorkerContext, World
+from simulation.engine.scenario import (
+    ExecutionView,
+    Footprint,
+    Scenario,
+    ScenarioWorld,
+    WorkerContext,
+)
 from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
 from simulation.scenarios.materialize import STEPS, build_materializer, storage_on
@@ -86,6 +92,26 @@ class LabelledProbe:
 
     async def step(self, name: str) -> None:
         await self._inner.step(labelled(name, self.label) if self.label else name)
+
+
+class LabelledMaterializer(ScheduleMaterializer):
+    """The built materializer, with ``probe`` labelled for each schedule it
+    materializes (``labels``: schedule id to ``A``/``B``). A wrapper the schedule worker
+    is constructed with, not a replaced method: everything but ``materialize`` is the
+    inner materializer's."""
+
+    def __init__(
+        self, inner: ScheduleMaterializer, probe: LabelledProbe, labels: dict[UUID, str]
+    ) -> None:
+        # No super().__init__: every collaborator is the inner (production-built) one's.
+        self._inner, self._labelled, self._labels = inner, probe, labels
+
+    async def materialize(self, schedule_id: UUID) -> MaterializeResult:
+        self._labelled.label = self._labels.get(schedule_id, "?")
+        return await self._inner.materialize(schedule_id)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
 
 
 def _rows(label: str, *kinds: str) -> list[str]:
@@ -133,11 +159,11 @@ def _template(server: Any) -> str:
     return migrated_template(server)
 
 
-def setup_held(*, with_b: bool = True, lease: bool = True) -> Callable[[World], Any]:
+def setup_held(*, with_b: bool = True, lease: bool = True) -> Callable[[ScenarioWorld], Any]:
     """A's first run held RUNNING across A's second instant (and B due at it); with
     ``lease=False`` the run stays QUEUED, for a run worker to claim and finish."""
 
-    async def setup(world: World) -> None:
+    async def setup(world: ScenarioWorld) -> None:
         who = principal("sim-overlap")
         storage = open_storage(world.url, pool_size=2)
         admin = storage.factory("trusted")
@@ -227,14 +253,8 @@ def scan_worker(
         storage = storage_on(engine)
         labels = _labels(ctx.vars)
         probe = LabelledProbe(ctx.probe)
-        materializer = factory(storage, ctx.clock, ctx.ids, probe)
-        materialize = materializer.materialize
-
-        async def materialize_labelled(schedule_id: UUID) -> MaterializeResult:
-            probe.label = labels.get(schedule_id, "?")
-            return await materialize(schedule_id)
-
-        materializer.materialize = materialize_labelled  # type: ignore[method-assign]
+        built = factory(storage, ctx.clock, ctx.ids, probe)
+        materializer = LabelledMaterializer(built, probe, labels)
         scanner = _scanner(storage, ctx.clock, ctx.ids, materializer)
         op = ctx.history.invoke("scan")
         try:
@@ -271,7 +291,7 @@ def _scanner(
     return role.worker
 
 
-async def quiet_rescan(world: World, view: ExecutionView) -> None:
+async def quiet_rescan(world: ScenarioWorld, view: ExecutionView) -> None:
     """Recovery without faults: one more pass must leave every due instant decided."""
     storage = open_storage(world.url, pool_size=2)
     try:
@@ -283,7 +303,7 @@ async def quiet_rescan(world: World, view: ExecutionView) -> None:
     world.vars["quiet"] = summarize(report, _labels(world.vars))
 
 
-async def read_rows(world: World) -> dict[str, list[dict[str, Any]]]:
+async def read_rows(world: ScenarioWorld) -> dict[str, list[dict[str, Any]]]:
     conn = await world.connect()
     try:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -355,7 +375,7 @@ def check_overlap(rows: dict[str, list[dict[str, Any]]], v: dict[str, Any]) -> l
     return found
 
 
-async def check(world: World, view: ExecutionView) -> list[Violation]:
+async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     found = check_overlap(await read_rows(world), world.vars)
     if view.faults_fired:
         return found
@@ -490,7 +510,7 @@ class ReleaseModel:
         return (in_flight, True), {"results": [["A", "decided", disposition]], "errors": []}
 
 
-async def check_release(world: World, view: ExecutionView) -> list[Violation]:
+async def check_release(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     """Exactly one decision for A's instant, consistent with when the run finished."""
     rows = await read_rows(world)
     v = world.vars

@@ -34,7 +34,7 @@ from scheduling.service.materializer import MaterializeStatus
 from scheduling.testing import ConfiguredTenantConfiguration, upgrade_to_head
 from simulation.provider._info import database_of
 from simulation.provider._replica import ReplicaPair
-from simulation.worlds.materialize import Harness
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import CEILINGS
 
 # Prompt retries that outlast a kill and promotion the probe has already completed.
@@ -127,7 +127,7 @@ async def failover_under_load(
     check the promoted server's ledger."""
     url = pair.primary.create_database()
     await upgrade_to_head(url)
-    h = await Harness.open(pair.multi_host_url(url))
+    h = await MaterializeWorld.open(pair.multi_host_url(url))
     # Room for every seeded run at once: admission must not be what limits the load.
     h.tenants = ConfiguredTenantConfiguration(
         default=CEILINGS.model_copy(update={"max_active_runs": schedules})

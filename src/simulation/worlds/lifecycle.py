@@ -45,7 +45,7 @@ from scheduling.service.materializer import (
 )
 from scheduling.service.schedules import ScheduleService
 from simulation.engine.history import History, OpRef
-from simulation.worlds.service import World, definition
+from simulation.worlds.service import ServiceWorld, definition
 
 CADENCES: tuple[dict[str, Any], ...] = (
     {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"},
@@ -256,7 +256,7 @@ class HistoryDriver:
 
     def __init__(
         self,
-        world: World,
+        world: ServiceWorld,
         scheduler: UnitOfWorkFactory,
         who: Principal,
         materializer: ScheduleMaterializer | None = None,

@@ -1,6 +1,6 @@
 """Wiring of the materializer on PostgreSQL for gate checks and tests (not a test module).
 
-``Harness.open(url)`` seeds a principal and the agent through an admin login, builds the
+``MaterializeWorld.open(url)`` seeds a principal and the agent through an admin login, builds the
 schedule service through the API role and the materializer and schedule worker through
 the least-privilege scheduler role (``SET LOCAL ROLE``), both over the durable
 directories, on one virtual clock - every object from the composition root's builders
@@ -10,7 +10,7 @@ wiring. ``ledger(...)`` reads the rows the checkers need.
 Workers are strict: ``ScheduleWorker.run_once`` isolates a failing materialization
 (logs it, records its type in ``PassReport.errors``, sets the schedule aside), which
 is right in production but lets a check that only inspects the ledger pass while
-materializations crash. ``Harness.worker``/``Harness.scan`` therefore fail on any
+materializations crash. ``MaterializeWorld.worker``/``MaterializeWorld.scan`` therefore fail on any
 ``report.errors`` unless the caller opts in with ``expect_errors=True``.
 """
 
@@ -47,7 +47,7 @@ from scheduling.testing import (
 from simulation.worlds.service import (
     CEILINGS,
     START,
-    World,
+    ServiceWorld,
     build_world,
     definition,
     principal,
@@ -142,12 +142,12 @@ class StrictScheduleWorker(ScheduleWorker):
 
 
 @dataclass
-class Harness:
+class MaterializeWorld:
     storage: PostgresStorage
     admin: PostgresUnitOfWorkFactory
     api: PostgresUnitOfWorkFactory
     scheduler: PostgresUnitOfWorkFactory
-    world: World
+    world: ServiceWorld
     tenants: ConfiguredTenantConfiguration
     created: list[UUID] = field(default_factory=list)
     _forks: Iterator[int] = field(default_factory=itertools.count)
@@ -155,7 +155,7 @@ class Harness:
     @classmethod
     async def open(
         cls, url: str, *, seed: int = 0, start: datetime = START, who: Principal = WHO
-    ) -> Harness:
+    ) -> MaterializeWorld:
         storage = open_storage(url, pool_size=10)
         admin = storage.factory("trusted")
         api = storage.factory("api")

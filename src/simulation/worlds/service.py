@@ -139,7 +139,7 @@ def definition(**overrides: Any) -> ScheduleDefinition:
 
 
 @dataclass
-class World:
+class ServiceWorld:
     service: ScheduleService
     maintenance: MaintenanceService
     clock: VirtualClock
@@ -236,7 +236,7 @@ def build_world(
     scanner: Scanner | None = None,
     principals: Iterable[Principal] = (),
     tenants: TenantConfiguration | None = None,
-) -> World:
+) -> ServiceWorld:
     """The service over ``storage``'s API role, built by ``bootstrap.build_api``. A
     durable (PostgreSQL) storage gives the durable directories, which read the principal
     and agent tables through that role; memory gives the static ones, seeded with
@@ -266,7 +266,7 @@ def build_world(
     maintenance = build_maintenance(
         settings, clock=clock, ids=ids.fork("maintenance"), storage=storage
     )
-    return World(
+    return ServiceWorld(
         service=api.service,
         maintenance=maintenance.purge,
         clock=clock,
