@@ -18,8 +18,10 @@ database is a private cluster whose log file is this check's own: the slice writ
 while the check ran must hold neither the planted marker nor any ERROR. The log read
 is proven live before the verdict: a canary statement that PostgreSQL does refuse must
 appear in the same slice (otherwise the check fails: ``postgres_log`` evidence says
-whether the log was read). The mutant ``text.definition_check_dropped`` removes the
-service-level check and turns this rule red.
+whether the log was read). The mutants ``text.definition_check_dropped`` (no
+service-level check: finding 1's 503 and PostgreSQL log leak, finding 2's 500) and
+``text.tool_arguments_check_dropped`` (no argument check in the tool pipeline: an
+escaping UnicodeEncodeError) each turn this rule red.
 """
 
 from __future__ import annotations
