@@ -2,9 +2,15 @@
 refused by one of re-execution (``verify --rerun``), provenance (product tree,
 dependencies, dirty tree, checkout) or the signature (``verify --trust``).
 
-The runs are real and small: two civil-time gates (no PostgreSQL) on scratch
-checkouts copied from this tree, one honest and one with a planted civil-time bug
-(the shipped mutant ``resolve.fold_later_instant``), each a git repository of its own.
+The runs are real and small: one civil-time gate of pure checks (no PostgreSQL,
+``gate.schedule.calendar_recurrence``) on scratch checkouts copied from this tree, one
+honest and one with a planted civil-time bug (the shipped mutant
+``resolve.fold_later_instant``), each a git repository of its own. A scratch checkout
+holds that gate's check file only (``KEPT_CHECKS``; every support module stays), so a
+run, its inventory and every ``verify --rerun`` collect one file instead of the whole
+check directory: the checkout is a smaller project, verified against itself as a
+reviewer's checkout would be. The honest and the failing runs are module fixtures
+shared by every test (three gate runs in all, the third on a dirty tree).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from reports.build import build_gate_results, build_report
 from reports.model import CheckOutcome, CheckResult, GateReport, GateStatus
 from reports.origin import product_tree_digest
 
-GATES = ["gate.schedule.civil_time", "gate.schedule.calendar_recurrence"]
+GATES = ["gate.schedule.calendar_recurrence"]
+KEPT_CHECKS = {"test_calendar.py"}  # the check file of GATES
 BUG = "resolve.fold_later_instant"  # a civil-time bug: the later instant of a fold
 SEED = 5
 ROOT = project_root(default_checks_dir())
@@ -57,6 +64,9 @@ def _checkout(destination: Path) -> Path:
             shutil.copytree(source, destination / name, ignore=IGNORED)
         else:
             shutil.copy(source, destination / name)
+    for check in (destination / "src" / "gates" / "checks").glob("test_*.py"):
+        if check.name not in KEPT_CHECKS:
+            check.unlink()
     (destination / ".gitignore").write_text(".hypothesis/\n.simulation/\n")
     _git(destination, "init", "-q")
     _git(destination, "add", "-A")
@@ -119,7 +129,7 @@ def honest(base: Path, keys: tuple[Path, Path], tmp_path_factory: pytest.TempPat
 
 @pytest.fixture(scope="module")
 def failing(buggy: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The planted bug's report: both civil-time gates FAIL, on a clean commit."""
+    """The planted bug's report: the civil-time gate FAILs, on a clean commit."""
     out = tmp_path_factory.mktemp("failing")
     raw = _run(buggy, out)
     assert {g["id"]: g["status"] for g in raw["gates"] if g["selected"]} == dict.fromkeys(
@@ -353,7 +363,7 @@ def test_a_changed_seed_is_refused_by_rerun(honest: Path, base: Path) -> None:
         g["reproduce"] = g["reproduce"].replace(f"--seed {SEED}", f"--seed {SEED + 1}")
     report = GateReport.model_validate(raw)
     seeded = [c for c in rerun.candidates(report) if "reproduction" in c.check.evidence]
-    assert seeded, "a civil-time check records its seed"
+    assert seeded, "a calendar check records its seed"
     results, _ = rerun.rerun_checks(seeded[:1], base, report.run.seed, report.run.profile)
     assert results[0].outcome == "passed"
     assert "its evidence does not reproduce" in str(results[0].problem())
