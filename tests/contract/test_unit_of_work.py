@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -9,7 +10,7 @@ import pytest
 
 from scheduling.domain.errors import NotFoundError, UnavailableError
 from scheduling.ports.outbox import RUN_FINISHED, OutboxMessage
-from scheduling.ports.records import IdempotencyEntry, PrincipalRecord, ProcessEvent
+from scheduling.ports.records import IdempotencyEntry, PrincipalRecord, ProcessEvent, RunStatus
 from scheduling.ports.repositories import CLOSED
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 
@@ -118,3 +119,32 @@ class TestUnitOfWorkContract:
             assert await uow.occurrences.for_run(run.id) is None
             with pytest.raises(NotFoundError):
                 await uow.runs.get(run.id, None)
+
+    async def test_admission_and_pending_accounts_join_the_transaction(
+        self, uow_factory: UnitOfWorkFactory, build: Any
+    ) -> None:
+        schedule, revision = build.schedule()
+        session = build.session(schedule_id=schedule.id)
+        tag = {"schedule_id": str(schedule.id)}
+        active = replace(build.run(session), metadata=tag)
+        done = replace(
+            build.run(session), status=RunStatus.COMPLETED, finished_at=build.t0, metadata=tag
+        )
+        async with uow_factory.begin() as uow:
+            await uow.schedules.create(schedule, revision)
+            await uow.sessions.create(session)
+            await uow.runs.create(active)
+            await uow.runs.create(done)
+            await uow.occurrences.insert(
+                build.materialized(schedule, build.t0, session.id, done.id)
+            )
+            # The uncommitted rows are what the transaction's own reads see...
+            usage = await uow.admission.usage(build.alice.tenant_id, build.t0)
+            assert (usage.active_runs, usage.materialized_last_minute) == (1, 2)
+            assert await uow.pending_accounts.pending(10) == [done.id]
+            await uow.rollback()
+        # ...and nothing once rolled back.
+        async with uow_factory.begin() as uow:
+            usage = await uow.admission.usage(build.alice.tenant_id, build.t0)
+            assert (usage.active_runs, usage.materialized_last_minute) == (0, 0)
+            assert await uow.pending_accounts.pending(10) == []

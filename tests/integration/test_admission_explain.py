@@ -18,7 +18,12 @@ from sqlalchemy import Numeric, and_, case, cast, func, select, text
 from tests.integration.test_persistence_explain import ExplainingTransaction, _nodes
 
 from gates.checks.persistence_support import admin_connection
-from scheduling.adapters.postgres.admission import DAY, MONTH, tenant_usage
+from scheduling.adapters.postgres.admission import (
+    DAY,
+    MONTH,
+    PostgresAdmissionRepository,
+    tenant_usage,
+)
 from scheduling.adapters.postgres.tables import runs
 from simulation.provider._server import DatabaseServer
 
@@ -86,6 +91,7 @@ def loaded(pg_server: DatabaseServer, pg_template: str) -> Iterator[str]:
 class _Uow:
     def __init__(self, tx: ExplainingTransaction) -> None:
         self.tx = tx
+        self.admission = PostgresAdmissionRepository(tx)
 
 
 async def unbounded_usage(uow: Any, tenant_id: str, now: datetime) -> tuple[Any, ...]:

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from scheduling.domain.admission import TenantUsage
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
@@ -342,3 +343,25 @@ class ProcessEventRepository(Protocol):
     async def for_schedule(self, schedule_id: UUID) -> list[ProcessEvent]:
         """The schedule's events in ``(occurred_at, id)`` order (visible rows only)."""
         ...
+
+
+class AdmissionRepository(Protocol):
+    """Admission's reads inside the caller's transaction (spec "Capacity, fairness, and
+    cost"): the tenant's admission lock, held until the transaction ends, and its
+    committed scheduled-run usage. Writes nothing."""
+
+    async def lock_tenant(self, tenant_id: str) -> None:
+        """Serialize ``tenant_id``'s admissions until this transaction ends (at most one
+        lock statement per transaction; none if the context read already took it)."""
+        ...
+
+    async def usage(self, tenant_id: str, now: datetime) -> TenantUsage:
+        """The tenant's committed scheduled-run usage at ``now`` (one statement)."""
+        ...
+
+
+class PendingAccountsRepository(Protocol):
+    """Terminal scheduled runs not yet accounted (no ``schedule.run_accounted`` event
+    for their MATERIALIZED occurrence), oldest finish first."""
+
+    async def pending(self, limit: int) -> list[UUID]: ...

@@ -20,7 +20,9 @@ from typing import Protocol, Self
 from scheduling.domain.identity import Principal
 from scheduling.ports.outbox import OutboxRepository
 from scheduling.ports.repositories import (
+    AdmissionRepository,
     AgentRepository,
+    PendingAccountsRepository,
     PrincipalRepository,
     ProcessEventRepository,
     RunRepository,
@@ -62,6 +64,12 @@ class UnitOfWork(Protocol):
 
     @property
     def outbox(self) -> OutboxRepository: ...
+
+    @property
+    def admission(self) -> AdmissionRepository: ...
+
+    @property
+    def pending_accounts(self) -> PendingAccountsRepository: ...
 
     async def commit(self) -> None:
         """Make every write durable at once. Deferred constraints are checked here; a

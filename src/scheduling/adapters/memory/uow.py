@@ -11,6 +11,10 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from scheduling.adapters.memory.admission import (
+    MemoryAdmissionRepository,
+    MemoryPendingAccountsRepository,
+)
 from scheduling.adapters.memory.outbox import MemoryOutboxRepository
 from scheduling.adapters.memory.repositories import (
     MemoryAgentRepository,
@@ -55,6 +59,8 @@ class MemoryUnitOfWork:
         self.runs = MemoryRunRepository(self)
         self.events = MemoryProcessEventRepository(self)
         self.outbox = MemoryOutboxRepository(self)
+        self.admission = MemoryAdmissionRepository(self)
+        self.pending_accounts = MemoryPendingAccountsRepository(self)
 
     def tables(self) -> Tables:
         if self._working is None:

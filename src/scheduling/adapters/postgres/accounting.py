@@ -7,19 +7,20 @@ from uuid import UUID
 from sqlalchemy import Text, and_, cast, exists, select
 
 from scheduling.adapters.postgres.tables import process_events, runs, schedule_occurrences
-from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.events import RUN_ACCOUNTED
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 
 _TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
 
-class PostgresPendingAccounts:
-    """Reads, in its own trusted transaction, MATERIALIZED occurrences whose run is
-    terminal and which have no ``schedule.run_accounted`` event yet."""
+class PostgresPendingAccountsRepository:
+    """See ``scheduling.ports.repositories.PendingAccountsRepository``: MATERIALIZED
+    occurrences whose run is terminal and which have no ``schedule.run_accounted``
+    event yet, in one statement of the unit of work's transaction."""
 
-    def __init__(self, uow: UnitOfWorkFactory) -> None:
-        self._uow = uow
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
 
     async def pending(self, limit: int) -> list[UUID]:
         occ = schedule_occurrences.c
@@ -37,8 +38,16 @@ class PostgresPendingAccounts:
             .order_by(runs.c.finished_at, runs.c.id)
             .limit(limit)
         )
-        async with self._uow.begin() as uow:
-            if not isinstance(uow, PostgresUnitOfWork):
-                raise TypeError("PostgresPendingAccounts needs the PostgreSQL unit of work")
-            rows = (await uow.tx.execute(query)).all()
+        rows = (await self._tx.execute(query)).all()
         return [row.id for row in rows]
+
+
+class PostgresPendingAccounts:
+    """Reads, in its own trusted transaction, the unit of work's pending accounts."""
+
+    def __init__(self, uow: UnitOfWorkFactory) -> None:
+        self._uow = uow
+
+    async def pending(self, limit: int) -> list[UUID]:
+        async with self._uow.begin() as uow:
+            return await uow.pending_accounts.pending(limit)

@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import array
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import advisory_key
 from scheduling.adapters.postgres.tables import runs
-from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.admission import DEFAULT_BACKOFF_SECONDS, TenantUsage, decide_admission
 from scheduling.domain.reasons import reason
 from scheduling.domain.revision import ScheduleRevision
@@ -85,22 +85,42 @@ _USAGE = Prepared(_usage_query())
 _LOCK = Prepared(select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger))))
 
 
-async def tenant_usage(uow: PostgresUnitOfWork, tenant_id: str, now: datetime) -> TenantUsage:
+async def tenant_usage(uow: UnitOfWork, tenant_id: str, now: datetime) -> TenantUsage:
     """The tenant's committed scheduled-run usage at ``now`` (one statement)."""
-    params = {
-        "tenant_id": tenant_id,
-        "rate_since": now - timedelta(minutes=1),
-        "day_since": now - DAY,
-        "month_since": now - MONTH,
-    }
-    (row,) = await uow.tx.fetch(_USAGE, params)
-    return TenantUsage(
-        active_runs=int(row[0]),
-        materialized_last_minute=int(row[1]),
-        active_reserved_cost=Decimal(row[2]),
-        daily_committed_cost=Decimal(row[3]),
-        monthly_committed_cost=Decimal(row[4]),
-    )
+    return await uow.admission.usage(tenant_id, now)
+
+
+class PostgresAdmissionRepository:
+    """See ``scheduling.ports.repositories.AdmissionRepository``: the unit of work's
+    transaction, its advisory locks and the prepared usage read."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+
+    async def lock_tenant(self, tenant_id: str) -> None:
+        """Serialize the tenant's admissions until this transaction ends. The durable
+        store's context read already took the lock (ADR 1750); another store did not."""
+        key = admission_lock_key(tenant_id)
+        if key in self._tx.advisory_locks:
+            return
+        await self._tx.fetch(_LOCK, {"key": key})
+        self._tx.advisory_locks.add(key)
+
+    async def usage(self, tenant_id: str, now: datetime) -> TenantUsage:
+        params = {
+            "tenant_id": tenant_id,
+            "rate_since": now - timedelta(minutes=1),
+            "day_since": now - DAY,
+            "month_since": now - MONTH,
+        }
+        (row,) = await self._tx.fetch(_USAGE, params)
+        return TenantUsage(
+            active_runs=int(row[0]),
+            materialized_last_minute=int(row[1]),
+            active_reserved_cost=Decimal(row[2]),
+            daily_committed_cost=Decimal(row[3]),
+            monthly_committed_cost=Decimal(row[4]),
+        )
 
 
 class PostgresAdmissionController:
@@ -120,21 +140,15 @@ class PostgresAdmissionController:
     async def check(
         self, uow: UnitOfWork, tenant_id: str, revision: ScheduleRevision, now: datetime
     ) -> ScheduleAdmissionDecision:
-        if not isinstance(uow, PostgresUnitOfWork):
-            raise TypeError("PostgresAdmissionController needs the PostgreSQL unit of work")
         ceilings = await self._tenants.ceilings(tenant_id)
         if ceilings is None:
             return ScheduleAdmissionDecision(AdmissionOutcome.REJECT, NOT_CONFIGURED)
         await self._lock(uow, tenant_id)
         await self._probe.step("materialize.admission_locked")
-        usage = await tenant_usage(uow, tenant_id, now)
+        usage = await uow.admission.usage(tenant_id, now)
         return decide_admission(usage, ceilings, revision, backoff_seconds=self._backoff)
 
-    async def _lock(self, uow: PostgresUnitOfWork, tenant_id: str) -> None:
-        """Serialize the tenant's admissions until this transaction ends. The durable
-        store's context read already took the lock (ADR 1750); another store did not."""
-        key = admission_lock_key(tenant_id)
-        if key in uow.tx.advisory_locks:
-            return
-        await uow.tx.fetch(_LOCK, {"key": key})
-        uow.tx.advisory_locks.add(key)
+    async def _lock(self, uow: UnitOfWork, tenant_id: str) -> None:
+        """Serialize the tenant's admissions until this transaction ends (the unit of
+        work's admission repository sends no statement if the context read took it)."""
+        await uow.admission.lock_tenant(tenant_id)

@@ -16,6 +16,8 @@ from typing import Self
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from scheduling.adapters.postgres.accounting import PostgresPendingAccountsRepository
+from scheduling.adapters.postgres.admission import PostgresAdmissionRepository
 from scheduling.adapters.postgres.errors import broken_connection, translate
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.repositories import bind_repositories
@@ -84,6 +86,8 @@ class PostgresUnitOfWork:
         self.runs = repos.runs
         self.events = repos.events
         self.outbox = repos.outbox
+        self.admission = PostgresAdmissionRepository(self.tx)
+        self.pending_accounts = PostgresPendingAccountsRepository(self.tx)
 
     async def __aenter__(self) -> Self:
         if self._used:
