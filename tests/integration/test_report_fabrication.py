@@ -354,7 +354,20 @@ def test_a_dropped_failing_check_is_refused_by_provenance(
     assert "in the checkout, not collected" in text
 
 
-def test_a_changed_seed_is_refused_by_rerun(honest: Path, base: Path) -> None:
+@pytest.fixture(scope="module")
+def other_seed(honest: Path, base: Path) -> tuple[rerun.Candidate, rerun.Rerun]:
+    """A seeded check of the honest report, re-run for real under another seed
+    (``SEED + 1``): shared by the two tests below (one re-run process, not two)."""
+    report = GateReport.model_validate(_load(honest))
+    seeded = [c for c in rerun.candidates(report) if "reproduction" in c.check.evidence]
+    assert seeded, "a calendar check records its seed"
+    results, _ = rerun.rerun_checks(seeded[:1], base, SEED + 1, report.run.profile)
+    return seeded[0], results[0]
+
+
+def test_a_changed_seed_is_refused_by_rerun(
+    honest: Path, other_seed: tuple[rerun.Candidate, rerun.Rerun]
+) -> None:
     """The seed rewritten everywhere (run, reproduce commands): the checks that record
     their seed reproduce under the new one with other evidence."""
     raw = _load(honest)
@@ -362,24 +375,25 @@ def test_a_changed_seed_is_refused_by_rerun(honest: Path, base: Path) -> None:
     for g in raw["gates"]:
         g["reproduce"] = g["reproduce"].replace(f"--seed {SEED}", f"--seed {SEED + 1}")
     report = GateReport.model_validate(raw)
-    seeded = [c for c in rerun.candidates(report) if "reproduction" in c.check.evidence]
-    assert seeded, "a calendar check records its seed"
-    results, _ = rerun.rerun_checks(seeded[:1], base, report.run.seed, report.run.profile)
-    assert results[0].outcome == "passed"
-    assert "its evidence does not reproduce" in str(results[0].problem())
-    assert "reproduction" in results[0].differing
+    candidate, result = other_seed
+    assert report.run.seed == SEED + 1
+    assert candidate.nodeid in {c.nodeid for c in rerun.candidates(report)}
+    assert result.outcome == "passed"
+    assert "its evidence does not reproduce" in str(result.problem())
+    assert "reproduction" in result.differing
 
 
-def test_another_runs_evidence_swapped_in_is_refused_by_rerun(honest: Path, base: Path) -> None:
+def test_another_runs_evidence_swapped_in_is_refused_by_rerun(
+    honest: Path, base: Path, other_seed: tuple[rerun.Candidate, rerun.Rerun]
+) -> None:
     """A check's evidence from a run under another seed (a real one: re-run here),
     pasted into this report: it does not reproduce under this report's seed."""
     report = GateReport.model_validate(_load(honest))
-    seeded = [c for c in rerun.candidates(report) if "reproduction" in c.check.evidence][:1]
-    other, _ = rerun.rerun_checks(seeded, base, SEED + 7, report.run.profile)
-    assert other[0].outcome == "passed"
-    assert other[0].evidence is not None
-    swapped_check = seeded[0].check.model_copy(update={"evidence": other[0].evidence})
-    swapped = rerun.Candidate(seeded[0].nodeid, seeded[0].verdict, GateStatus.PASS, swapped_check)
+    candidate, other = other_seed
+    assert other.outcome == "passed"
+    assert other.evidence is not None
+    swapped_check = candidate.check.model_copy(update={"evidence": other.evidence})
+    swapped = rerun.Candidate(candidate.nodeid, candidate.verdict, GateStatus.PASS, swapped_check)
     results, _ = rerun.rerun_checks([swapped], base, report.run.seed, report.run.profile)
     assert results[0].outcome == "passed"
     assert "its evidence does not reproduce" in str(results[0].problem())
