@@ -29,7 +29,10 @@ from scheduling.adapters.postgres.inspection import (
     schema_problems,
     substrate_metadata,
 )
-from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
+from scheduling.adapters.postgres.materialization import (
+    PostgresMaterializationRepository,
+    PostgresMaterializationStore,
+)
 from scheduling.adapters.postgres.migrations import (
     SUBSTRATE_REVISION,
     current_revision,
@@ -39,6 +42,7 @@ from scheduling.adapters.postgres.migrations import (
     upgrade_to,
     upgrade_to_head,
 )
+from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
 from scheduling.adapters.postgres.roles import RoleNames, role_names
 from scheduling.adapters.postgres.tables import (
     SCHEDULING_TABLES,
@@ -46,10 +50,12 @@ from scheduling.adapters.postgres.tables import (
     TOOL_PIPELINE_TABLES,
     metadata,
 )
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.adapters.token_file import TokenFile, digest_of, issue_token, read_entries
+from scheduling.domain.identity import Principal
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.directories import (
     AgentRegistry,
@@ -61,7 +67,7 @@ from scheduling.ports.materialization import MaterializationStore, QueuedRun
 from scheduling.ports.probe import Probe
 from scheduling.ports.readiness import Readiness
 from scheduling.ports.tool_ledger import ToolLedger
-from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.accounting import PendingAccounts
 from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage
 
@@ -86,7 +92,7 @@ __all__ = [
     "Role",
     "RoleNames",
     "RoleOverride",
-    "SplitCommitStore",
+    "SplitCommitRepository",
     "StaticAgentRegistry",
     "StaticPrincipalDirectory",
     "Storage",
@@ -134,33 +140,50 @@ def storage_over(
     ``url`` (optional) is where LISTEN/NOTIFY connect.
 
     Named fault injection (a test of a test): ``split_commit`` gives the scheduler a
-    ``SplitCommitStore`` as its materialization store."""
+    units of work whose materialization repository is ``SplitCommitRepository``."""
     engine = source.engine if isinstance(source, PostgresUnitOfWorkFactory) else source
     if split_commit:
         return _SplitCommitStorage(url, role_prefix, engine=engine)
     return PostgresStorage.over_engine(engine, role_prefix, url=url)
 
 
-class SplitCommitStore(PostgresMaterializationStore):
+class SplitCommitRepository(PostgresMaterializationRepository):
     """Wrong on purpose: commits the transaction right after the run's insert (the
     occurrence, session and run then survive a crash at any later write), the
     plausible mistake the durable lane must catch."""
 
-    def __init__(self, role: str | None) -> None:
+    def __init__(
+        self, tx: Transaction, schedules: PostgresScheduleRepository, role: str | None
+    ) -> None:
+        super().__init__(tx, schedules)
+        self._split_tx = tx
         self._role = role
 
-    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
-        await super().create_run(uow, queued)
-        assert isinstance(uow, PostgresUnitOfWork)
+    async def create_run(self, queued: QueuedRun) -> None:
+        await super().create_run(queued)
         # The unit of work owns its server transaction (ADR 2160): end it and begin
         # another on the same connection, as the scheduler role again.
-        await uow.tx.commit()
-        await uow.tx.open({"role": self._role} if self._role is not None else {})
+        await self._split_tx.commit()
+        await self._split_tx.open({"role": self._role} if self._role is not None else {})
+
+
+class _SplitCommitFactory(PostgresUnitOfWorkFactory):
+    """The scheduler's factory whose units of work carry ``SplitCommitRepository``."""
+
+    def begin(
+        self, principal: Principal | None = None, *, tenant_id: str | None = None
+    ) -> PostgresUnitOfWork:
+        uow = super().begin(principal, tenant_id=tenant_id)
+        uow.materialization = SplitCommitRepository(uow.tx, uow.schedules, self.assume_role)
+        return uow
 
 
 class _SplitCommitStorage(PostgresStorage):
-    def materialization_store(self) -> MaterializationStore | None:
-        return SplitCommitStore(self.roles.scheduler)
+    def factory(self, role: Role) -> PostgresUnitOfWorkFactory:
+        if role == "scheduler" and role not in self._factories:
+            engine = self._trusted_engine()
+            self._factories[role] = _SplitCommitFactory(engine, assume_role=self.roles.scheduler)
+        return super().factory(role)
 
 
 class RoleOverride(Storage):

@@ -142,6 +142,7 @@ class TestUnitOfWorkContract:
             usage = await uow.admission.usage(build.alice.tenant_id, build.t0)
             assert (usage.active_runs, usage.materialized_last_minute) == (1, 2)
             assert await uow.pending_accounts.pending(10) == [done.id]
+            assert await uow.materialization.lock_due(schedule.id, build.t0) == (schedule, revision)
             await uow.rollback()
         # ...and nothing once rolled back.
         async with uow_factory.begin() as uow:

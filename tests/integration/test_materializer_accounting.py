@@ -27,8 +27,7 @@ class UnlockedAdmission(PostgresAdmissionController):
 class UnlockedStore(PostgresMaterializationStore):
     """... nor from the context read (ADR 1750)."""
 
-    def admission_key(self, tenant_id: str) -> int | None:
-        return None
+    lock_admission = False
 
 
 def unlocked(h: MaterializeWorld, probe: BarrierProbe) -> ScheduleMaterializer:

@@ -13,47 +13,18 @@ from the ordinary ports and directories (in-memory tests, static directories).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
-from scheduling.ports.directories import AgentSpec, AuthoritySnapshot
-from scheduling.ports.records import (
-    ProcessEvent,
-    RunCheckpoint,
-    RunRecord,
-    RunStatus,
-    SessionEvent,
-    SessionRecord,
-)
+from scheduling.ports.firing import FiringContext, QueuedRun
+from scheduling.ports.records import ProcessEvent
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
 
-
-@dataclass(frozen=True)
-class FiringContext:
-    """What the verdict needs beyond the schedule and its revision, read at once."""
-
-    authority: AuthoritySnapshot | None
-    """The principal's current authority (``None``: the principal does not exist)."""
-    agent: AgentSpec | None
-    """The pinned agent version (``None``: it does not exist)."""
-    previous_run_status: RunStatus | None
-    """The status of the run linked to the latest MATERIALIZED occurrence (``None``: no
-    such occurrence, or its links were erased)."""
-
-
-@dataclass(frozen=True)
-class QueuedRun:
-    """The dedicated session, its creation events, the run and its seed checkpoint."""
-
-    session: SessionRecord
-    events: Sequence[SessionEvent]
-    run: RunRecord
-    checkpoint: RunCheckpoint
+__all__ = ["FiringContext", "MaterializationStore", "QueuedRun"]
 
 
 class MaterializationStore(Protocol):

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from scheduling.domain.identity import Principal
+from scheduling.ports.firing import MaterializationRepository
 from scheduling.ports.outbox import OutboxRepository
 from scheduling.ports.repositories import (
     AdmissionRepository,
@@ -70,6 +71,9 @@ class UnitOfWork(Protocol):
 
     @property
     def pending_accounts(self) -> PendingAccountsRepository: ...
+
+    @property
+    def materialization(self) -> MaterializationRepository: ...
 
     async def commit(self) -> None:
         """Make every write durable at once. Deferred constraints are checked here; a

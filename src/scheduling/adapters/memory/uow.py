@@ -15,6 +15,7 @@ from scheduling.adapters.memory.admission import (
     MemoryAdmissionRepository,
     MemoryPendingAccountsRepository,
 )
+from scheduling.adapters.memory.materialization import MemoryMaterializationRepository
 from scheduling.adapters.memory.outbox import MemoryOutboxRepository
 from scheduling.adapters.memory.repositories import (
     MemoryAgentRepository,
@@ -61,6 +62,7 @@ class MemoryUnitOfWork:
         self.outbox = MemoryOutboxRepository(self)
         self.admission = MemoryAdmissionRepository(self)
         self.pending_accounts = MemoryPendingAccountsRepository(self)
+        self.materialization = MemoryMaterializationRepository(self)
 
     def tables(self) -> Tables:
         if self._working is None:

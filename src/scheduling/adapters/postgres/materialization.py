@@ -49,6 +49,7 @@ from sqlalchemy import (
 from scheduling.adapters.postgres.admission import admission_lock_key
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import (
+    PostgresScheduleRepository,
     trusted_cas_params,
     trusted_cas_statement,
 )
@@ -64,12 +65,12 @@ from scheduling.adapters.postgres.tables import (
     session_events,
     sessions,
 )
-from scheduling.adapters.postgres.uow import PostgresUnitOfWork
+from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.occurrence import OccurrenceDisposition
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
-from scheduling.ports.materialization import FiringContext, QueuedRun
+from scheduling.ports.firing import FiringContext, QueuedRun
 from scheduling.ports.records import ProcessEvent, RunStatus
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
@@ -208,26 +209,26 @@ def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
         out[prefix + f.name] = getattr(record, f.name)
 
 
-def _pg(uow: UnitOfWork) -> PostgresUnitOfWork:
-    if not isinstance(uow, PostgresUnitOfWork):
-        raise TypeError("PostgresMaterializationStore needs the PostgreSQL unit of work")
-    return uow
+class PostgresMaterializationRepository:
+    """See ``scheduling.ports.firing.MaterializationRepository``: one statement per
+    step in the unit of work's transaction."""
 
-
-class PostgresMaterializationStore:
-    """See ``scheduling.ports.materialization.MaterializationStore``."""
+    def __init__(self, tx: Transaction, schedules: PostgresScheduleRepository) -> None:
+        self._tx = tx
+        self._schedules = schedules
 
     async def lock_due(
-        self, uow: UnitOfWork, schedule_id: UUID, now: datetime
+        self, schedule_id: UUID, now: datetime
     ) -> tuple[Schedule, ScheduleRevision] | None:
-        pg = _pg(uow)
-        rows = await pg.tx.fetch(_LOCK_DUE, {"schedule_id": schedule_id, "now": now})
+        rows = await self._tx.fetch(_LOCK_DUE, {"schedule_id": schedule_id, "now": now})
         if not rows:
             return None
         row = rows[0]
         schedule = _schedule(row)
         if row["r_definition"] is None:  # committed after this statement's snapshot
-            revision = await pg.schedules.get_revision(schedule_id, schedule.current_revision, None)
+            revision = await self._schedules.get_revision(
+                schedule_id, schedule.current_revision, None
+            )
         else:
             revision = ScheduleRevision.from_definition(
                 schedule.id,
@@ -238,15 +239,10 @@ class PostgresMaterializationStore:
             )
         return schedule, revision
 
-    def admission_key(self, tenant_id: str) -> int | None:
-        """The tenant admission lock the context read takes (a test of the test that
-        needs no lock returns ``None``)."""
-        return admission_lock_key(tenant_id)
-
     async def context(
-        self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision
+        self, schedule: Schedule, revision: ScheduleRevision, *, lock_admission: bool = True
     ) -> FiringContext:
-        key = self.admission_key(schedule.tenant_id)
+        key = admission_lock_key(schedule.tenant_id) if lock_admission else None
         params = {
             "schedule_id": schedule.id,
             "tenant_id": schedule.tenant_id,
@@ -255,7 +251,7 @@ class PostgresMaterializationStore:
             "agent_version": revision.agent_version,
             "admission_key": key,
         }
-        tx = _pg(uow).tx
+        tx = self._tx
         (row,) = await tx.fetch(_CONTEXT, params)
         if key is not None:  # pg_advisory_xact_lock is strict: NULL takes no lock
             tx.advisory_locks.add(key)
@@ -287,7 +283,7 @@ class PostgresMaterializationStore:
         status = None if row["run_status"] is None else RunStatus(row["run_status"])
         return FiringContext(authority, agent, status)
 
-    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
+    async def create_run(self, queued: QueuedRun) -> None:
         if len(queued.events) != SESSION_EVENTS:
             raise ValueError(f"a queued run has exactly {SESSION_EVENTS} session events")
         params: dict[str, Any] = {}
@@ -298,20 +294,45 @@ class PostgresMaterializationStore:
         _values(queued.checkpoint, "c_", params)
         for i, event in enumerate(queued.events):
             _values(event, f"e{i}_", params)
-        await _pg(uow).tx.fetch(_QUEUE_RUN, params)
+        await self._tx.fetch(_QUEUE_RUN, params)
 
-    async def advance(
-        self, uow: UnitOfWork, command: ScheduleCommand, events: Sequence[ProcessEvent]
-    ) -> None:
-        pg = _pg(uow)
+    async def advance(self, command: ScheduleCommand, events: Sequence[ProcessEvent]) -> None:
         if command.principal is not None or command.revision is not None:
             raise ValueError("the materializer advances in the trusted scope, no revision")
         if not events:
-            await pg.schedules.mutate(command)
+            await self._schedules.mutate(command)
             return
         changed, params = trusted_cas_params(command)
         for i, event in enumerate(events):
             _values(event, f"p{i}_", params)
-        rows = await pg.tx.fetch(advance_statement(changed, len(events)), params)
+        rows = await self._tx.fetch(advance_statement(changed, len(events)), params)
         if len(rows) != 1:
-            await pg.schedules.raise_stale(command)
+            await self._schedules.raise_stale(command)
+
+
+class PostgresMaterializationStore:
+    """See ``scheduling.ports.materialization.MaterializationStore``: the unit of
+    work's materialization repository, whose context read takes the tenant's admission
+    lock (a test of the test that needs no lock sets ``lock_admission`` false)."""
+
+    lock_admission = True
+
+    async def lock_due(
+        self, uow: UnitOfWork, schedule_id: UUID, now: datetime
+    ) -> tuple[Schedule, ScheduleRevision] | None:
+        return await uow.materialization.lock_due(schedule_id, now)
+
+    async def context(
+        self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision
+    ) -> FiringContext:
+        return await uow.materialization.context(
+            schedule, revision, lock_admission=self.lock_admission
+        )
+
+    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
+        await uow.materialization.create_run(queued)
+
+    async def advance(
+        self, uow: UnitOfWork, command: ScheduleCommand, events: Sequence[ProcessEvent]
+    ) -> None:
+        await uow.materialization.advance(command, events)

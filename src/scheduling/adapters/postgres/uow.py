@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from scheduling.adapters.postgres.accounting import PostgresPendingAccountsRepository
 from scheduling.adapters.postgres.admission import PostgresAdmissionRepository
 from scheduling.adapters.postgres.errors import broken_connection, translate
+from scheduling.adapters.postgres.materialization import PostgresMaterializationRepository
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
@@ -88,6 +89,7 @@ class PostgresUnitOfWork:
         self.outbox = repos.outbox
         self.admission = PostgresAdmissionRepository(self.tx)
         self.pending_accounts = PostgresPendingAccountsRepository(self.tx)
+        self.materialization = PostgresMaterializationRepository(self.tx, repos.schedules)
 
     async def __aenter__(self) -> Self:
         if self._used:

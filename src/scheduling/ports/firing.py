@@ -1,0 +1,70 @@
+"""The unit of work's materialization repository (spec "Materialization transaction";
+ADR 1700, 1750): the materializer's four steps inside the unit of work's own
+transaction. On PostgreSQL each is one statement; in memory each composes the ordinary
+repositories over the working tables. The authority and the agent version are read
+from the same store the durable directories read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from scheduling.domain.revision import ScheduleRevision
+from scheduling.domain.schedule import Schedule
+from scheduling.ports.directories import AgentSpec, AuthoritySnapshot
+from scheduling.ports.records import (
+    ProcessEvent,
+    RunCheckpoint,
+    RunRecord,
+    RunStatus,
+    SessionEvent,
+    SessionRecord,
+)
+from scheduling.ports.repositories import ScheduleCommand
+
+
+@dataclass(frozen=True)
+class FiringContext:
+    """What the verdict needs beyond the schedule and its revision, read at once."""
+
+    authority: AuthoritySnapshot | None
+    """The principal's current authority (``None``: the principal does not exist)."""
+    agent: AgentSpec | None
+    """The pinned agent version (``None``: it does not exist)."""
+    previous_run_status: RunStatus | None
+    """The status of the run linked to the latest MATERIALIZED occurrence (``None``: no
+    such occurrence, or its links were erased)."""
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """The dedicated session, its creation events, the run and its seed checkpoint."""
+
+    session: SessionRecord
+    events: Sequence[SessionEvent]
+    run: RunRecord
+    checkpoint: RunCheckpoint
+
+
+class MaterializationRepository(Protocol):
+    """See ``scheduling.ports.materialization.MaterializationStore`` (the same steps,
+    bound to one unit of work)."""
+
+    async def lock_due(
+        self, schedule_id: UUID, now: datetime
+    ) -> tuple[Schedule, ScheduleRevision] | None: ...
+
+    async def context(
+        self, schedule: Schedule, revision: ScheduleRevision, *, lock_admission: bool = True
+    ) -> FiringContext:
+        """One snapshot of authority, agent version and overlap state; with
+        ``lock_admission`` the same read takes the tenant's admission lock (ADR 1750)."""
+        ...
+
+    async def create_run(self, queued: QueuedRun) -> None: ...
+
+    async def advance(self, command: ScheduleCommand, events: Sequence[ProcessEvent]) -> None: ...
