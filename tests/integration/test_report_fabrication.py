@@ -15,12 +15,14 @@ shared by every test (three gate runs in all, the third on a dirty tree).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,48 +97,75 @@ def _run(checkout: Path, out: Path, *extra: str, seed: int = SEED) -> dict[str, 
     return raw
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _checkout(tmp_path_factory.mktemp("base"))
+@contextlib.contextmanager
+def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A directory every xdist worker of this session shares (the session's base temp),
+    built by the first worker to get the lock; the others wait and reuse it, so the
+    gate runs are not repeated on each worker the module's tests land on."""
+    session = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:  # a worker's base temp is the session's child
+        session = session.parent
+    root = session / f"fabrication-{name}"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"fabrication-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield root
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
-def buggy(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The next commit: the base with the planted bug committed."""
-    root = tmp_path_factory.mktemp("buggy") / "checkout"
-    shutil.copytree(base, root)
-    _plant(root)
-    _git(root, "commit", "-qam", "with the bug")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base and buggy checkouts, the signing keys, the honest (signed) and failing
+    reports: built once per session, whatever the number of workers."""
+    with _built_once(tmp_path_factory, "runs") as root:
+        if not (root / "done").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            base = _checkout(root / "base")
+            buggy = root / "buggy"
+            shutil.copytree(base, buggy)
+            _plant(buggy)  # the next commit: the base with the planted bug committed
+            _git(buggy, "commit", "-qam", "with the bug")
+            assert main(["keygen", str(root / "ci.key"), str(root / "ci.pub")]) == 0
+            honest = _run(base, root / "honest", "--sign", str(root / "ci.key"))
+            assert {g["status"] for g in honest["gates"] if g["selected"]} == {"PASS"}
+            assert (root / "honest" / "gate-report.dsse.json").is_file()
+            failing = _run(buggy, root / "failing")
+            statuses = {g["id"]: g["status"] for g in failing["gates"] if g["selected"]}
+            assert statuses == dict.fromkeys(GATES, "FAIL")
+            assert failing["run"]["commit_dirty"] is False
+            (root / "done").write_text("")
     return root
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    where = tmp_path_factory.mktemp("keys")
-    assert main(["keygen", str(where / "ci.key"), str(where / "ci.pub")]) == 0
-    return where / "ci.key", where / "ci.pub"
+def base(built: Path) -> Path:
+    return built / "base"
 
 
 @pytest.fixture(scope="module")
-def honest(base: Path, keys: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def buggy(built: Path) -> Path:
+    """The next commit: the base with the planted bug committed."""
+    return built / "buggy"
+
+
+@pytest.fixture(scope="module")
+def keys(built: Path) -> tuple[Path, Path]:
+    return built / "ci.key", built / "ci.pub"
+
+
+@pytest.fixture(scope="module")
+def honest(built: Path) -> Path:
     """A signed report of the honest tree: every selected gate PASS."""
-    out = tmp_path_factory.mktemp("honest")
-    raw = _run(base, out, "--sign", str(keys[0]))
-    assert {g["status"] for g in raw["gates"] if g["selected"]} == {"PASS"}
-    assert (out / "gate-report.dsse.json").is_file()
-    return out / "gate-report.json"
+    return built / "honest" / "gate-report.json"
 
 
 @pytest.fixture(scope="module")
-def failing(buggy: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def failing(built: Path) -> Path:
     """The planted bug's report: the civil-time gate FAILs, on a clean commit."""
-    out = tmp_path_factory.mktemp("failing")
-    raw = _run(buggy, out)
-    assert {g["id"]: g["status"] for g in raw["gates"] if g["selected"]} == dict.fromkeys(
-        GATES, "FAIL"
-    )
-    assert raw["run"]["commit_dirty"] is False
-    return out / "gate-report.json"
+    return built / "failing" / "gate-report.json"
 
 
 def _load(path: Path) -> dict[str, Any]:
