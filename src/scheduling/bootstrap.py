@@ -261,14 +261,40 @@ def build_api(
     notifier: ScheduleNotifier | None = None,
     scanner: Scanner | None = None,
     tenants: TenantConfiguration | None = None,
-    service_type: type[ScheduleService] = ScheduleService,
 ) -> ApiRole:
     """The schedule API's application service over the API role.
 
     Without ``storage`` the settings choose it and the role owns it (``close``
     releases it). Tests inject ``storage`` (then left open), a recording ``notifier``,
-    and for a test of a test a deliberately weak ``scanner``, other ``tenants`` or a
-    ``service_type`` (a subclass of ``ScheduleService``)."""
+    and for a test of a test a deliberately weak ``scanner`` or other ``tenants``
+    (a broken service subclass: ``scheduling.testing.build_api``)."""
+    return compose_api(
+        settings,
+        clock=clock,
+        ids=ids,
+        probe=probe,
+        storage=storage,
+        notifier=notifier,
+        scanner=scanner,
+        tenants=tenants,
+        service_type=ScheduleService,
+    )
+
+
+def compose_api(
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    probe: Probe | None,
+    storage: Storage | None,
+    notifier: ScheduleNotifier | None,
+    scanner: Scanner | None,
+    tenants: TenantConfiguration | None,
+    service_type: type[ScheduleService],
+) -> ApiRole:
+    """``build_api`` with the service class chosen by the caller (``build_api`` and
+    ``scheduling.testing.build_api`` only)."""
     problems = _release_problems(settings)
     if not settings.api_enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_API_ENABLED is off")
@@ -431,7 +457,6 @@ def build_scheduler(
     storage: Storage | None = None,
     admission: ScheduleAdmissionController | None = None,
     calculator: RecurrenceCalculator | None = None,
-    worker_type: type[ScheduleWorker] = ScheduleWorker,
     worker_settings: WorkerSettings | None = None,
     materializer: ScheduleMaterializer | None = None,
     tenants: TenantConfiguration | None = None,
@@ -441,12 +466,47 @@ def build_scheduler(
     Without ``storage`` the settings view chooses it and the role owns it. Tests and
     the harness inject ``storage`` (e.g. over the simulator's watched engine; LISTEN
     then only if the storage has a URL), and for a test of a test a different
-    ``admission``, ``calculator``,
-    ``worker_type`` (a subclass of ``ScheduleWorker``), ``worker_settings``, the
+    ``admission``, ``calculator``, ``worker_settings``, the
     ``materializer`` the worker scans with (one built here, wrapped or mutated) or the
-    ``tenants`` configuration in place of the settings' ceilings. ``jitter`` seeds the
+    ``tenants`` configuration in place of the settings' ceilings (another worker class:
+    ``scheduling.testing.build_scheduler``). ``jitter`` seeds the
     transient-retry delays (default: seeded from ``ids``, so a simulator's seeded ids
     replay the same delays)."""
+    return compose_scheduler(
+        settings,
+        clock=clock,
+        ids=ids,
+        probe=probe,
+        stop=stop,
+        jitter=jitter,
+        storage=storage,
+        admission=admission,
+        calculator=calculator,
+        worker_settings=worker_settings,
+        materializer=materializer,
+        tenants=tenants,
+        worker_type=ScheduleWorker,
+    )
+
+
+def compose_scheduler(
+    settings: SchedulerSettings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    probe: Probe | None,
+    stop: asyncio.Event | None,
+    jitter: JitterSource | None,
+    storage: Storage | None,
+    admission: ScheduleAdmissionController | None,
+    calculator: RecurrenceCalculator | None,
+    worker_settings: WorkerSettings | None,
+    materializer: ScheduleMaterializer | None,
+    tenants: TenantConfiguration | None,
+    worker_type: type[ScheduleWorker],
+) -> SchedulerRole:
+    """``build_scheduler`` with the worker class chosen by the caller
+    (``build_scheduler`` and ``scheduling.testing.build_scheduler`` only)."""
     problems = list(settings.release_problems)
     retry = _retry(settings.transient_retry)
     if isinstance(retry, str):
@@ -982,14 +1042,39 @@ def build_mcp(
     default_agent_id: UUID,
     approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     storage: Storage | None = None,
-    edge_type: type[McpEdge] = McpEdge,
 ) -> McpRole:
     """``build_tools`` with an ``McpEdge`` attached (its elicitation the approval port,
     ``edge_authenticator`` over ``tokens``). With either schedule flag off the edge
     would serve nothing: startup is refused (``FEATURE_DISABLED``) in every environment;
     production refusals are ``build_api``'s. The pipeline bounds an approval's wait at
     ``approval_timeout_seconds`` (ADR 2121; the elicitation's own bound is a little
-    later). Tests inject ``storage`` and, for a test of a test, an ``edge_type``."""
+    later). Tests inject ``storage`` (another edge class, for a test of a test:
+    ``scheduling.testing.build_mcp``)."""
+    return compose_mcp(
+        settings,
+        clock=clock,
+        ids=ids,
+        tokens=tokens,
+        default_agent_id=default_agent_id,
+        approval_timeout_seconds=approval_timeout_seconds,
+        storage=storage,
+        edge_type=McpEdge,
+    )
+
+
+def compose_mcp(
+    settings: Settings,
+    *,
+    clock: Clock,
+    ids: IdGenerator,
+    tokens: TokenDirectory,
+    default_agent_id: UUID,
+    approval_timeout_seconds: float,
+    storage: Storage | None,
+    edge_type: type[McpEdge],
+) -> McpRole:
+    """``build_mcp`` with the edge class chosen by the caller (``build_mcp`` and
+    ``scheduling.testing.build_mcp`` only)."""
     flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
     if not schedule_flags_on(**flags):
         off = [f"AGENT_SCHEDULE_{name.upper()}" for name, on in flags.items() if not on]

@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduling.bootstrap import build_api
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.errors import ConflictError, SchedulingError
 from scheduling.domain.recurrence.engine import next_after
@@ -40,7 +39,7 @@ from scheduling.ports.probe import NullProbe, Probe
 from scheduling.service import materializer as m
 from scheduling.service.schedules import ScheduleService
 from scheduling.storage import Storage
-from scheduling.testing import open_storage
+from scheduling.testing import build_api, open_storage
 from simulation.engine.checkers import check_linearizable_per_key
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of

@@ -27,7 +27,7 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from scheduling.bootstrap import SchedulerRole, build_scheduler
+from scheduling.bootstrap import SchedulerRole
 from scheduling.domain.identity import Principal
 from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.ports.admission import ScheduleAdmissionController
@@ -42,6 +42,7 @@ from scheduling.testing import (
     ConfiguredTenantConfiguration,
     PostgresStorage,
     PostgresUnitOfWorkFactory,
+    build_scheduler,
     open_storage,
 )
 from simulation.worlds.service import (
