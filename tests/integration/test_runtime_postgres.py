@@ -19,8 +19,6 @@ from scheduling.domain.errors import AuthorizationError, ConflictError, NotFound
 from scheduling.ports.records import RunStatus
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.runtime import (
-    CANCEL_FORBIDDEN,
-    CANCEL_TERMINAL,
     COST_LIMIT,
     DEADLINE_EXCEEDED,
     LEASE_LOST,
@@ -29,11 +27,11 @@ from scheduling.runtime import (
     TOOL_CALL_LIMIT,
     TOOL_SCOPE_DENIED,
     TOOL_UNDECLARED,
-    RunCancellation,
     RunSubmitter,
     WorkerSettings,
 )
 from scheduling.runtime.usage import SYNTHESIS_RESERVE
+from scheduling.service.cancellation import CANCEL_FORBIDDEN, CANCEL_TERMINAL, RunCancellation
 from simulation.engine.clock import VirtualClock
 from simulation.worlds.runtime import (
     TOOL_AGENT_VERSION,

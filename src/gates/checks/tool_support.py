@@ -183,15 +183,21 @@ class InspectingApprovals(ScriptedApprovals):
         self._hangs = 0
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        # A scripted raise or hang is taken and the request recorded on entry: the
+        # pipeline's bound may cancel this coroutine during ``on_request`` (a database
+        # read), and the count of asks must not depend on how fast that read is.
+        failure = self._failures.popleft() if self._failures else None
+        hang = failure is None and self._hangs > 0
+        if hang:
+            self._hangs -= 1
+        if failure is not None or hang:
+            self.requests.append(request)
         if self.on_request is not None:
             await self.on_request(request)
         self.clock.advance(self.think_seconds)
-        if self._failures:
-            self.requests.append(request)
-            raise self._failures.popleft()
-        if self._hangs:
-            self._hangs -= 1
-            self.requests.append(request)
+        if failure is not None:
+            raise failure
+        if hang:
             await asyncio.sleep(HANG_CAP_SECONDS)
             raise ApproverHung("no approval timeout ended the wait")
         decision = await super().decide(request)
