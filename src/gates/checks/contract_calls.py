@@ -31,6 +31,9 @@ PORT_ATTRIBUTES = (
     "runs",
     "events",
     "outbox",
+    "admission",
+    "materialization",
+    "pending_accounts",
 )
 
 Call = tuple[str, str, str, str]
