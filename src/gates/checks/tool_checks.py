@@ -197,7 +197,11 @@ async def approval_refusals(
     meddle = False
 
     async def inspect(request: ApprovalRequest) -> None:
-        pending.append(changed_tables(before, await effect_rows(world)))
+        # The ask is counted before the read: the pipeline's approval bound may cancel
+        # this read (the hanging approver), and the count must not depend on its speed.
+        slot = len(pending)
+        pending.append([])
+        pending[slot] = changed_tables(before, await effect_rows(world))
         if meddle:
             for who in (OTHER, WHO_B):
                 if await foreign_decision(world, request, who):
@@ -316,7 +320,11 @@ async def approved_after_inspection(
     pending: list[list[str]] = []
 
     async def inspect(request: ApprovalRequest) -> None:
-        pending.append(changed_tables(before, await effect_rows(world)))
+        # The ask is counted before the read: the pipeline's approval bound may cancel
+        # this read (the hanging approver), and the count must not depend on its speed.
+        slot = len(pending)
+        pending.append([])
+        pending[slot] = changed_tables(before, await effect_rows(world))
 
     world.approvals.on_request = inspect
     try:
