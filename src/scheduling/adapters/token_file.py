@@ -4,7 +4,12 @@ Format (JSON, one object)::
 
     {"format": "scheduling.tokens/1",
      "tokens": [{"id": "tok_3f9a...", "tenant_id": "acme", "principal_id": "alice",
-                 "digest": "sha256:<64 hex>", "created_at": "2026-12-01T10:00:00Z"}]}
+                 "digest": "sha256:<64 hex>", "created_at": "2026-12-01T10:00:00Z",
+                 "name": "ci"}]}
+
+``name`` is optional: the label a batch provisioning file uses to say "this principal
+holds a token called ``ci``" without holding its secret (ADR 2260); it is unique per
+(tenant, principal).
 
 A token is ``sch_<id>_<secret>`` with 256 bits of randomness in ``secret``; the file keeps
 ``sha256(token)`` only, so a leaked file grants nothing. ``authenticate`` hashes the
@@ -42,6 +47,11 @@ TOKEN_IDENTITY_INVALID = reason(
     "A token needs a non-empty tenant_id and principal_id without whitespace",
 )
 
+TOKEN_NAME_TAKEN = reason(
+    "schedule.tokens.name_taken",
+    "The principal already holds a token with this name (revoke it first to replace it)",
+)
+
 _ID = re.compile(r"^tok_[0-9a-f]{16}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _NAME = re.compile(r"^\S{1,200}$")
@@ -59,15 +69,19 @@ class TokenEntry:
     principal_id: str
     digest: str
     created_at: str
+    name: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        return {
+        document = {
             "id": self.token_id,
             "tenant_id": self.tenant_id,
             "principal_id": self.principal_id,
             "digest": self.digest,
             "created_at": self.created_at,
         }
+        if self.name is not None:
+            document["name"] = self.name
+        return document
 
 
 def _invalid(why: str) -> ValidationError:
@@ -84,12 +98,19 @@ def parse_entries(document: Any) -> list[TokenEntry]:
         raise _invalid("'tokens' must be a list")
     entries: list[TokenEntry] = []
     seen: set[str] = set()
+    names: set[tuple[str, str, str | None]] = set()
     for n, raw in enumerate(document["tokens"]):
         keys = {"id", "tenant_id", "principal_id", "digest", "created_at"}
-        if not isinstance(raw, dict) or set(raw) != keys:
-            raise _invalid(f"token #{n} must have exactly {sorted(keys)}")
-        if not all(isinstance(raw[k], str) for k in keys):
+        if not isinstance(raw, dict) or not keys <= set(raw) <= keys | {"name"}:
+            raise _invalid(f"token #{n} must have exactly {sorted(keys)} (and maybe 'name')")
+        if not all(isinstance(raw[k], str) for k in raw):
             raise _invalid(f"token #{n}: every field is a string")
+        name = raw.get("name")
+        if name is not None and not _NAME.match(name):
+            raise _invalid(f"token #{n}: name is a non-empty name")
+        if name is not None and (raw["tenant_id"], raw["principal_id"], name) in names:
+            raise _invalid(f"token #{n}: duplicate name {name!r} for its principal")
+        names.add((raw["tenant_id"], raw["principal_id"], name))
         if not _ID.match(raw["id"]) or not _DIGEST.match(raw["digest"]):
             raise _invalid(f"token #{n}: malformed id or digest")
         if not (_NAME.match(raw["tenant_id"]) and _NAME.match(raw["principal_id"])):
@@ -99,7 +120,12 @@ def parse_entries(document: Any) -> list[TokenEntry]:
         seen.add(raw["id"])
         entries.append(
             TokenEntry(
-                raw["id"], raw["tenant_id"], raw["principal_id"], raw["digest"], raw["created_at"]
+                raw["id"],
+                raw["tenant_id"],
+                raw["principal_id"],
+                raw["digest"],
+                raw["created_at"],
+                name,
             )
         )
     return entries
@@ -135,16 +161,25 @@ def write_entries(path: Path, entries: list[TokenEntry]) -> None:
 
 
 def issue_token(
-    path: Path, tenant_id: str, principal_id: str, at: datetime
+    path: Path, tenant_id: str, principal_id: str, at: datetime, *, name: str | None = None
 ) -> tuple[TokenEntry, str]:
     """Add a new token for (tenant, principal); returns its entry and the token text,
-    which exists only in the return value (the file keeps its digest)."""
+    which exists only in the return value (the file keeps its digest). A ``name`` the
+    principal's tokens already use is ``TOKEN_NAME_TAKEN``."""
     if not (_NAME.match(tenant_id) and _NAME.match(principal_id)):
         raise ValidationError(TOKEN_IDENTITY_INVALID, "tenant_id and principal_id are names")
+    if name is not None and not _NAME.match(name):
+        raise ValidationError(TOKEN_IDENTITY_INVALID, "a token name is a non-empty name")
     entries = read_entries(path)
+    if name is not None and any(
+        (e.tenant_id, e.principal_id, e.name) == (tenant_id, principal_id, name) for e in entries
+    ):
+        raise ValidationError(
+            TOKEN_NAME_TAKEN, f"{tenant_id}/{principal_id} already holds a token named {name!r}"
+        )
     token_id = "tok_" + secrets.token_hex(8)
     token = f"sch_{token_id[4:]}_{secrets.token_urlsafe(32)}"
-    entry = TokenEntry(token_id, tenant_id, principal_id, digest_of(token), at.isoformat())
+    entry = TokenEntry(token_id, tenant_id, principal_id, digest_of(token), at.isoformat(), name)
     write_entries(path, [*entries, entry])
     return entry, token
 

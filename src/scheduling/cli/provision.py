@@ -2,10 +2,15 @@
 
 * ``scheduling principals import FILE`` - upsert principals into the durable directory;
 * ``scheduling agents import FILE`` - add immutable agent versions, move active pointers;
-* ``scheduling tokens add --tenant T --principal P`` - issue a bearer token (printed once;
-  the token file keeps its SHA-256 digest) for a principal the durable directory holds
-  enabled (else ``schedule.provision.unknown_principal`` / ``principal_disabled``, exit
-  code 2, nothing written), ``tokens revoke TOKEN_ID``, ``tokens list``.
+* ``scheduling tokens add --tenant T --principal P [--name N] [--json]`` - issue a bearer
+  token (printed once; the token file keeps its SHA-256 digest) for a principal the
+  durable directory holds enabled (else ``schedule.provision.unknown_principal`` /
+  ``principal_disabled``, exit code 2, nothing written), ``tokens revoke TOKEN_ID``,
+  ``tokens list [--json]``;
+* ``scheduling provision apply FILE`` - ONE file (TOML or JSON) of tenants, their
+  principals and named tokens, and agent versions, applied idempotently (ADR 2260): a
+  second run changes nothing and says ``no changes``; new tokens' secrets are printed
+  once (``--json`` for scripts); ``provision plan FILE`` says what apply would do.
 
 Imports are idempotent and validated completely before one transaction writes them. They
 connect with the migration/trusted login (``--url`` or ``AGENT_SCHEDULE_DATABASE_URL``).
@@ -19,28 +24,27 @@ import asyncio
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.adapters.token_file import issue_token, read_entries, revoke_token
+from scheduling.adapters.token_file import TokenEntry, issue_token, read_entries, revoke_token
 from scheduling.cli.edge import load_settings, system_edge
 from scheduling.cli.registry import command
 from scheduling.domain.errors import SchedulingError, ValidationError
-from scheduling.domain.reasons import reason
-from scheduling.service.provisioning import ImportReport, ProvisioningService
+from scheduling.service.provisioning import (
+    FILE_INVALID,
+    INPUT_MISSING,
+    BatchReport,
+    ImportReport,
+    ProvisioningService,
+    TokenName,
+    check_principal,
+)
 
 TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
-
-UNKNOWN_PRINCIPAL = reason(
-    "schedule.provision.unknown_principal",
-    "tokens add names a tenant/principal the durable directory does not hold",
-)
-PRINCIPAL_DISABLED = reason(
-    "schedule.provision.principal_disabled",
-    "tokens add names a principal the durable directory holds disabled",
-)
 
 
 def _error(exc: SchedulingError) -> int:
@@ -125,26 +129,24 @@ def _configure_tokens(parser: argparse.ArgumentParser) -> None:
     add.add_argument(
         "--url", default=None, help="trusted login URL (the principal directory is checked)"
     )
+    add.add_argument(
+        "--name", default=None, help="a label unique per principal (what batch files name)"
+    )
+    add.add_argument(
+        "--json", action="store_true", help="print one JSON object (token_id, token, ...)"
+    )
     revoke = sub.add_parser("revoke", help="remove a token by its id")
     revoke.add_argument("token_id", metavar="TOKEN_ID", help="the id printed by `tokens add`")
-    sub.add_parser("list", help="list token ids and their principals (never a token)")
+    listing = sub.add_parser("list", help="list token ids and their principals (never a token)")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
 
 
 async def _check_principal(url: str, tenant_id: str, principal_id: str) -> None:
-    """The principal must be in the durable directory and enabled: a token for anyone
-    else would be a credential that names nobody (or someone who may not act)."""
     uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
     try:
-        async with uow.begin() as tx:
-            record = await tx.principals.get(tenant_id, principal_id)
+        await check_principal(uow, tenant_id, principal_id)
     finally:
         await uow.dispose()
-    if record is None:
-        raise ValidationError(
-            UNKNOWN_PRINCIPAL, "the directory has no such principal in this tenant"
-        )
-    if not record.enabled:
-        raise ValidationError(PRINCIPAL_DISABLED, "the principal is disabled")
 
 
 def tokens_path(value: str | None) -> Path | None:
@@ -164,18 +166,167 @@ def tokens(args: argparse.Namespace, out: TextIO) -> int:
             if not url:
                 print("error: give --url or set AGENT_SCHEDULE_DATABASE_URL", file=sys.stderr)
                 return 2
+            read_entries(path)  # a broken token file is refused before the directory read
             asyncio.run(_check_principal(url, args.tenant, args.principal))
             clock, _ = system_edge()
-            entry, token = issue_token(path, args.tenant, args.principal, clock.now())
-            print(f"token_id: {entry.token_id}", file=out)
-            print(f"token: {token}", file=out)
+            entry, token = issue_token(
+                path, args.tenant, args.principal, clock.now(), name=args.name
+            )
+            if args.json:
+                print(json.dumps({**_entry_json(entry), "token": token}), file=out)
+            else:
+                print(f"token_id: {entry.token_id}", file=out)
+                print(f"token: {token}", file=out)
             print("(shown once; the file keeps only its SHA-256 digest)", file=sys.stderr)
         elif args.action == "revoke":
             entry = revoke_token(path, args.token_id)
             print(f"revoked: {entry.token_id} ({entry.tenant_id}/{entry.principal_id})", file=out)
+        elif args.json:
+            print(json.dumps([_entry_json(e) for e in read_entries(path)]), file=out)
         else:
             for entry in read_entries(path):
-                print(f"{entry.token_id} {entry.tenant_id}/{entry.principal_id}", file=out)
+                named = "" if entry.name is None else f" {entry.name}"
+                print(f"{entry.token_id} {entry.tenant_id}/{entry.principal_id}{named}", file=out)
     except SchedulingError as exc:
         return _error(exc)
     return 0
+
+
+def _entry_json(entry: TokenEntry) -> dict[str, str | None]:
+    """A token file entry for scripts, without its digest."""
+    return {
+        "token_id": entry.token_id,
+        "tenant_id": entry.tenant_id,
+        "principal_id": entry.principal_id,
+        "name": entry.name,
+        "created_at": entry.created_at,
+    }
+
+
+def _configure_provision(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, help in (
+        ("apply", "apply a batch file idempotently (a second run changes nothing)"),
+        ("plan", "say what apply would change, change nothing"),
+    ):
+        one = sub.add_parser(action, help=help)
+        one.add_argument(
+            "file", metavar="FILE", help="the batch file: tenants, principals, tokens, agents"
+        )
+        one.add_argument("--url", default=None, help="trusted login URL")
+        one.add_argument("--tokens-file", default=None, help=f"default: ${TOKENS_ENV}")
+        one.add_argument(
+            "--json", action="store_true", help="print one JSON object (new tokens included)"
+        )
+
+
+def read_batch(path: str) -> Any:
+    """A batch document from ``FILE.toml`` or ``FILE.json``; ``FILE_INVALID`` otherwise."""
+    where = Path(path)
+    if where.suffix not in (".toml", ".json"):
+        raise ValidationError(FILE_INVALID, f"{path}: a batch file ends in .toml or .json")
+    try:
+        text = where.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(FILE_INVALID, f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return tomllib.loads(text) if where.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ValidationError(FILE_INVALID, f"{path}: not {where.suffix[1:]} ({exc})") from None
+
+
+def _batch_json(report: BatchReport, issued: list[tuple[TokenName, TokenEntry, str]]) -> Any:
+    def kinds(part: ImportReport) -> dict[str, list[str]]:
+        return {k: getattr(part, k) for k in ("created", "updated", "unchanged", "activated")}
+
+    return {
+        "changed": report.changed,
+        "principals": kinds(report.principals),
+        "agents": kinds(report.agents),
+        "tokens": {
+            "created": [{**_entry_json(entry), "token": token} for _, entry, token in issued],
+            "to_create": [str(n) for n in report.tokens_to_issue] if not issued else [],
+            "unchanged": [str(n) for n in report.tokens_held],
+        },
+    }
+
+
+def _batch_lines(
+    report: BatchReport, issued: list[tuple[TokenName, TokenEntry, str]], apply: bool
+) -> list[str]:
+    lines = [f"{kind}: principal {name}" for kind, name in _kinds(report.principals)]
+    lines += [f"{kind}: agent {name}" for kind, name in _kinds(report.agents)]
+    if apply:
+        lines += [f"created: token {n} {entry.token_id} {token}" for n, entry, token in issued]
+    else:
+        lines += [f"to create: token {n}" for n in report.tokens_to_issue]
+    lines += [f"unchanged: token {n}" for n in report.tokens_held]
+    if not report.changed:
+        lines.append("no changes")
+    return lines
+
+
+def _kinds(part: ImportReport) -> list[tuple[str, str]]:
+    verbs = {"created": "created", "updated": "updated", "unchanged": "unchanged"}
+    if part.activated:
+        verbs["activated"] = "activated"
+    return [(verbs[k], item) for k in verbs for item in getattr(part, k)]
+
+
+@command(
+    "provision",
+    "apply ONE batch file of tenants, principals, tokens, agents",
+    _configure_provision,
+)
+def provision(args: argparse.Namespace, out: TextIO) -> int:
+    path = tokens_path(args.tokens_file)
+    apply = args.action == "apply"
+    try:
+        document = read_batch(args.file)
+        url = _database_url(args)
+        if not url:
+            raise ValidationError(INPUT_MISSING, "give --url or set AGENT_SCHEDULE_DATABASE_URL")
+        if path is None and _names_tokens(document):
+            raise ValidationError(
+                INPUT_MISSING, f"the file names tokens: give --tokens-file or set {TOKENS_ENV}"
+            )
+        entries = [] if path is None else read_entries(path)
+        held = {TokenName(e.tenant_id, e.principal_id, e.name) for e in entries if e.name}
+        clock, _ = system_edge()
+
+        async def run() -> BatchReport:
+            uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
+            try:
+                service = ProvisioningService(uow, clock)
+                return await service.apply_batch(document, held, commit=apply)
+            finally:
+                await uow.dispose()
+
+        report = asyncio.run(run())
+        issued: list[tuple[TokenName, TokenEntry, str]] = []
+        if apply and path is not None:
+            for named in report.tokens_to_issue:
+                entry, token = issue_token(
+                    path, named.tenant_id, named.principal_id, clock.now(), name=named.name
+                )
+                issued.append((named, entry, token))
+    except SchedulingError as exc:
+        return _error(exc)
+    if args.json:
+        print(json.dumps(_batch_json(report, issued)), file=out)
+    else:
+        for line in _batch_lines(report, issued, apply):
+            print(line, file=out)
+    if issued:
+        print(
+            "(new tokens are shown once; the file keeps only their SHA-256 digests)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _names_tokens(document: Any) -> bool:
+    tenants = document.get("tenants") if isinstance(document, dict) else None
+    if not isinstance(tenants, dict):
+        return False
+    return any(isinstance(t, dict) and t.get("tokens") for t in tenants.values())

@@ -152,6 +152,7 @@ STATUS: dict[str, int] = {
     "schedule.provision.agent_version_conflict": 409,
     "schedule.provision.duplicate_entry": 422,
     "schedule.provision.file_invalid": 422,
+    "schedule.provision.input_missing": 422,
     "schedule.provision.principal_disabled": 422,
     "schedule.provision.unknown_principal": 422,
     "schedule.provision.unknown_scope": 422,
@@ -277,6 +278,7 @@ STATUS: dict[str, int] = {
     # tokens
     "schedule.tokens.file_invalid": 500,
     "schedule.tokens.identity_invalid": 500,
+    "schedule.tokens.name_taken": 409,
     "schedule.tokens.unknown": 500,
     # tool (the governed pipeline's codes; no HTTP route raises them, so an
     # appearance here is a server fault, except the client-shaped ones)
