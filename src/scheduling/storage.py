@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from scheduling.adapters.memory.directories import StaticAgentRegistry, StaticPrincipalDirectory
@@ -42,6 +43,7 @@ from scheduling.adapters.postgres.tool_ledger import PostgresToolLedger
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.config import Settings
 from scheduling.domain.tenancy import TenantCeilings
+from scheduling.instance import application_name, current
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
 from scheduling.ports.directories import (
@@ -217,11 +219,13 @@ class PostgresStorage(Storage):
         logins: Mapping[Role, str] | None = None,
         pool_size: int = 5,
         engine: AsyncEngine | None = None,
+        instance_id: str | None = None,
     ) -> None:
         self.url = url
         self.roles: RoleNames = role_names(role_prefix or DEFAULT_ROLE_PREFIX)
         self._logins = dict(logins or {})
         self._pool_size = pool_size
+        self._instance_id = instance_id
         self._engine = engine
         self._owns_engine = engine is None
         self._factories: dict[Role, PostgresUnitOfWorkFactory] = {}
@@ -235,11 +239,19 @@ class PostgresStorage(Storage):
         ``close``); ``url`` (optional) is where LISTEN/NOTIFY connect."""
         return cls(url, role_prefix, engine=engine)
 
+    def application_name(self, role: Role) -> str:
+        """What the connections this storage opens for ``role`` are called in
+        ``pg_stat_activity`` (``<role>@<instance id>``, ADR 2270): the instance id given
+        to the storage, else the process's (``scheduling.instance``)."""
+        identity = current()
+        return application_name(role, self._instance_id or identity.instance_id)
+
     def _trusted_engine(self) -> AsyncEngine:
         if self._engine is None:
             if self.url is None:
                 raise LookupError("this storage has no trusted login")
             trusted = PostgresUnitOfWorkFactory.from_url(self.url, pool_size=self._pool_size)
+            _name_connections(trusted.engine, self.application_name("trusted"))
             self._owned.append(trusted)
             self._engine = trusted.engine
             self._factories["trusted"] = trusted
@@ -255,6 +267,7 @@ class PostgresStorage(Storage):
             return found
         if role in self._logins:
             made = PostgresUnitOfWorkFactory.from_url(self._logins[role], pool_size=self._pool_size)
+            _name_connections(made.engine, self.application_name(role))
             self._owned.append(made)
         else:
             engine = self._trusted_engine()
@@ -307,11 +320,15 @@ class PostgresStorage(Storage):
 
     def notifier(self, role: Role = "api") -> ScheduleNotifier | None:
         url = self.url_of(role)
-        return None if url is None else PostgresNotifier(url)
+        name = self.application_name(role)
+        return None if url is None else PostgresNotifier(url, application_name=name)
 
     def wake_listener(self, clock: Clock, role: Role = "scheduler") -> WakeListener | None:
         url = self.url_of(role)
-        return None if url is None else PostgresWakeListener(url, clock=clock)
+        name = self.application_name(role)
+        return (
+            None if url is None else PostgresWakeListener(url, clock=clock, application_name=name)
+        )
 
     def admission(
         self,
@@ -352,6 +369,18 @@ class PostgresStorage(Storage):
         self._factories.clear()
         if self._owns_engine:
             self._engine = None
+
+
+def _name_connections(engine: AsyncEngine, name: str) -> None:
+    """Every connection ``engine`` opens from now on carries ``application_name=name``
+    (asyncpg's ``server_settings``; one the URL's caller set explicitly is kept)."""
+
+    def named(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+        settings = dict(cparams.get("server_settings") or {})
+        settings.setdefault("application_name", name)
+        cparams["server_settings"] = settings
+
+    event.listen(engine.sync_engine, "do_connect", named)
 
 
 # ----------------------------------------------------- chosen from the settings

@@ -24,6 +24,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from scheduling.instance import server_settings
+
 URL_ENV = "SCHEDULING_DATABASE_URL"
 MIGRATIONS_DIR_ENV = "SCHEDULING_MIGRATIONS_DIR"
 
@@ -120,7 +122,12 @@ def head_revision() -> str:
 
 
 async def _with_connection(url: str, action: Any) -> Any:
-    engine = create_async_engine(to_asyncpg_url(url), poolclass=NullPool)
+    # Named ``migrate@<instance id>`` in pg_stat_activity (ADR 2270).
+    engine = create_async_engine(
+        to_asyncpg_url(url),
+        poolclass=NullPool,
+        connect_args={"server_settings": server_settings("migrate")},
+    )
     try:
         async with engine.connect() as conn:
             result = await conn.run_sync(action)

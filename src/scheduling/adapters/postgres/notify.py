@@ -22,6 +22,7 @@ from uuid import UUID
 
 import asyncpg
 
+from scheduling.instance import current
 from scheduling.ports.clock import Clock
 
 SCHEDULE_CHANNEL = "scheduling_schedule_changed"
@@ -36,17 +37,19 @@ def to_libpq_url(url: str) -> str:
 
 
 class PostgresNotifier:
-    """``ScheduleNotifier`` over ``pg_notify``."""
+    """``ScheduleNotifier`` over ``pg_notify``. Its connections are named
+    ``application_name`` (default: the process's own name, ``scheduling.instance``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, application_name: str | None = None) -> None:
         self._url = to_libpq_url(url)
+        self._settings = {"application_name": application_name or current().application_name()}
 
     async def schedule_changed(self, schedule_id: UUID) -> None:
         await self._send(SCHEDULE_CHANNEL, str(schedule_id))
 
     async def _send(self, channel: str, payload: str) -> None:
         try:
-            conn = await asyncpg.connect(self._url)
+            conn = await asyncpg.connect(self._url, server_settings=self._settings)
             try:
                 await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
             finally:
@@ -75,7 +78,8 @@ class PostgresWakeListener:
     socket closes, and a background task reconnects with the bounded backoff of
     ``reconnect`` on ``clock`` (through a multi-host URL it lands on the new primary).
     Notifications sent while it was away are lost, so a successful reconnection sets
-    ``event`` once: the worker scans at once instead of waiting for its poll.
+    ``event`` once: the worker scans at once instead of waiting for its poll. The LISTEN
+    connection is named ``application_name`` (default: the process's own name).
     """
 
     def __init__(
@@ -85,8 +89,10 @@ class PostgresWakeListener:
         *,
         clock: Clock,
         reconnect: ReconnectSettings | None = None,
+        application_name: str | None = None,
     ) -> None:
         self._url = to_libpq_url(url)
+        self._settings = {"application_name": application_name or current().application_name()}
         self.channel = channel
         self.event = asyncio.Event()
         self.received = 0
@@ -106,7 +112,7 @@ class PostgresWakeListener:
         await self._connect()
 
     async def _connect(self) -> None:
-        conn = await asyncpg.connect(self._url)
+        conn = await asyncpg.connect(self._url, server_settings=self._settings)
         try:
             await conn.add_listener(self.channel, self._on_notify)
         except BaseException:
