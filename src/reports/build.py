@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from gates.catalog import Catalog
-from gates.catalog.ledger import Ledger
-from gates.catalog.rules import Rule
+from catalog import Catalog
+from catalog.milestones import Milestones
+from catalog.rules import Rule
 from reports.evaluate import (
     compute_ceiling,
     evaluate_facets,
@@ -72,13 +72,13 @@ def summarize(gates: Sequence[GateResult]) -> dict[str, int]:
 
 def build_report(
     catalog: Catalog,
-    ledger: Ledger,
+    declared: Milestones,
     gates: list[GateResult],
     run: RunMetadata,
     requirements: Requirements | None = None,
     rules: list[RuleResult] | None = None,
 ) -> GateReport:
-    milestones = milestone_results(catalog, {g.id: g.status for g in gates}, ledger)
+    milestones = milestone_results(catalog, {g.id: g.status for g in gates}, declared)
     ceiling = compute_ceiling(milestones)
     bar = requirements or Requirements()
     return GateReport(

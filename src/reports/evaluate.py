@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from gates.catalog import Catalog, Gate
-from gates.catalog.ledger import Ledger, LedgerStatus
+from catalog import Catalog, Gate
+from catalog.milestones import Milestones, MilestoneStatus
 from reports.model import (
     Ceiling,
     CheckOutcome,
@@ -70,11 +70,11 @@ def gate_status(selected: bool, facets: Sequence[FacetResult]) -> tuple[GateStat
 
 
 def milestone_results(
-    catalog: Catalog, statuses: dict[str, GateStatus], ledger: Ledger
+    catalog: Catalog, statuses: dict[str, GateStatus], declared: Milestones
 ) -> list[MilestoneResult]:
     """Every milestone from 1 to the highest known one, with its state."""
     suite = catalog.milestones()
-    highest = max([*suite, *ledger.entries])
+    highest = max([*suite, *declared.entries])
     results = []
     for number in range(1, highest + 1):
         if number in suite:
@@ -90,11 +90,11 @@ def milestone_results(
                     gates_passing=passing,
                 )
             )
-        elif (entry := ledger.get(number)) is not None:
+        elif (entry := declared.get(number)) is not None:
             state = {
-                LedgerStatus.COMPLETE: MilestoneState.COMPLETE,
-                LedgerStatus.IN_PROGRESS: MilestoneState.IN_PROGRESS,
-                LedgerStatus.NOT_STARTED: MilestoneState.NOT_STARTED,
+                MilestoneStatus.COMPLETE: MilestoneState.COMPLETE,
+                MilestoneStatus.IN_PROGRESS: MilestoneState.IN_PROGRESS,
+                MilestoneStatus.NOT_STARTED: MilestoneState.NOT_STARTED,
             }[entry.status]
             results.append(
                 MilestoneResult(number=number, source="ledger", state=state, note=entry.source)

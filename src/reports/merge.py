@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gates.catalog import Catalog
-from gates.catalog.ledger import Ledger
-from gates.catalog.rules import load_rules
+from catalog import Catalog
+from catalog.milestones import Milestones
+from catalog.rules import load_rules
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckResult,
@@ -77,10 +77,10 @@ def single_run_command(command: str) -> str:
 
 
 def merge_parts(
-    parts: Sequence[Part], catalog: Catalog, ledger: Ledger, ledger_sha: str
+    parts: Sequence[Part], catalog: Catalog, declared: Milestones, ledger_sha: str
 ) -> GateReport:
     """The merged report of ``parts``; raises MergeError when they are not one run.
-    ``ledger`` is the milestone ledger to evaluate with; ``ledger_sha`` its digest."""
+    ``declared`` are the milestones to evaluate with; ``ledger_sha`` its digest."""
     ordered = _check_shards(parts)
     first = ordered[0].report.run
     _same(ordered, "gates.merge.seed_mismatch", "seeds", lambda r: r.seed)
@@ -101,7 +101,8 @@ def merge_parts(
     if first.provenance.ledger_sha256 != ledger_sha:
         raise MergeError(
             "gates.merge.ledger_mismatch",
-            "the parts ran with another ledger than the one given: pass the parts' --ledger",
+            "the parts ran with another milestone file than the one given: "
+            "pass the parts' --milestone-file",
         )
     checks = _checks(ordered)
     report = ordered[0].report
@@ -110,7 +111,7 @@ def merge_parts(
     gate_results = build_gate_results(catalog, selected, checks, first.seed, first.profile)
     rule_results = build_rule_results(load_rules(), rules_selected, checks)
     run = _run(ordered)
-    return build_report(catalog, ledger, gate_results, run, report.requirements, rule_results)
+    return build_report(catalog, declared, gate_results, run, report.requirements, rule_results)
 
 
 def _check_shards(parts: Sequence[Part]) -> list[Part]:

@@ -117,7 +117,7 @@ class InventoryEntry(_Model):
 
 
 class Provenance(_Model):
-    """What decided the verdicts (see src/gates/catalog/provenance.py)."""
+    """What decided the verdicts (see src/catalog/provenance.py)."""
 
     catalog_sha256: str
     ledger_sha256: str

@@ -8,17 +8,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gates.catalog import Catalog
-from gates.catalog.provenance import (
-    GATES_RELATIVE,
+from catalog import Catalog
+from catalog.provenance import (
     SHIPPED_CATALOG,
-    SHIPPED_LEDGER,
+    SHIPPED_MILESTONES,
     check_file_digests,
     gate_markers,
-    ledger_digest,
+    milestones_digest,
     nodeid_function,
     sha256_file,
     sha256_text,
+    shipped_file_in,
     shipped_text,
 )
 from reports.model import CheckOutcome, GateReport, GateResult, Provenance, RuleResult
@@ -39,8 +39,8 @@ class VerifyContext:
     """What the verifier itself holds: the ledger it was given (None: shipped) and,
     optionally, a checkout to recompute digests from."""
 
-    ledger_path: Path | None = None
-    shipped_ledger_origin: str = ""
+    milestones_path: Path | None = None
+    shipped_milestones_origin: str = ""
     checkout: Path | None = None
     allow_dirty: bool = False  # accept a run on (or a checkout with) uncommitted changes
     # The environment's dependency set (reports.origin.dependency_set()); None: read it.
@@ -115,19 +115,19 @@ def _catalog_and_ledger(report: GateReport, p: Provenance, ctx: VerifyContext) -
     problems = []
     if p.catalog_sha256 != sha256_text(shipped_text(SHIPPED_CATALOG)):
         problems.append("the report's catalog digest is not the catalog's")
-    names_shipped = report.run.ledger == ctx.shipped_ledger_origin
+    names_shipped = report.run.ledger == ctx.shipped_milestones_origin
     if p.ledger_shipped != names_shipped:
         problems.append("the report's ledger name and its shipped-ledger flag disagree")
-    shipped = ledger_digest(None)
+    shipped = milestones_digest(None)
     if (p.ledger_shipped or names_shipped) and p.ledger_sha256 != shipped:
         problems.append(
             "the report names the shipped ledger but its ledger digest is another ledger's"
         )
-    used = ledger_digest(ctx.ledger_path)
+    used = milestones_digest(ctx.milestones_path)
     if p.ledger_sha256 != used:
         problems.append(
             "the run's ledger is not the ledger verify used "
-            f"(run {p.ledger_sha256[:12]}, verify {used[:12]}): pass the run's --ledger"
+            f"(run {p.ledger_sha256[:12]}, verify {used[:12]}): pass the run's --milestone-file"
         )
     return problems
 
@@ -215,10 +215,10 @@ def _command_selection(command: str) -> tuple[list[str], list[int]] | None:
 def _against_checkout(report: GateReport, p: Provenance, checkout: Path) -> list[str]:
     checkout = checkout.resolve()
     problems = []
-    catalog_file = checkout / GATES_RELATIVE / SHIPPED_CATALOG
+    catalog_file = shipped_file_in(checkout, SHIPPED_CATALOG)
     if not catalog_file.is_file() or sha256_file(catalog_file) != p.catalog_sha256:
         problems.append(f"the catalog in {checkout} is not the one the report records")
-    ledger_file = checkout / GATES_RELATIVE / SHIPPED_LEDGER
+    ledger_file = shipped_file_in(checkout, SHIPPED_MILESTONES)
     if p.ledger_shipped and (
         not ledger_file.is_file() or sha256_file(ledger_file) != p.ledger_sha256
     ):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import ValidationError as PydanticValidationError
 
-from gates.catalog import Catalog
-from gates.catalog.ledger import Ledger
-from gates.catalog.rules import load_rules
+from catalog import Catalog
+from catalog.milestones import Milestones
+from catalog.rules import load_rules
 from reports.build import rule_status, summarize
 from reports.evaluate import (
     compute_ceiling,
@@ -36,7 +36,7 @@ def load_report(path: Path) -> tuple[GateReport | None, list[str]]:
 def verify_report(
     report: GateReport,
     catalog: Catalog,
-    ledger: Ledger,
+    declared: Milestones,
     context: VerifyContext | None = None,
 ) -> list[str]:
     """Every way the report contradicts the catalog, the ledger or its own checks; with
@@ -87,7 +87,7 @@ def verify_report(
             )
     if problems:
         return problems
-    milestones = milestone_results(catalog, statuses, ledger)
+    milestones = milestone_results(catalog, statuses, declared)
     if milestones != report.milestones:
         problems.append("milestone states do not follow from the gates and the ledger")
     ceiling = compute_ceiling(milestones)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.catalog import load_catalog
-from gates.catalog.rules import load_rules
+from catalog import load_catalog
+from catalog.rules import load_rules
 from gates.runner.inventory import default_checks_dir, project_root
 from gates.runner.mutate import coverage, load_mutants, run_all
 

@@ -97,7 +97,7 @@ def test_the_wheel_ships_the_migrations_and_imports_from_itself(
         [
             str(installed / "bin" / "python"),
             "-c",
-            "import scheduling, gates, simulation, reports;"
+            "import scheduling, gates, simulation, reports, catalog;"
             "from scheduling.adapters.postgres.migrations import migrations_dir;"
             "print(scheduling.__file__); print(migrations_dir())",
         ],
@@ -138,7 +138,7 @@ FOREIGN_TEST = textwrap.dedent(
     from hypothesis import settings
 
     def test_nothing_of_scheduling_is_loaded():
-        harness = ("gates", "simulation", "reports")
+        harness = ("gates", "simulation", "reports", "catalog")
         ours = sorted(m for m in sys.modules if m.split(".")[0] in harness)
         assert ours == []
         assert "SCHEDULING_DATABASE_BROKER" not in os.environ  # no watchdog was spawned

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger
+from catalog import load_catalog
+from catalog.milestones import load_milestones
 from gates.runner import rerun
 from gates.runner.cli import main
 from gates.runner.inventory import default_checks_dir, project_root
@@ -184,7 +184,7 @@ def rederive(raw: dict[str, Any], edit: Callable[[dict[str, list[CheckResult]]],
     so the report stays consistent."""
     report = GateReport.model_validate(raw)
     catalog = load_catalog()
-    ledger = load_ledger(None, catalog.milestones())
+    ledger = load_milestones(None, catalog.milestones())
     checks = {g.id: list(g.checks) for g in report.gates if g.selected}
     edit(checks)
     selected = {g.id for g in report.gates if g.selected}

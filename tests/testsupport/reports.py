@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger
+from catalog import load_catalog
+from catalog.milestones import load_milestones
 from reports.build import build_gate_results, build_report
 from reports.model import (
     CheckOutcome,
@@ -19,7 +19,7 @@ from reports.model import (
 )
 
 CATALOG = load_catalog()
-LEDGER = load_ledger(None, CATALOG.milestones())
+LEDGER = load_milestones(None, CATALOG.milestones())
 WHEN = datetime(2026, 11, 30, tzinfo=UTC)
 
 

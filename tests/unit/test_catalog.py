@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.catalog import GateKind, load_catalog, parse_catalog
+from catalog import GateKind, load_catalog, parse_catalog
+from catalog.provenance import SHIPPED_CATALOG, SHIPPED_MILESTONES, shipped_file_in
 
 SPEC = Path(__file__).resolve().parents[3] / "shared" / "spec" / "scheduled-runs.md"
 
@@ -87,3 +88,20 @@ def test_evidence_is_stored_as_plain_json() -> None:
     assert type(evidence.values["seen"][0]["k"]) is str
     with pytest.raises(TypeError):
         evidence.record("bad", object())
+
+
+def test_a_checkout_from_before_the_move_keeps_its_catalog_under_gates(tmp_path: Path) -> None:
+    """``verify --checkout`` finds the shipped files under ``src/catalog/``, or where a
+    checkout from before ADR 2210 kept them (``src/gates/catalog/``, ``ledger.toml``)."""
+    legacy = tmp_path / "legacy"
+    (legacy / "src" / "gates" / "catalog").mkdir(parents=True)
+    (legacy / "src" / "gates" / "catalog" / "catalog.toml").write_text("")
+    (legacy / "src" / "gates" / "catalog" / "ledger.toml").write_text("")
+    assert shipped_file_in(legacy, SHIPPED_CATALOG) == legacy / "src/gates/catalog/catalog.toml"
+    assert shipped_file_in(legacy, SHIPPED_MILESTONES) == legacy / "src/gates/catalog/ledger.toml"
+    current = tmp_path / "current"
+    (current / "src" / "catalog").mkdir(parents=True)
+    (current / "src" / "catalog" / "catalog.toml").write_text("")
+    assert shipped_file_in(current, SHIPPED_CATALOG) == current / "src/catalog/catalog.toml"
+    # Neither: the current place, which the caller then reports as missing.
+    assert shipped_file_in(current, SHIPPED_MILESTONES) == current / "src/catalog/milestones.toml"

@@ -17,16 +17,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from gates.catalog import Catalog, load_catalog
-from gates.catalog.ledger import load_ledger
-from gates.catalog.provenance import (
+from catalog import Catalog, load_catalog
+from catalog.milestones import load_milestones
+from catalog.provenance import (
     check_file_digests,
-    ledger_digest,
+    milestones_digest,
     sha256_text,
     shipped_text,
     untracked_files,
 )
-from gates.catalog.rules import load_rules
+from catalog.rules import load_rules
 from gates.runner.inventory import BoundCheck, default_checks_dir, plugin_args, project_root
 from gates.runner.sensitivity import latest_sensitivity
 from gates.runner.shard import Shard, shard_checks
@@ -61,7 +61,7 @@ class RunOptions:
     workers: str | None = None
     profile: Profile = "quick"
     seed: int | None = None
-    ledger: Path | None = None
+    milestone_file: Path | None = None  # the declared milestones; None: the shipped file
     require_ceiling: int | None = None
     require_complete: list[int] = field(default_factory=list)
     pytest_args: list[str] = field(default_factory=list)
@@ -97,7 +97,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     clock = SystemClock()
     started, t0 = clock.now(), time.perf_counter()
     catalog = load_catalog()
-    ledger = load_ledger(options.ledger, catalog.milestones())
+    declared = load_milestones(options.milestone_file, catalog.milestones())
     selected = select_gates(catalog, options.gates, options.milestones)
     rules = load_rules()
     # Rules run with the whole suite (no --gate/--milestone filter).
@@ -154,7 +154,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         postgres=postgres,
         profile=options.profile,
         seed=seed,
-        ledger=ledger.origin,
+        ledger=declared.origin,
         selection={
             "gates": sorted(options.gates),
             "milestones": [f"M{m}" for m in sorted(options.milestones)],
@@ -169,7 +169,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
         ceiling=options.require_ceiling, complete=sorted(set(options.require_complete))
     )
     rule_results = build_rule_results(rules, rules_selected, checks)
-    report = build_report(catalog, ledger, gate_results, run, bar, rule_results)
+    report = build_report(catalog, declared, gate_results, run, bar, rule_results)
     if options.shard is not None:
         # A part's statuses cover only its checks: no verdict, no bar until the merge.
         report = report.model_copy(update={"requirements": bar})
@@ -375,8 +375,8 @@ def _provenance(
     )
     return Provenance(
         catalog_sha256=sha256_text(shipped_text("catalog.toml")),
-        ledger_sha256=ledger_digest(options.ledger),
-        ledger_shipped=options.ledger is None,
+        ledger_sha256=milestones_digest(options.milestone_file),
+        ledger_shipped=options.milestone_file is None,
         checks_dir=checks_dir.relative_to(root).as_posix(),
         check_files=digests,
         untracked=untracked,

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import LedgerError, load_ledger
-from gates.catalog.rules import load_rules
+from catalog import load_catalog
+from catalog.milestones import MilestonesError, load_milestones
+from catalog.rules import load_rules
 from gates.runner import RunOptions, SelectionError, command_line, rerun, run_gates
 from gates.runner.diff_cli import add_parser as add_diff_parser
 from gates.runner.diff_cli import cmd_diff
@@ -97,7 +97,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where the four report files go (default reports/out)",
     )
-    run.add_argument("--ledger", type=Path, metavar="FILE", help="a deployment's milestone ledger")
+    run.add_argument(
+        "--milestone-file",
+        "--ledger",
+        dest="milestone_file",
+        type=Path,
+        metavar="FILE",
+        help="a deployment's declared milestones (--ledger: its former name)",
+    )
     run.add_argument(
         "--sensitivity",
         type=Path,
@@ -135,13 +142,18 @@ def _parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="recompute a report's ceiling and check its claims")
     verify.add_argument("report", type=Path, help="a gate-report.json")
     verify.add_argument(
-        "--ledger", type=Path, metavar="FILE", help="the milestone ledger the run used"
+        "--milestone-file",
+        "--ledger",
+        dest="milestone_file",
+        type=Path,
+        metavar="FILE",
+        help="the milestone file the run used (--ledger: its former name)",
     )
     verify.add_argument(
         "--checkout",
         type=Path,
         metavar="DIR",
-        help="a checkout of the report's commit: recompute catalog, ledger, check and"
+        help="a checkout of the report's commit: recompute catalog, milestones, check and"
         " product digests",
     )
     verify.add_argument(
@@ -223,7 +235,7 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         workers=args.workers,
         profile=args.profile,
         seed=args.seed,
-        ledger=args.ledger,
+        milestone_file=args.milestone_file,
         sensitivity=args.sensitivity,
         require_ceiling=args.require_ceiling,
         require_complete=args.require_complete,
@@ -262,14 +274,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     said: list[str] = []
     if report is not None:
         catalog = load_catalog()
-        ledger = load_ledger(args.ledger, catalog.milestones())
+        declared = load_milestones(args.milestone_file, catalog.milestones())
         context = VerifyContext(
-            ledger_path=args.ledger,
-            shipped_ledger_origin=load_ledger(None, catalog.milestones()).origin,
+            milestones_path=args.milestone_file,
+            shipped_milestones_origin=load_milestones(None, catalog.milestones()).origin,
             checkout=args.checkout,
             allow_dirty=args.allow_dirty,
         )
-        problems = verify_report(report, catalog, ledger, context)
+        problems = verify_report(report, catalog, declared, context)
         if trusted is not None:
             raw = json.loads(args.report.read_text(encoding="utf-8"))
             envelope = args.signature or envelope_path(args.report)
@@ -445,7 +457,7 @@ def _main(argv: list[str]) -> int:
             return _cmd_keygen(args)
         print(json.dumps(GateReport.model_json_schema(), indent=2))
         return 0
-    except (SelectionError, LedgerError, SigningError) as exc:
+    except (SelectionError, MilestonesError, SigningError) as exc:
         print(f"scheduling-gates: {exc}", file=sys.stderr)
         return 2
 

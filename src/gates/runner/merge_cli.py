@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger
-from gates.catalog.provenance import ledger_digest
+from catalog import load_catalog
+from catalog.milestones import load_milestones
+from catalog.provenance import milestones_digest
 from gates.runner import exit_code
 from reports.merge import MergeError, Part, merge_parts
 from reports.verify import load_report
@@ -28,14 +28,19 @@ def add_parser(sub: Any, milestone: Callable[[str], int]) -> None:
             "Merge the gate-report.json files of every shard of one run into OUT (the four "
             "report files). The result equals a single run with the same seed. Exit 0 when "
             "the merged run meets its bar, 1 when it does not, 2 when the parts are refused "
-            "(different seeds, commits, catalogs, ledgers, check files, selections or bars; "
-            "a shard given twice or missing)."
+            "(different seeds, commits, catalogs, milestone files, check files, selections or "
+            "bars; a shard given twice or missing)."
         ),
     )
     merge.add_argument("output", type=Path, metavar="OUT", help="directory for the report files")
     merge.add_argument("parts", type=Path, nargs="+", metavar="PART", help="partial reports")
     merge.add_argument(
-        "--ledger", type=Path, metavar="FILE", help="the milestone ledger the parts used"
+        "--milestone-file",
+        "--ledger",
+        dest="milestone_file",
+        type=Path,
+        metavar="FILE",
+        help="the milestone file the parts used (--ledger: its former name)",
     )
 
 
@@ -49,9 +54,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
             return REFUSED
         parts.append(Part(path, report))
     catalog = load_catalog()
-    ledger = load_ledger(args.ledger, catalog.milestones())
+    declared = load_milestones(args.milestone_file, catalog.milestones())
     try:
-        merged = merge_parts(parts, catalog, ledger, ledger_digest(args.ledger))
+        merged = merge_parts(parts, catalog, declared, milestones_digest(args.milestone_file))
     except MergeError as exc:
         print(f"scheduling-gates merge: {exc}", file=sys.stderr)
         return REFUSED

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from gates.catalog import load_catalog
-from gates.catalog.rules import load_rules
+from catalog import load_catalog
+from catalog.rules import load_rules
 from gates.runner.shard import Shard, longest_first, shard_checks
 
 BINDING_KEY = "gate_binding"
@@ -113,7 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "gate(id, facet=None): bind this test as a check of a hard gate"
     )
     config.addinivalue_line(
-        "markers", "rule(id): bind this test as a check of a spec rule (gates/catalog/rules.toml)"
+        "markers", "rule(id): bind this test as a check of a spec rule (catalog/rules.toml)"
     )
     _register_hypothesis_profiles()
     if config.getoption("--gate-inventory", None):

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gates.catalog.provenance import sha256_file
+from catalog.provenance import sha256_file
 from reports.model import Sensitivity, SensitivityRun
 
 LATEST = Path("reports/out/mutants.json")

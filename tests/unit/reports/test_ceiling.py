@@ -2,8 +2,8 @@
 
 import pytest
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import LedgerError, parse_ledger
+from catalog import load_catalog
+from catalog.milestones import MilestonesError, parse_milestones
 from reports.evaluate import compute_ceiling, milestone_results
 from reports.model import GateStatus, MilestoneState
 
@@ -12,7 +12,7 @@ SUITE = CATALOG.milestones()
 
 
 def ledger(text: str):  # type: ignore[no-untyped-def]
-    return parse_ledger(text, "test ledger", SUITE)
+    return parse_milestones(text, "test ledger", SUITE)
 
 
 def entries(numbers: range | list[int], status: str = "complete") -> str:
@@ -82,5 +82,5 @@ def test_nothing_complete_gives_no_ceiling() -> None:
     ],
 )
 def test_untrustworthy_ledgers_are_refused(text: str, message: str) -> None:
-    with pytest.raises(LedgerError, match=message):
+    with pytest.raises(MilestonesError, match=message):
         ledger(text)

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger
+from catalog import load_catalog
+from catalog.milestones import load_milestones
 from gates.runner import rerun
 from gates.runner.cli import main
 from reports.build import build_gate_results, build_report
@@ -230,7 +230,7 @@ def _report(checks: int, fabricated: int) -> tuple[GateReport, set[str]]:
     """A report whose civil-time gate holds ``checks`` passing checks, the first
     ``fabricated`` of which a fabricator wrote (flipped from failed)."""
     catalog = load_catalog()
-    ledger = load_ledger(None, catalog.milestones())
+    ledger = load_milestones(None, catalog.milestones())
     results = [
         CheckResult(nodeid=f"f.py::t[{i}]", facet="check", outcome=CheckOutcome.PASSED)
         for i in range(checks)

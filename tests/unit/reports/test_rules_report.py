@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger
-from gates.catalog.rules import load_rules
+from catalog import load_catalog
+from catalog.milestones import load_milestones
+from catalog.rules import load_rules
 from reports.build import build_gate_results, build_report, build_rule_results
 from reports.model import (
     CheckOutcome,
@@ -22,7 +22,7 @@ from reports.render_markdown import render_markdown
 from reports.verify import verify_report
 
 CATALOG = load_catalog()
-LEDGER = load_ledger(None, CATALOG.milestones())
+LEDGER = load_milestones(None, CATALOG.milestones())
 RULES = load_rules()
 LOCK = "rule.admission.tenant_lock"
 

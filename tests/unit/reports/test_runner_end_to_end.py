@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger
+from catalog import load_catalog
+from catalog.milestones import load_milestones
 from gates.runner import RunOptions, run_gates
 from reports.model import GateReport, GateStatus
 from reports.verify import verify_report
@@ -106,7 +106,7 @@ def test_the_written_report_verifies(run: tuple[GateReport, int, Path]) -> None:
     _, _, out = run
     report = GateReport.model_validate(json.loads((out / "gate-report.json").read_text()))
     catalog = load_catalog()
-    assert verify_report(report, catalog, load_ledger(None, catalog.milestones())) == []
+    assert verify_report(report, catalog, load_milestones(None, catalog.milestones())) == []
 
 
 def test_require_ceiling_is_the_exit_condition(tmp_path: Path) -> None:

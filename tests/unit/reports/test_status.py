@@ -2,7 +2,7 @@
 
 import pytest
 
-from gates.catalog import load_catalog
+from catalog import load_catalog
 from reports.evaluate import evaluate_facets, gate_status
 from reports.model import CheckOutcome, CheckResult, GateStatus
 

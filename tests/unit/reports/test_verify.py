@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger, parse_ledger
+from catalog import load_catalog
+from catalog.milestones import load_milestones, parse_milestones
 from reports.build import build_gate_results, build_report
 from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
 from reports.verify import verify_report
 
 CATALOG = load_catalog()
-LEDGER = load_ledger(None, CATALOG.milestones())
+LEDGER = load_milestones(None, CATALOG.milestones())
 WHEN = datetime(2026, 11, 30, tzinfo=UTC)
 
 
@@ -125,7 +125,7 @@ def test_a_tampered_report_is_refused(edit: Callable[[dict[str, Any]], None]) ->
 
 
 def test_a_different_ledger_is_refused() -> None:
-    generous = parse_ledger(
+    generous = parse_milestones(
         "".join(f"[[milestone]]\nnumber = {n}\nstatus = 'complete'\n" for n in range(1, 11)),
         "generous",
         CATALOG.milestones(),

@@ -1,6 +1,6 @@
 """``verify`` refuses each fabrication of issue 12 (a test per case), and accepts the
 honest report of a real run over a scratch checkout (git repository with the shipped
-catalog and ledger and one check file)."""
+catalog and milestone file and one check file)."""
 
 from __future__ import annotations
 
@@ -10,22 +10,22 @@ import shutil
 import subprocess
 import textwrap
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gates.catalog import load_catalog
-from gates.catalog.ledger import load_ledger
+from catalog import load_catalog
+from catalog.milestones import load_milestones
 from gates.runner import RunOptions, run_gates
 from gates.runner.cli import main
-from gates.runner.inventory import default_checks_dir
 from reports.model import GateReport
 from reports.provenance_check import VerifyContext
 from reports.verify import verify_report
 
 CATALOG = load_catalog()
-SHIPPED = load_ledger(None, CATALOG.milestones())
+SHIPPED = load_milestones(None, CATALOG.milestones())
 CHECKS = textwrap.dedent(
     """
     import pytest
@@ -67,10 +67,10 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("checkout")
     gates_dir = root / "src" / "gates"
     (gates_dir / "checks").mkdir(parents=True)
-    shipped = default_checks_dir().parent / "catalog"
-    (gates_dir / "catalog").mkdir()
-    shutil.copy(shipped / "catalog.toml", gates_dir / "catalog" / "catalog.toml")
-    shutil.copy(shipped / "ledger.toml", gates_dir / "catalog" / "ledger.toml")
+    shipped = Path(str(resources.files("catalog")))
+    (root / "src" / "catalog").mkdir()
+    for name in ("catalog.toml", "milestones.toml"):
+        shutil.copy(shipped / name, root / "src" / "catalog" / name)
     (gates_dir / "checks" / "test_scratch.py").write_text(CHECKS)
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\naddopts = ["--import-mode=importlib"]\n'
@@ -89,7 +89,7 @@ def run_in(checkout: Path, out: Path, ledger: Path | None = None) -> dict[str, A
             output=out,
             gates=SELECTED,
             seed=5,
-            ledger=ledger,
+            milestone_file=ledger,
             command="scheduling-gates " + " ".join(argv),
         )
     )
@@ -110,10 +110,10 @@ def problems(
     allow_dirty: bool = False,
 ) -> list[str]:
     report = GateReport.model_validate(raw)
-    used = load_ledger(ledger, CATALOG.milestones())
+    used = load_milestones(ledger, CATALOG.milestones())
     context = VerifyContext(
-        ledger_path=ledger,
-        shipped_ledger_origin=SHIPPED.origin,
+        milestones_path=ledger,
+        shipped_milestones_origin=SHIPPED.origin,
         checkout=checkout,
         allow_dirty=allow_dirty,
     )

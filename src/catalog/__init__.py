@@ -93,5 +93,5 @@ def parse_catalog(text: str) -> Catalog:
 @cache
 def load_catalog() -> Catalog:
     """The shipped catalog (all 46 gates of the spec)."""
-    text = resources.files("gates.catalog").joinpath("catalog.toml").read_text(encoding="utf-8")
+    text = resources.files("catalog").joinpath("catalog.toml").read_text(encoding="utf-8")
     return parse_catalog(text)

@@ -1,6 +1,6 @@
 """Where a gate report came from: digests of what decided its verdicts.
 
-A run records the SHA-256 of the catalog and of the ledger it used, of every file
+A run records the SHA-256 of the catalog and of the milestone file it used, of every file
 under the check directory (checks, their support modules, conftest), the files there
 that git does not track (they were collected, so the commit alone does not describe
 the run: the report counts them as dirty), and the inventory of bound checks pytest
@@ -17,11 +17,20 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from catalog.milestones import SHIPPED_FILE
+
 SHIPPED_CATALOG = "catalog.toml"
-SHIPPED_LEDGER = "ledger.toml"
+SHIPPED_MILESTONES = SHIPPED_FILE
 CHECKS_RELATIVE = Path("src/gates/checks")
 """Where a checkout keeps the gate checks (relative to its root)."""
-GATES_RELATIVE = Path("src/gates/catalog")
+CATALOG_RELATIVE = Path("src/catalog")
+"""Where a checkout keeps the catalog and the shipped milestone file."""
+LEGACY_RELATIVE = {
+    SHIPPED_CATALOG: Path("src/gates/catalog/catalog.toml"),
+    SHIPPED_MILESTONES: Path("src/gates/catalog/ledger.toml"),
+}
+"""Where a checkout from before ADR 2210 kept them (``gates.catalog``, the milestone
+file then named ``ledger.toml``)."""
 
 
 def sha256_text(text: str) -> str:
@@ -33,13 +42,21 @@ def sha256_file(path: Path) -> str:
 
 
 def shipped_text(name: str) -> str:
-    return resources.files("gates.catalog").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("catalog").joinpath(name).read_text(encoding="utf-8")
 
 
-def ledger_digest(path: Path | None) -> str:
-    """The digest of the ledger at ``path``, or of the shipped one."""
-    text = shipped_text(SHIPPED_LEDGER) if path is None else path.read_text(encoding="utf-8")
+def milestones_digest(path: Path | None) -> str:
+    """The digest of the milestone file at ``path``, or of the shipped one."""
+    text = shipped_text(SHIPPED_MILESTONES) if path is None else path.read_text(encoding="utf-8")
     return sha256_text(text)
+
+
+def shipped_file_in(checkout: Path, name: str) -> Path:
+    """The shipped catalog file ``name`` in ``checkout``: under ``src/catalog/``, or
+    where a checkout from before the move kept it when only that exists."""
+    current = checkout / CATALOG_RELATIVE / name
+    legacy = checkout / LEGACY_RELATIVE[name] if name in LEGACY_RELATIVE else current
+    return legacy if not current.exists() and legacy.is_file() else current
 
 
 def _counted(path: Path) -> bool:

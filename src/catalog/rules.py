@@ -40,5 +40,5 @@ def parse_rules(text: str) -> dict[str, Rule]:
 @cache
 def load_rules() -> dict[str, Rule]:
     """The shipped rules, in catalog order."""
-    text = resources.files("gates.catalog").joinpath("rules.toml").read_text(encoding="utf-8")
+    text = resources.files("catalog").joinpath("rules.toml").read_text(encoding="utf-8")
     return parse_rules(text)
