@@ -98,6 +98,9 @@ class TestPendingAccountsRepositoryContract:
         async with uow_factory.begin() as uow:
             assert await uow.pending_accounts.pending(10) == [older.id, done.id]
             assert await uow.pending_accounts.pending(1) == [older.id]
+            # A claim is pending's batch (what other claims hold aside, ADR 2221).
+            assert await uow.pending_accounts.claim(10) == [older.id, done.id]
+            assert await uow.pending_accounts.claim(1) == [older.id]
         accounted = ProcessEvent(
             id=build.ids.next(),
             tenant_id=schedule.tenant_id,

@@ -197,6 +197,8 @@ STATUS: dict[str, int] = {
     "schedule.occurrence.reason_forbidden": 500,
     "schedule.occurrence.reason_required": 500,
     "schedule.occurrence.unknown_field": 500,
+    # database (ADR 2220)
+    "schedule.database.unavailable": 503,
     # page
     "schedule.page.invalid_cursor": 422,
     "schedule.page.invalid_limit": 422,
@@ -329,6 +331,16 @@ _BY_CLASS: tuple[tuple[type[SchedulingError], int], ...] = (
     (UnavailableError, 503),
 )
 
+RETRY_AFTER_CODES = frozenset(
+    {
+        "schedule.database.unavailable",
+        "schedule.persistence.unavailable",
+        "schedule.persistence.retry",
+    }
+)
+"""503s of a database that cannot serve now: answered with ``Retry-After``."""
+RETRY_AFTER_SECONDS = "1"
+
 TOO_LARGE_FLAG = "body_too_large"
 """Request-state key the body limiter sets once a streamed body passes the limit."""
 
@@ -400,8 +412,10 @@ def _public_details(error: SchedulingError) -> dict[str, Any]:
 def scheduling_error_response(error: SchedulingError) -> JSONResponse:
     status = status_of(error)
     if status >= 500:
-        # Internal invariant failures keep their code, not their details.
-        return error_response(status, error.code, "the request could not be completed")
+        # Internal invariant failures keep their code, not their details; a database
+        # that cannot serve now says when to come back (ADR 2220).
+        retry = {"Retry-After": RETRY_AFTER_SECONDS} if error.code in RETRY_AFTER_CODES else None
+        return error_response(status, error.code, "the request could not be completed", None, retry)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return error_response(status, error.code, error.message, _public_details(error), headers)
 

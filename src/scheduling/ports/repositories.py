@@ -365,3 +365,8 @@ class PendingAccountsRepository(Protocol):
     for their MATERIALIZED occurrence), oldest finish first."""
 
     async def pending(self, limit: int) -> list[UUID]: ...
+
+    async def claim(self, limit: int) -> list[UUID]:
+        """``pending``, less what a concurrent claim holds, each returned run held for
+        this transaction (schedulers share the work in disjoint batches, ADR 2221)."""
+        ...

@@ -16,6 +16,14 @@ here; it is set aside for ``failure_backoff_seconds`` while its siblings proceed
 (``details["commit_outcome_unknown"]``) unless the caller says the work is
 idempotent on re-execution (the materializer is: a second attempt re-reads the
 schedule and finds it advanced or the occurrence present).
+
+A server that refuses to serve (``DATABASE_UNAVAILABLE``: nothing listening, starting
+up or shutting down, out of connection slots; the adapter's one classification names
+the kind in ``details["fault"]``, ADR 2220) is waited out rather than counted: its
+retries go on, each delay capped at ``max_delay_seconds``, until
+``outage_seconds`` of Clock time have passed since the first refusal. A restart takes
+seconds, not four tries of a tenth of a second. Each retry is one WARNING line with
+the classified kind and no traceback.
 """
 
 from __future__ import annotations
@@ -29,6 +37,16 @@ from scheduling.domain.errors import ConflictError, UnavailableError, Validation
 from scheduling.domain.reasons import reason
 from scheduling.ports.clock import Clock
 from scheduling.ports.repositories import COMMIT_OUTCOME_UNKNOWN, RETRY, UNAVAILABLE
+
+DATABASE_UNAVAILABLE = reason(
+    "schedule.database.unavailable",
+    "The database cannot serve now (refusing connections, starting up or shutting down,"
+    " or out of connection slots); retry shortly",
+)
+FAULT_DETAIL = "fault"
+"""``details`` key of an unavailable error: the classified connection fault's kind."""
+REFUSING_FAULTS = frozenset({"refused", "cannot_connect_now", "too_many_clients"})
+"""The kinds for which the server refused to serve (``DATABASE_UNAVAILABLE``)."""
 
 RETRY_INVALID = reason(
     "schedule.retry.invalid_settings",
@@ -58,15 +76,21 @@ class RetrySettings:
     attempts: int = 4
     base_delay_seconds: float = 0.1
     max_delay_seconds: float = 2.0
+    outage_seconds: float = 30.0
+    """How long a refusing server (``DATABASE_UNAVAILABLE``) is waited out, on the
+    Clock, from the first refusal (0: refusals count as attempts like any other)."""
 
     def __post_init__(self) -> None:
         if (
             self.attempts < 0
             or not 0 < self.base_delay_seconds < float("inf")
             or not self.base_delay_seconds <= self.max_delay_seconds < float("inf")
+            or not 0 <= self.outage_seconds < float("inf")
         ):
             raise ValidationError(
-                RETRY_INVALID, "need attempts >= 0 and 0 < base_delay <= max_delay < inf"
+                RETRY_INVALID,
+                "need attempts >= 0, 0 < base_delay <= max_delay < inf and"
+                " 0 <= outage_seconds < inf",
             )
 
     def delay(self, attempt: int, jitter: JitterSource) -> float:
@@ -89,12 +113,28 @@ def is_transient(exc: BaseException) -> bool:
     """True for errors about the connection or a serialization conflict, not the work."""
     if isinstance(exc, ConflictError):
         return exc.code == RETRY
+    if isinstance(exc, UnavailableError) and exc.code == DATABASE_UNAVAILABLE:
+        return True
     if isinstance(exc, UnavailableError) and exc.code == UNAVAILABLE:
+        if exc.details.get(FAULT_DETAIL) is not None:
+            return True
         state = exc.details.get("sqlstate")
         # No SQLSTATE: a protocol-level failure (closed connection, "another operation
         # is in progress"): the connection was discarded, a new one will do.
         return state is None or str(state)[:2] in TRANSIENT_SQLSTATE_CLASSES
     return False
+
+
+def refused(exc: BaseException) -> bool:
+    """True when the server refused to serve: waited out for ``outage_seconds``."""
+    return isinstance(exc, UnavailableError) and exc.code == DATABASE_UNAVAILABLE
+
+
+def fault_of(exc: BaseException) -> str:
+    """The classified kind of a transient error, for a log line ("" when none)."""
+    if isinstance(exc, UnavailableError):
+        return str(exc.details.get(FAULT_DETAIL) or exc.details.get("sqlstate") or exc.code)
+    return str(getattr(exc, "code", "") or type(exc).__name__)
 
 
 def commit_outcome_unknown(exc: BaseException) -> bool:
@@ -122,22 +162,36 @@ class TransientRetry:
         """``await operation()``; a transient error is retried after a jittered delay,
         at most ``settings.attempts`` times; anything else propagates at once."""
         attempt = 0
+        outage_began: float | None = None
         while True:
             try:
                 return await operation()
             except Exception as exc:
                 retryable = is_transient(exc) and (idempotent or not commit_outcome_unknown(exc))
-                if not retryable or attempt >= self.settings.attempts:
+                if not retryable:
                     raise
-                delay = self.settings.delay(attempt, self.jitter)
+                waited = 0.0
+                if refused(exc) and self.settings.outage_seconds > 0 and self.settings.attempts > 0:
+                    # Waited out on the Clock, not counted: a restart takes seconds.
+                    clock_now = self.clock.now().timestamp()
+                    outage_began = clock_now if outage_began is None else outage_began
+                    waited = clock_now - outage_began
+                    delay = self.settings.delay(min(attempt, 30), self.jitter)
+                    delay = max(delay, self.settings.base_delay_seconds)
+                    if waited + delay > self.settings.outage_seconds:
+                        raise
+                elif attempt >= self.settings.attempts:
+                    raise
+                else:
+                    delay = self.settings.delay(attempt, self.jitter)
                 _log.warning(
-                    "%s: transient %s (%s); retry %d/%d in %.3fs",
+                    "%s: transient %s (%s); retry %d in %.3fs",
                     what,
                     type(exc).__name__,
-                    getattr(exc, "code", ""),
+                    fault_of(exc),
                     attempt + 1,
-                    self.settings.attempts,
                     delay,
+                    extra={"fault": fault_of(exc), "retry": attempt + 1, "waited": waited},
                 )
                 attempt += 1
                 self.retried += 1

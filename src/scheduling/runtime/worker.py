@@ -34,7 +34,13 @@ from scheduling.ports.clock import Clock
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.records import RunCheckpoint, RunRecord, RunStatus, SessionEvent
 from scheduling.ports.repositories import STALE
-from scheduling.ports.retry import JitterSource, RetrySettings, TransientRetry
+from scheduling.ports.retry import (
+    JitterSource,
+    RetrySettings,
+    TransientRetry,
+    fault_of,
+    is_transient,
+)
 from scheduling.ports.runtime import (
     ClaimedRun,
     ExecutionContext,
@@ -244,8 +250,19 @@ class RunWorker:
         while not stop.is_set():
             try:
                 outcome = await self.run_once()
-            except Exception:
-                log.exception("run worker %s: execution abandoned", self.owner)
+            except Exception as exc:
+                if is_transient(exc):
+                    # The database cannot serve (after the retries): one line, no
+                    # traceback, once per slot and poll (ADR 2220).
+                    log.warning(
+                        "run worker %s: database unavailable (%s); claim or run left to"
+                        " the next poll",
+                        self.owner,
+                        fault_of(exc),
+                        extra={"fault": fault_of(exc)},
+                    )
+                else:
+                    log.exception("run worker %s: execution abandoned", self.owner)
                 outcome = None
             if outcome is None and not stop.is_set():
                 await self._clock.sleep(self.settings.poll_seconds)

@@ -13,6 +13,13 @@ When the run linked to a MATERIALIZED occurrence is terminal:
 Misses, authorization and configuration failures have no run: the materializer counts
 them in the transaction that records them, and overlap skips count nothing.
 
+Sharing the sweep (ADR 2221): ``account_pending`` accounts a batch ``PendingAccounts``
+claimed for it (each run held by this sweep until the batch ends, so a second
+scheduler's sweep takes the next runs instead of the same oldest ones), each run in a
+transaction of its own, retried like a materialization (``TransientRetry``: the
+accounting is idempotent on re-execution), its failures logged under
+``scheduling.accounting``.
+
 Idempotency: the ``schedule.run_accounted`` event id is derived from the occurrence
 id, the schedule row is locked first, and the event is appended with
 ``append_once`` (``INSERT ... ON CONFLICT DO NOTHING``) before the schedule is
@@ -23,6 +30,10 @@ violation, which PostgreSQL would log as an ERROR line (docs/decisions/1901).
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -36,6 +47,7 @@ from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.records import TERMINAL_RUN_STATUSES, ProcessEvent, RunRecord, RunStatus
 from scheduling.ports.repositories import ScheduleCommand
+from scheduling.ports.retry import TransientRetry, fault_of, is_transient
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.outbox import run_finished
 from scheduling.service.schedules import to_record
@@ -50,6 +62,7 @@ SANITIZED_FAILURE_FIELDS = (
     "provider_parameter",
 )
 _NAMESPACE = uuid5(NAMESPACE_URL, "urn:scheduling:run-accounted")
+_log = logging.getLogger("scheduling.accounting")
 
 
 def accounted_event_id(occurrence_id: UUID) -> UUID:
@@ -90,6 +103,11 @@ class PendingAccounts(Protocol):
 
     async def pending(self, limit: int) -> list[UUID]:
         """At most ``limit`` run ids, oldest first (deterministic order)."""
+        ...
+
+    def claimed(self, limit: int) -> AbstractAsyncContextManager[list[UUID]]:
+        """At most ``limit`` pending run ids no concurrent claim holds, oldest first,
+        held by this claim until the block ends."""
         ...
 
 
@@ -160,12 +178,39 @@ class RunAccountant:
             await uow.commit()
         return AccountResult(run_id, occurrence.id, run.status, failures, pause)
 
-    async def account_pending(self, pending: PendingAccounts, limit: int = 50) -> int:
-        """Account every pending run of one bounded batch; returns how many were new."""
+    async def account_pending(
+        self, pending: PendingAccounts, limit: int = 50, *, retry: TransientRetry | None = None
+    ) -> int:
+        """Account every run of one claimed batch; returns how many were new. With a
+        ``retry``, each run's transient database errors are retried (accounting is
+        idempotent); a run that still fails is logged and left to the next sweep,
+        and the batch goes on."""
         done = 0
-        for run_id in await pending.pending(limit):
-            result = await self.account_run(run_id)
-            done += result is not None and not result.already_accounted
+        async with pending.claimed(limit) as batch:
+            for run_id in batch:
+                try:
+                    if retry is None:
+                        result = await self.account_run(run_id)
+                    else:
+                        result = await retry.run(
+                            functools.partial(self.account_run, run_id),
+                            what=f"accounting run {run_id}",
+                            idempotent=True,
+                        )
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    # The database stays away: the rest of the batch would fail too.
+                    _log.warning(
+                        "accounting run %s: database unavailable (%s); the next sweep retries it",
+                        run_id,
+                        fault_of(exc),
+                        extra={"fault": fault_of(exc)},
+                    )
+                    break
+                done += result is not None and not result.already_accounted
         return done
 
     def _accounted(

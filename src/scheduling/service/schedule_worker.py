@@ -24,7 +24,16 @@ the stretch ahead instead of leapfrogging through it.
 on the Clock until the earliest of the next known ``next_fire_at``, the earliest
 backoff expiry and the fallback poll; a LISTEN/NOTIFY wake source may cut the sleep
 short. Correctness never depends on a notification: the table scan finds every due
-schedule on the next pass. Cancellation propagates.
+schedule on the next pass. Cancellation propagates. With an accountant wired, the
+sleep is cut into ``accounting_poll_seconds`` pieces with an accounting sweep after
+each, so a run is accounted about that long after it finishes (ADR 2221), not after
+the next firing.
+
+A database that cannot serve (ADR 2220: the one classification of connection faults,
+``ports.retry.is_transient``) is nobody's definition: what is left of it after the
+retries sets no schedule aside and ends the pass (``PassReport.unavailable``), with
+one WARNING line naming the fault, no traceback; the loop tries again after
+``transient_retry.max_delay_seconds``.
 """
 
 from __future__ import annotations
@@ -43,7 +52,13 @@ from uuid import UUID
 
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.clock import Clock
-from scheduling.ports.retry import JitterSource, RetrySettings, TransientRetry
+from scheduling.ports.retry import (
+    JitterSource,
+    RetrySettings,
+    TransientRetry,
+    fault_of,
+    is_transient,
+)
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.accounting import PendingAccounts, RunAccountant
 from scheduling.service.materializer import (
@@ -53,6 +68,7 @@ from scheduling.service.materializer import (
 )
 
 _log = logging.getLogger(__name__)
+_accounting_log = logging.getLogger("scheduling.accounting")
 _RING = 1 << 128
 
 
@@ -75,6 +91,9 @@ class WorkerSettings:
     """Prompt retries of a transient database error (connection lost, terminated
     backend, serialization failure, deadlock); ``failure_backoff_seconds`` is for a
     definition that fails deterministically."""
+    accounting_poll_seconds: float = 1.0
+    """With an accountant wired: the longest the loop sleeps between accounting sweeps
+    (accounting lag after a run finishes is about this)."""
 
     def __post_init__(self) -> None:
         if self.concurrency <= 0:
@@ -85,6 +104,8 @@ class WorkerSettings:
             raise ValueError("contention_pause_seconds must be positive")
         if self.failure_backoff_seconds <= 0 or self.accounting_batch <= 0:
             raise ValueError("failure_backoff_seconds and accounting_batch must be positive")
+        if not 0 < self.accounting_poll_seconds < float("inf"):
+            raise ValueError("accounting_poll_seconds must be positive")
 
 
 @dataclass
@@ -97,6 +118,9 @@ class PassReport:
     deferred: list[UUID] = field(default_factory=list)
     yielded: list[UUID] = field(default_factory=list)
     """Batch ids left unattempted after a collision (the next pass rescans at once)."""
+    unavailable: dict[UUID, str] = field(default_factory=dict)
+    """Schedules the database could not serve after the retries, by classified fault:
+    none is set aside; the pass ended there and the loop tries again shortly."""
 
     def count(self, status: MaterializeStatus) -> int:
         return sum(r.status is status for r in self.results)
@@ -250,6 +274,8 @@ class ScheduleWorker:
 
         async def step(schedule_id: UUID) -> None:
             nonlocal collided
+            if report.unavailable:
+                return  # the database cannot serve: the rest would meet the same
             if collided:
                 report.yielded.append(schedule_id)
             elif not await self._attempt(schedule_id, report) and self._lane is not None:
@@ -297,6 +323,18 @@ class ScheduleWorker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # one definition's failure is isolated
+            if is_transient(exc):
+                # The database, not the definition: nothing is set aside.
+                fault = fault_of(exc)
+                report.unavailable[schedule_id] = fault
+                _log.warning(
+                    "materializing schedule %s: database unavailable after retries (%s);"
+                    " not set aside, the pass ends",
+                    schedule_id,
+                    fault,
+                    extra={"fault": fault},
+                )
+                return None
             _log.exception("materializing schedule %s failed", schedule_id)
             report.errors[schedule_id] = type(exc).__name__
             self.metrics.errors += 1
@@ -313,10 +351,40 @@ class ScheduleWorker:
             return await uow.schedules.due(now, limit)
 
     async def account(self) -> int:
-        """One bounded post-run accounting sweep (if an accountant is wired)."""
+        """One bounded post-run accounting sweep (if an accountant is wired): a claimed
+        batch, each run retried like a materialization."""
         if self._accountant is None or self._pending is None:
             return 0
-        return await self._accountant.account_pending(self._pending, self.settings.accounting_batch)
+        # The claim is retried whole (a run accounted before is no longer pending);
+        # each run of the batch is retried on its own inside.
+        return await self._retry.run(
+            functools.partial(
+                self._accountant.account_pending,
+                self._pending,
+                self.settings.accounting_batch,
+                retry=self._retry,
+            ),
+            what="post-run accounting",
+            idempotent=True,
+        )
+
+    async def _account_logged(self) -> None:
+        """``account`` in the loop: a failure is logged under ``scheduling.accounting``
+        (a traceback only for what is not a database outage) and left to the next
+        sweep."""
+        try:
+            await self.account()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if is_transient(exc):
+                _accounting_log.warning(
+                    "post-run accounting: database unavailable (%s); the next sweep retries",
+                    fault_of(exc),
+                    extra={"fault": fault_of(exc)},
+                )
+            else:
+                _accounting_log.exception("post-run accounting failed")
 
     async def sleep_seconds(self) -> float:
         """How long to sleep: until the next known firing, backoff expiry or poll."""
@@ -339,34 +407,74 @@ class ScheduleWorker:
             return stop.is_set() if isinstance(stop, asyncio.Event) else stop()
 
         while not stopped():
+            outage = False
             try:
                 report = await self.run_once()
-                await self.account()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a scan failure (database away): retry after the poll
-                _log.exception("schedule scan failed")
+            except Exception as exc:  # a scan failure (database away): retry shortly
                 report = PassReport()
+                outage = is_transient(exc)
+                if outage:
+                    _log.warning(
+                        "schedule scan: database unavailable (%s); trying again shortly",
+                        fault_of(exc),
+                        extra={"fault": fault_of(exc)},
+                    )
+                else:
+                    _log.exception("schedule scan failed")
+            outage = outage or bool(report.unavailable)
+            if not outage:
+                await self._account_logged()
             if stopped():
                 return
             busy = report.yielded or (report.scanned and not _all_idle(report))
-            seconds = 0.0 if busy else None
+            seconds: float | None = 0.0 if busy and not outage else None
+            if outage:
+                seconds = self.settings.transient_retry.max_delay_seconds
             if seconds is None:
                 try:
                     seconds = await self.sleep_seconds()
-                except Exception:
-                    _log.exception("reading the next firing failed")
-                    seconds = self.settings.fallback_poll_seconds
+                except Exception as exc:
+                    if is_transient(exc):
+                        _log.warning(
+                            "reading the next firing: database unavailable (%s)",
+                            fault_of(exc),
+                            extra={"fault": fault_of(exc)},
+                        )
+                        seconds = self.settings.transient_retry.max_delay_seconds
+                    else:
+                        _log.exception("reading the next firing failed")
+                        seconds = self.settings.fallback_poll_seconds
             if seconds > 0:
-                await self._sleep(seconds)
+                await self._sleep_accounting(seconds, stopped)
 
-    async def _sleep(self, seconds: float) -> None:
+    async def _sleep_accounting(self, seconds: float, stopped: Callable[[], bool]) -> None:
+        """Sleep ``seconds`` (a wake ends it early); with an accountant wired, in pieces
+        of ``accounting_poll_seconds`` with a sweep after each."""
+        if self._accountant is None or self._pending is None:
+            await self._sleep(seconds)
+            return
+        deadline = self._clock.now() + timedelta(seconds=seconds)
+        while not stopped():
+            left = (deadline - self._clock.now()).total_seconds()
+            if left <= 0:
+                return
+            if await self._sleep(min(left, self.settings.accounting_poll_seconds)):
+                return  # woken: a pass is due
+            if stopped():
+                return
+            await self._account_logged()
+
+    async def _sleep(self, seconds: float) -> bool:
+        """Sleep on the Clock; True when the wake source cut it short."""
         sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
         waits: list[asyncio.Future[None]] = [sleeper]
         if self._wake is not None:
             waits.append(asyncio.ensure_future(_await(self._wake.wait)))
         try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            return sleeper not in done
         finally:
             for pending in waits:
                 if not pending.done():

@@ -75,6 +75,10 @@ class MemoryAdmissionRepository(_Reads):
 class MemoryPendingAccountsRepository(_Reads):
     """See ``scheduling.ports.repositories.PendingAccountsRepository``."""
 
+    async def claim(self, limit: int) -> list[UUID]:
+        """One process, one accountant: every pending run is this claim's."""
+        return await self.pending(limit)
+
     async def pending(self, limit: int) -> list[UUID]:
         t = self.t
         accounted = {

@@ -1,10 +1,22 @@
-"""Translate driver errors into domain errors with stable codes, at the adapter edge."""
+"""Translate driver errors into domain errors with stable codes, at the adapter edge.
+
+``classify`` is the one classification of connection faults (ADR 2220): whatever the
+layer that met it (SQLAlchemy's DB-API wrapper, the raw asyncpg exception a connect
+raises, a socket error), a fault of the connection or the server is one of
+``ConnectionFault``'s kinds, and ``translate`` turns it into an ``UnavailableError``
+whose ``details["fault"]`` names the kind: ``DATABASE_UNAVAILABLE`` when the server
+refused to serve (nothing listening, starting up or shutting down, out of connection
+slots), ``UNAVAILABLE`` when a connection that was serving broke. ``is_transient``
+(ports/retry.py) reads those, never the driver's types.
+"""
 
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Any
 
+import asyncpg
 from sqlalchemy.exc import DBAPIError
 
 from scheduling.domain.errors import (
@@ -22,6 +34,103 @@ from scheduling.ports.repositories import (
     RETRY,
     UNAVAILABLE,
 )
+from scheduling.ports.retry import DATABASE_UNAVAILABLE, FAULT_DETAIL, REFUSING_FAULTS
+
+
+class ConnectionFault(StrEnum):
+    """What went wrong with the connection or the server (never with the statement)."""
+
+    REFUSED = "refused"
+    """Nothing accepted the connection (socket error: refused, reset, unreachable)."""
+    CANNOT_CONNECT_NOW = "cannot_connect_now"
+    """57P03: the server is starting up, shutting down or in recovery."""
+    TOO_MANY_CLIENTS = "too_many_clients"
+    """53300: no connection slot is left (server, database or role limit)."""
+    TERMINATED = "terminated"
+    """57P01: the backend was terminated (pg_terminate_backend, smart/fast shutdown)."""
+    CRASH = "crash"
+    """57P02: another backend crashed and the server reinitializes."""
+    CONNECTION = "connection"
+    """Any other SQLSTATE of class 08 (connection exception)."""
+    INTERFACE = "interface"
+    """The driver's own state error with no SQLSTATE: the connection is closed or was
+    left mid-protocol ("another operation is in progress")."""
+
+
+# Specific SQLSTATEs before their classes; 53 and 57 have other members that are not
+# about the connection (53100 disk full, 57014 query cancelled).
+_BY_FAULT_SQLSTATE: dict[str, ConnectionFault] = {
+    "57P03": ConnectionFault.CANNOT_CONNECT_NOW,
+    "53300": ConnectionFault.TOO_MANY_CLIENTS,
+    "57P01": ConnectionFault.TERMINATED,
+    "57P02": ConnectionFault.CRASH,
+    "57P05": ConnectionFault.TERMINATED,  # idle_session_timeout
+}
+_REFUSING = frozenset(ConnectionFault(kind) for kind in REFUSING_FAULTS)
+# What the driver raises about its own connection state, without a SQLSTATE.
+_INTERFACE_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+
+
+CONNECT_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    *_INTERFACE_ERRORS,
+    OSError,
+)
+"""What opening a connection raises unwrapped (SQLAlchemy's asyncpg dialect does not
+wrap a connect's errors in its DB-API types): the server's refusal, the driver's own
+state errors, a socket error."""
+
+
+def classify(exc: BaseException) -> ConnectionFault | None:
+    """The connection fault behind ``exc`` (raw or wrapped by SQLAlchemy), or ``None``
+    when ``exc`` is about the statement or not a driver error at all."""
+    for candidate in _chain(exc):
+        if isinstance(candidate, OSError):
+            return ConnectionFault.REFUSED
+        state = _sqlstate(candidate)
+        if state is not None:
+            if state in _BY_FAULT_SQLSTATE:
+                return _BY_FAULT_SQLSTATE[state]
+            if state.startswith("08"):
+                return ConnectionFault.CONNECTION
+            if state in ("53000", "57000"):  # the class codes themselves
+                return ConnectionFault.CONNECTION
+            return None
+        if isinstance(candidate, _INTERFACE_ERRORS):
+            return ConnectionFault.INTERFACE
+    if isinstance(exc, DBAPIError) and (
+        exc.connection_invalidated or type(exc).__name__ == "InterfaceError"
+    ):
+        return ConnectionFault.INTERFACE
+    return None
+
+
+def refusing(fault: ConnectionFault | None) -> bool:
+    """True when the server refused to serve (connect-time): worth waiting out."""
+    return fault in _REFUSING
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc``, then SQLAlchemy's DB-API error, then the driver's own (in that order)."""
+    out: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(out) < 4 and current not in out:
+        out.append(current)
+        nxt = getattr(current, "orig", None)
+        if not isinstance(nxt, BaseException):
+            nxt = current.__cause__
+        current = nxt
+    # The driver's exception is the innermost; it decides first.
+    return out[::-1]
+
+
+def _sqlstate(candidate: BaseException) -> str | None:
+    state = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+    return state if isinstance(state, str) else None
+
 
 # SQLSTATE -> (error class, code). Classes 08 (connection) and 57 (shutdown) are
 # handled by prefix below.
@@ -37,12 +146,17 @@ _BY_SQLSTATE: dict[str, tuple[type[SchedulingError], str]] = {
 
 
 def _driver_error(exc: BaseException) -> Any:
+    """The driver's own exception: SQLAlchemy's ``orig`` (or the asyncpg error behind
+    its adapter), or ``exc`` itself when it is a raw driver error (a connect raises
+    asyncpg's exceptions unwrapped)."""
     orig = getattr(exc, "orig", None)
+    if orig is None:
+        return exc if isinstance(exc, (asyncpg.PostgresError, *_INTERFACE_ERRORS)) else None
     return getattr(orig, "__cause__", None) or orig
 
 
 def sqlstate_of(exc: BaseException) -> str | None:
-    """The SQLSTATE of a driver error wrapped by SQLAlchemy, if any."""
+    """The SQLSTATE of a driver error (wrapped by SQLAlchemy or raw), if any."""
     driver = _driver_error(exc)
     for candidate in (driver, getattr(exc, "orig", None)):
         state = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
@@ -51,8 +165,13 @@ def sqlstate_of(exc: BaseException) -> str | None:
     return None
 
 
-def translate(exc: BaseException) -> SchedulingError:
-    """The domain error for a driver error (the original is kept as ``__cause__``)."""
+def translate(exc: BaseException, *, connecting: bool = False) -> SchedulingError:
+    """The domain error for a driver error (the original is kept as ``__cause__``).
+
+    A connection fault (``classify``) is an ``UnavailableError`` naming its kind in
+    ``details["fault"]``: ``DATABASE_UNAVAILABLE`` when the server refused to serve,
+    or when ``connecting`` (the unit of work was being opened, so nothing was sent),
+    else ``UNAVAILABLE``."""
     state = sqlstate_of(exc)
     driver = _driver_error(exc)
     details: dict[str, Any] = {"sqlstate": state}
@@ -65,6 +184,16 @@ def translate(exc: BaseException) -> SchedulingError:
     if state is not None and state in _BY_SQLSTATE:
         cls, code = _BY_SQLSTATE[state]
         return cls(code, f"database rejected the statement ({state})", details)
+    fault = classify(exc)
+    if fault is not None:
+        details[FAULT_DETAIL] = fault.value
+        if refusing(fault) or connecting:
+            return UnavailableError(
+                DATABASE_UNAVAILABLE, f"the database cannot serve now ({fault.value})", details
+            )
+        return UnavailableError(
+            UNAVAILABLE, f"the database is unavailable ({fault.value})", details
+        )
     if state is not None and state[:2] in ("08", "57", "53"):
         return UnavailableError(UNAVAILABLE, "the database is unavailable", details)
     what = _what_failed(driver or exc)
@@ -93,7 +222,7 @@ _BROKEN_CLASSES = ("08", "57", "53")
 def broken_connection(exc: BaseException) -> bool:
     """True when ``exc`` leaves the connection unusable: a connection-class SQLSTATE or
     a driver error with none at all (a protocol or interface failure)."""
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError) or classify(exc) is not None:
         return True
     if not isinstance(exc, DBAPIError):
         return False

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from scheduling.adapters.postgres.accounting import PostgresPendingAccountsRepository
 from scheduling.adapters.postgres.admission import PostgresAdmissionRepository
-from scheduling.adapters.postgres.errors import broken_connection, translate
+from scheduling.adapters.postgres.errors import CONNECT_ERRORS, broken_connection, translate
 from scheduling.adapters.postgres.materialization import PostgresMaterializationRepository
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.repositories import bind_repositories
@@ -29,9 +29,10 @@ from scheduling.adapters.postgres.transaction import (
     discard_if_broken,
     literal,
 )
-from scheduling.domain.errors import UnavailableError, ValidationError
+from scheduling.domain.errors import SchedulingError, UnavailableError, ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.ports.repositories import CLOSED, COMMIT_OUTCOME_UNKNOWN, INVALID_COMMAND
+from scheduling.ports.retry import FAULT_DETAIL
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+OPEN_ERRORS: tuple[type[BaseException], ...] = (*CONNECT_ERRORS, DBAPIError)
+"""What a checkout (connect, pool, SQLAlchemy's begin) can raise about the server."""
 
 AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
 """SQLAlchemy's side of the connection: DBAPI autocommit, so it begins nothing and the
@@ -95,6 +98,28 @@ class PostgresUnitOfWork:
         if self._used:
             raise UnavailableError(CLOSED, "a unit of work is single-use")
         self._used = True
+        # A pooled connection whose backend died since its last use (a restart, a
+        # terminated backend) fails its first round trip, the BEGIN, before anything of
+        # this unit of work was sent: it is discarded and a fresh one tried, once (no
+        # ping per checkout: the BEGIN is the ping, ADR 1750's one round trip stays).
+        for attempt in (1, 2):
+            await self._connect()
+            try:
+                await self._open()
+            except SchedulingError as exc:
+                await self._close()
+                if attempt == 1 and exc.details.get(FAULT_DETAIL) is not None:
+                    continue
+                raise
+            except BaseException:
+                await self._close()
+                raise
+            break
+        return self
+
+    async def _connect(self) -> None:
+        """Check a connection out of the pool (or open one); a refused connect, raw
+        asyncpg error or socket error alike, is translated (``DATABASE_UNAVAILABLE``)."""
         try:
             self._conn = await self._engine.connect()
             if self._force_autocommit:
@@ -102,23 +127,20 @@ class PostgresUnitOfWork:
             # SQLAlchemy's logical transaction (its ``begin`` event, no round trip in
             # autocommit); the server transaction is ``Transaction.open``'s.
             await self._conn.begin()
-        except (DBAPIError, OSError) as exc:
+        except OPEN_ERRORS as exc:
             await self._close()
-            raise translate(exc) from exc
+            raise translate(exc, connecting=True) from exc
         self.tx.attach(self._conn)
-        try:
-            # ``set_config('role', r, true)`` is ``SET LOCAL ROLE r`` (membership is
-            # checked the same way); then the scope settings row-level security reads.
-            scope: dict[str, str] = {}
-            if self._assume_role is not None:
-                scope["role"] = self._assume_role
-            scope[TENANT_SETTING] = self._tenant_id or ""
-            scope[PRINCIPAL_SETTING] = self._principal_id or ""
-            await self.tx.open(scope, self._characteristics)
-        except BaseException:
-            await self._close()
-            raise
-        return self
+
+    async def _open(self) -> None:
+        # ``set_config('role', r, true)`` is ``SET LOCAL ROLE r`` (membership is
+        # checked the same way); then the scope settings row-level security reads.
+        scope: dict[str, str] = {}
+        if self._assume_role is not None:
+            scope["role"] = self._assume_role
+        scope[TENANT_SETTING] = self._tenant_id or ""
+        scope[PRINCIPAL_SETTING] = self._principal_id or ""
+        await self.tx.open(scope, self._characteristics)
 
     async def commit(self) -> None:
         conn = self._conn
