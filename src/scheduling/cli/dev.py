@@ -19,7 +19,6 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Callable
-from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import TextIO
@@ -42,7 +41,6 @@ from scheduling.cli.edge import configure_logging, report, system_edge
 from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
 from scheduling.config import CeilingSettings, Environment, Settings
-from scheduling.domain.cadence import format_instant
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.runtime import RunPriority
@@ -87,11 +85,15 @@ token is handed to the developer, never stored in a model or logged."""
 
 
 def curl_line(url: str, token: str, clock: Clock) -> str:
-    at = format_instant(clock.now() + timedelta(minutes=1))
+    """Shell lines to paste: they set ``$URL`` and ``$TOKEN``, compute the firing time when
+    pasted (a minute later, UTC; GNU or BSD ``date``), create a one-time schedule and set
+    ``$ID`` to its id (or print the refusal and fail). Each paste is a new schedule (the
+    idempotency key carries the time). ``clock`` is unused: the time is the paste's."""
+    del clock
     body = {
         "title": "Hello from scheduling dev",
         "instruction": "Say hello. [script:succeed]",
-        "cadence": {"kind": "ONCE", "at": at},
+        "cadence": {"kind": "ONCE", "at": "@AT@"},
         "agent_id": str(DEMO_AGENT),
         "requested_scopes": [],
         "limits": DEMO_LIMITS,
@@ -99,10 +101,22 @@ def curl_line(url: str, token: str, clock: Clock) -> str:
         "misfire_grace_seconds": 600,
         "max_consecutive_failures": 2,
     }
-    return (
-        f"curl -sS -X POST {url}/v1/schedules -H {shlex.quote('Authorization: Bearer ' + token)}"
-        f" -H 'Idempotency-Key: hello-1' -H 'Content-Type: application/json'"
-        f" -d {shlex.quote(json.dumps(body))}"
+    data = "'" + json.dumps(body).replace('"@AT@"', '"\'"$AT"\'"') + "'"
+    pick_id = (
+        "python3 -c 'import json,sys; d=json.load(sys.stdin);"
+        ' print(d["id"]) if "id" in d else sys.exit(json.dumps(d))\''
+    )
+    return "\n".join(
+        (
+            f"export URL={shlex.quote(url)} TOKEN={shlex.quote(token)}",
+            "AT=$(date -u -d '+1 minute' +%Y-%m-%dT%H:%M:%SZ 2>/dev/null"
+            " || date -u -v+1M +%Y-%m-%dT%H:%M:%SZ)",
+            'ID=$(curl -sS -X POST "$URL/v1/schedules" -H "Authorization: Bearer $TOKEN" \\',
+            "  -H \"Idempotency-Key: hello-$AT\" -H 'Content-Type: application/json' \\",
+            f"  -d {data} \\",
+            f"  | {pick_id})",
+            'echo "schedule $ID fires at $AT"',
+        )
     )
 
 
@@ -183,8 +197,19 @@ def print_stack(out: TextIO) -> Announce:
     def announce(url: str, bearer: str, curl: str) -> None:
         print(f"control plane: {url}  (OpenAPI: {url}/openapi.json)", file=out)
         print(f"token:         {bearer}", file=out)
-        print("create a schedule that fires in a minute:", file=out)
-        print(f"  {curl}", file=out, flush=True)
+        print(
+            "paste into a shell: it sets $URL and $TOKEN, and $ID to a new schedule"
+            " that fires a minute after you paste it",
+            file=out,
+        )
+        for line in curl.splitlines():
+            print(f"  {line}", file=out)
+        print(
+            'then: curl -sS -H "Authorization: Bearer $TOKEN"'
+            ' "$URL/v1/schedules/$ID/occurrences"   (README, "Try the control plane")',
+            file=out,
+            flush=True,
+        )
 
     return announce
 
