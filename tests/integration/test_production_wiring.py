@@ -15,6 +15,8 @@ difference here, and the two last turn a real gate check red.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -161,6 +163,10 @@ class NothingPending:
 
     async def pending(self, limit: int) -> list[UUID]:
         return []
+
+    @asynccontextmanager
+    async def claimed(self, limit: int) -> AsyncIterator[list[UUID]]:
+        yield []
 
 
 class CachedDirectory(DurablePrincipalDirectory):
