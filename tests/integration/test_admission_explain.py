@@ -25,7 +25,7 @@ from scheduling.adapters.postgres.admission import (
     tenant_usage,
 )
 from scheduling.adapters.postgres.tables import runs
-from simulation.provider._server import DatabaseServer
+from simulation.provider._database_server import DatabaseServer
 
 pytestmark = pytest.mark.postgres
 

@@ -14,7 +14,7 @@ from scheduling.service import materializer as m
 from simulation.engine import targets
 from simulation.engine.errors import FaultKind
 from simulation.engine.faults import FaultSpec
-from simulation.engine.server import ServerCrash
+from simulation.engine.server_crash import ServerCrash
 from simulation.engine.simulator import Simulator
 from simulation.provider._private import PrivateCluster, private_cluster
 from simulation.provider.templates import migrated_template

@@ -29,7 +29,7 @@ from scheduling.adapters.postgres.uow import Transaction
 from scheduling.domain.identity import Principal
 from scheduling.domain.paging import PageRequest
 from scheduling.domain.schedule import ScheduleState
-from simulation.provider._server import DatabaseServer
+from simulation.provider._database_server import DatabaseServer
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 SCHEDULES = 100_000

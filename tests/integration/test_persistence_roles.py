@@ -200,7 +200,7 @@ def _upgrade(url: str, prefix: str) -> subprocess.Popen[str]:
 
 
 async def test_role_creation_is_idempotent_and_safe_under_concurrency(pg_server: object) -> None:
-    from simulation.provider._server import DatabaseServer
+    from simulation.provider._database_server import DatabaseServer
 
     assert isinstance(pg_server, DatabaseServer)
     prefix = f"t{secrets.token_hex(4)}"

@@ -24,7 +24,7 @@ import pytest
 from gates.runner.pytest_plugin import GateEvidence, gate_seed
 from simulation.engine import evidence, targets
 from simulation.engine.errors import FaultKind
-from simulation.engine.server import ServerCrash
+from simulation.engine.server_crash import ServerCrash
 from simulation.engine.simulator import Simulator
 from simulation.engine.store import FailureStore
 from simulation.provider._private import PrivateCluster, private_cluster

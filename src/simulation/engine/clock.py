@@ -1,8 +1,8 @@
 """A virtual clock implementing ``scheduling.ports.Clock`` (after trio's MockClock).
 
 It starts at a given aware instant and only moves forward, either by an explicit
-``advance``/``advance_to`` or, under the simulator's scheduler, by an autojump to the
-earliest sleeper's deadline when no task can otherwise move. Without a scheduler
+``advance``/``advance_to`` or, under the simulator's interleaver, by an autojump to the
+earliest sleeper's deadline when no task can otherwise move. Without an interleaver
 attached, ``sleep`` jumps at once: a lone task that sleeps is a task that waits.
 """
 
@@ -17,7 +17,7 @@ from simulation.engine.errors import SimulationError
 
 
 class ClockDriver(Protocol):
-    """The scheduler side of the clock: parks a simulated task until a deadline."""
+    """The interleaver side of the clock: parks a simulated task until a deadline."""
 
     def drives_current_task(self) -> bool: ...
 
@@ -81,5 +81,5 @@ class VirtualClock:
         self._listeners.append(listener)
 
     def attach(self, driver: ClockDriver | None) -> None:
-        """Let a scheduler own the sleeps of its simulated tasks (``None`` detaches)."""
+        """Let an interleaver own the sleeps of its simulated tasks (``None`` detaches)."""
         self._driver = driver

@@ -2,7 +2,7 @@
 
 ``ok`` means the operation took effect and returned ``value``; ``fail`` means it
 certainly took no effect; ``info`` means it may or may not have (a lost COMMIT ack).
-Every event carries the virtual time and the *epoch*: the number of scheduler
+Every event carries the virtual time and the *epoch*: the number of interleaver
 decisions made so far. Tasks only run concurrently within one epoch, so an operation
 really precedes another only when it completed in an earlier epoch (or earlier in the
 same process); sorting by (epoch, process, seq) keeps the record deterministic.
@@ -62,7 +62,7 @@ class HistoryEvent:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One scheduler decision, kept beside the history to explain failures."""
+    """One interleaver decision, kept beside the history to explain failures."""
 
     epoch: int
     task: str
@@ -139,7 +139,7 @@ class OpRef:
 
 @dataclass
 class History:
-    """All events of one execution, plus the scheduler's decisions."""
+    """All events of one execution, plus the interleaver's decisions."""
 
     clock: Clock
     epoch: Callable[[], int] = lambda: 0

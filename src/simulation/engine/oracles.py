@@ -10,7 +10,7 @@ from typing import Any
 
 from simulation.engine.errors import Divergence, FaultKind
 from simulation.engine.faults import Transition
-from simulation.engine.scheduler import Choice, DecisionPoint
+from simulation.engine.interleaver import Choice, DecisionPoint
 
 
 class RandomOracle:

@@ -1,4 +1,4 @@
-"""What the scheduler asks PostgreSQL: who is blocked on a lock, and backend control."""
+"""What the interleaver asks PostgreSQL: who is blocked on a lock, and backend control."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ without faults, and a check.
 
 A worker is ``async def worker(ctx: WorkerContext) -> None``. ``ctx`` carries what
 product code needs: ``ctx.connect()`` (an asyncpg connection whose backend the
-scheduler watches; for SQLAlchemy use ``create_async_engine(ctx.url,
+interleaver watches; for SQLAlchemy use ``create_async_engine(ctx.url,
 async_creator=ctx.connect, poolclass=NullPool)``), ``ctx.clock`` (virtual), ``ctx.probe``
 (parks at every ``step``), ``ctx.ids`` (seeded, per task) and ``ctx.history``.
 """
@@ -24,7 +24,7 @@ from simulation.engine.clock import VirtualClock
 from simulation.engine.faults import FaultSpec, Transition
 from simulation.engine.history import History, ProcessHistory
 from simulation.engine.ids import SeededIds
-from simulation.engine.scheduler import Backend, Scheduler, SimTask, SimulationProbe
+from simulation.engine.interleaver import Backend, Interleaver, SimTask, SimulationProbe
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -82,7 +82,7 @@ class WorkerContext:
     """What a simulated worker receives."""
 
     def __init__(
-        self, world: ScenarioWorld, task: SimTask, scheduler: Scheduler, rank: int = 0
+        self, world: ScenarioWorld, task: SimTask, interleaver: Interleaver, rank: int = 0
     ) -> None:
         self.name = task.name
         self.rank = rank
@@ -95,10 +95,10 @@ class WorkerContext:
         self.history: ProcessHistory = world.history.for_process(task.name)
         self.vars = world.vars
         self._task = task
-        self._scheduler = scheduler
+        self._interleaver = interleaver
 
     async def connect(self) -> Any:
-        """An asyncpg connection whose backend the scheduler watches and can fault.
+        """An asyncpg connection whose backend the interleaver watches and can fault.
 
         Where the role may set it, ``deadlock_timeout`` is ``100 ms * (rank + 1)``: the
         tasks of a deadlock start waiting within one decision, so the victim is always
@@ -130,7 +130,7 @@ class WorkerContext:
         self, pid: int, close: Callable[[], Awaitable[None]], drop: Callable[[], None]
     ) -> None:
         """Watch a connection opened some other way (``drop`` closes it without rollback)."""
-        self._scheduler.register_backend(self._task, Backend(pid, close, drop))
+        self._interleaver.register_backend(self._task, Backend(pid, close, drop))
 
 
 Worker = Callable[[WorkerContext], Awaitable[None]]
@@ -156,7 +156,7 @@ class Scenario:
     """A named, self-contained simulation.
 
     ``setup`` must establish every row the workers depend on (the database may be
-    reused between executions). ``workers`` run concurrently under the scheduler; then
+    reused between executions). ``workers`` run concurrently under the interleaver; then
     ``quiet`` runs alone without faults (recovery, liveness: every due instant decided)
     and ``check`` returns violations. ``steps`` declares the probe steps the workers
     should reach (coverage); ``fault_steps`` (default: ``steps``) are where random and

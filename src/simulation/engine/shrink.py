@@ -1,6 +1,6 @@
 """Shrinking a failing trace to the shortest step order that still fails.
 
-A candidate is a *guide*: task names the scheduler follows at the first decisions
+A candidate is a *guide*: task names the interleaver follows at the first decisions
 (skipping names not enabled), after which it runs non-preemptively (keep the current
 task going). Faults stay pinned to their (task, step, visit). The search drops faults
 it does not need, takes the shortest failing prefix of the original order, then

@@ -1,6 +1,6 @@
 """Runs scenarios: one execution, or an exploration (random, exhaustive, crash sweep).
 
-One execution = setup -> concurrent phase under the scheduler -> quiet phase -> check,
+One execution = setup -> concurrent phase under the interleaver -> quiet phase -> check,
 on one database, producing an ``Execution`` with its canonical trace. An exploration
 runs many and aggregates what a gate needs as evidence (``Exploration.evidence()``).
 """
@@ -27,21 +27,21 @@ from simulation.engine.faults import (
 )
 from simulation.engine.history import History
 from simulation.engine.ids import SeededIds
-from simulation.engine.jsonable import to_jsonable
-from simulation.engine.oracles import ExhaustiveSearch, GuideOracle, RandomOracle, ReplayOracle
-from simulation.engine.pg_observer import PgObserver
-from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
-from simulation.engine.scheduler import (
+from simulation.engine.interleaver import (
     START_STEP,
     WAKE_STEP,
     ClockMove,
     Decision,
+    Interleaver,
     Oracle,
     PhaseResult,
-    Scheduler,
     WorkerMain,
 )
-from simulation.engine.server import ServerCrash
+from simulation.engine.jsonable import to_jsonable
+from simulation.engine.oracles import ExhaustiveSearch, GuideOracle, RandomOracle, ReplayOracle
+from simulation.engine.pg_observer import PgObserver
+from simulation.engine.scenario import ExecutionView, Scenario, ScenarioWorld, WorkerContext
+from simulation.engine.server_crash import ServerCrash
 from simulation.engine.store import FailureStore
 from simulation.engine.targets import DatabaseTarget
 from simulation.engine.trace import FORMAT, TraceKey, read_trace, trace_text
@@ -216,11 +216,11 @@ class Simulator:
                 scenario.name, seed, mode, code_commit(), self._postgres, tzdata_version()
             )
             clock = VirtualClock(scenario.start)
-            scheduler: Scheduler | None = None
-            history = History(clock, epoch=lambda: scheduler.epoch if scheduler else 0)
+            interleaver: Interleaver | None = None
+            history = History(clock, epoch=lambda: interleaver.epoch if interleaver else 0)
             world = ScenarioWorld(url, clock, SeededIds(seed), history)
             await scenario.setup(world)
-            scheduler = Scheduler(
+            interleaver = Interleaver(
                 clock=clock,
                 observer=observer,
                 oracle=oracle,
@@ -234,13 +234,13 @@ class Simulator:
                     None if scenario.recovered is None else partial(scenario.recovered, world)
                 ),
             )
-            clock.attach(scheduler)
+            clock.attach(interleaver)
             workers: list[tuple[Any, WorkerMain]] = []
             for rank, name in enumerate(sorted(scenario.workers)):
-                task = scheduler.new_task(name)
-                ctx = WorkerContext(world, task, scheduler, rank)
+                task = interleaver.new_task(name)
+                ctx = WorkerContext(world, task, interleaver, rank)
                 workers.append((task, partial(scenario.workers[name], ctx)))
-            phase = await scheduler.run(workers)
+            phase = await interleaver.run(workers)
             clock.attach(None)
             violations: list[Violation] = []
             status = {"pruned": "pruned", "bounded": "bounded"}.get(phase.status, "pass")

@@ -2,7 +2,7 @@
 
 A trace holds no wall-clock time, process id or port: only the key (scenario, seed,
 mode, commit, PostgreSQL and tzdata versions), the virtual start instant, the
-scheduler's decisions and clock moves, faults, task outcomes, the history, coverage
+interleaver's decisions and clock moves, faults, task outcomes, the history, coverage
 and the verdict. Its canonical text is what replay compares, byte for byte.
 """
 

@@ -11,6 +11,7 @@ See ``docs/operations/database-provider.md``.
 """
 
 from simulation.provider._broker import BrokerError
+from simulation.provider._database_server import DatabaseServer, template_name
 from simulation.provider._info import ProviderUnavailable, ServerInfo, async_url
 from simulation.provider._provider import (
     INFO_ENV,
@@ -19,7 +20,6 @@ from simulation.provider._provider import (
     acquire_server,
     redact,
 )
-from simulation.provider._server import DatabaseServer, template_name
 
 __all__ = [
     "INFO_ENV",

@@ -30,8 +30,8 @@ from simulation.provider._cluster import (
     make_root,
     remove_root,
 )
+from simulation.provider._database_server import DatabaseServer
 from simulation.provider._info import ProviderUnavailable, ServerInfo
-from simulation.provider._server import DatabaseServer
 
 CRASH_SIGNALS = {"kill": signal.SIGKILL, "immediate": signal.SIGQUIT}
 

@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 
 from simulation.provider._broker import BROKER_ENV, Broker, BrokerError, request
+from simulation.provider._database_server import CONNECT_TIMEOUT, DatabaseServer, _run
 from simulation.provider._info import SOURCES, ProviderUnavailable, ServerInfo, version_num_of
-from simulation.provider._server import CONNECT_TIMEOUT, DatabaseServer, _run
 
 URL_ENV = "SCHEDULING_DATABASE_URL"
 INFO_ENV = "SCHEDULING_DATABASE_INFO"

@@ -40,8 +40,8 @@ from simulation.provider._cluster import (
     make_root,
     remove_root,
 )
+from simulation.provider._database_server import DatabaseServer, _run
 from simulation.provider._info import ProviderUnavailable, ServerInfo, database_of
-from simulation.provider._server import DatabaseServer, _run
 
 STANDBY_NAME = "standby"
 BASEBACKUP_TIMEOUT = 120.0

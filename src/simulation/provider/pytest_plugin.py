@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from simulation.provider._broker import BROKER_ENV, Broker, BrokerError, request
+from simulation.provider._database_server import DatabaseServer
 from simulation.provider._info import ProviderUnavailable, ServerInfo
 from simulation.provider._provider import INFO_ENV, URL_ENV, acquire_server, forced_provider
-from simulation.provider._server import DatabaseServer
 from simulation.provider.templates import migrated_template
 
 DATABASE_FIXTURES = frozenset({"pg_server", "pg_template", "pg_empty_url", "pg_url"})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from scheduling.adapters.postgres import migrations
 from scheduling.adapters.postgres.migrations import upgrade_to_head
-from simulation.provider._server import DatabaseServer
+from simulation.provider._database_server import DatabaseServer
 
 
 def migrated_template_key() -> str:

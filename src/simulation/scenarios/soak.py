@@ -55,7 +55,7 @@ from scheduling.testing import SystemClock, open_storage
 from simulation.engine.checkers import check_ledger
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
-from simulation.engine.server import CRASH_MODES
+from simulation.engine.server_crash import CRASH_MODES
 from simulation.provider import acquire_server
 from simulation.provider._private import private_cluster
 from simulation.provider._replica import replica_pair

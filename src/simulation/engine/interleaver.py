@@ -1,6 +1,9 @@
-"""The seeded scheduler: simulated tasks park at named steps; an oracle picks who moves.
+"""The seeded interleaver: simulated tasks park at named steps; an oracle picks who moves.
 
-Invariant that makes runs deterministic: the scheduler releases one parked task and
+It is the simulator's task scheduler, named apart from the product's scheduler role
+(ADR 2210).
+
+Invariant that makes runs deterministic: the interleaver releases one parked task and
 then waits for *quiescence* -- every live task parked, asleep on the virtual clock,
 or blocked on a PostgreSQL lock (``pg_blocking_pids`` on its backends) -- before the
 next decision. A task inside a SQL statement is not parked, so "running but blocked"
@@ -35,7 +38,7 @@ from simulation.engine.errors import (
 from simulation.engine.faults import FaultPolicy, Transition
 from simulation.engine.history import History, StepRecord
 from simulation.engine.pg_observer import PgObserver
-from simulation.engine.server import ServerCrash
+from simulation.engine.server_crash import ServerCrash
 
 START_STEP = "sim.start"
 WAKE_STEP = "sim.wake"
@@ -62,7 +65,7 @@ class _Parked:
 @dataclass
 class SimTask:
     name: str
-    scheduler: Scheduler
+    interleaver: Interleaver
     visits: dict[str, int] = field(default_factory=dict)
     parked: _Parked | None = None
     backends: list[Backend] = field(default_factory=list)
@@ -144,7 +147,7 @@ _FAULT_EXCEPTIONS: dict[FaultKind, type[InjectedFault] | None] = {
 Recovered = Callable[[Transition], Awaitable[None]]
 
 
-class Scheduler:
+class Interleaver:
     """Drives one concurrent phase of an execution."""
 
     def __init__(
@@ -194,12 +197,12 @@ class Scheduler:
 
     def drives_current_task(self) -> bool:
         current = _CURRENT.get()
-        return current is not None and current.scheduler is self
+        return current is not None and current.interleaver is self
 
     async def sleep_until(self, deadline: datetime) -> None:
         current = _CURRENT.get()
         assert current is not None
-        assert current.scheduler is self
+        assert current.interleaver is self
         await self.park(current, WAKE_STEP, deadline)
 
     async def park(self, task: SimTask, step: str, not_before: datetime | None = None) -> None:
@@ -249,7 +252,7 @@ class Scheduler:
             except Exception:
                 backend.drop()
 
-    # -- the scheduler side ----------------------------------------------------------
+    # -- the interleaver side ----------------------------------------------------------
 
     async def run(self, workers: Sequence[tuple[SimTask, WorkerMain]]) -> PhaseResult:
         for task, main in workers:
@@ -425,7 +428,7 @@ class SimulationProbe:
     async def step(self, name: str) -> None:
         task = _CURRENT.get()
         if task is not None:
-            await task.scheduler.park(task, name)
+            await task.interleaver.park(task, name)
 
 
 def current_task() -> SimTask | None:
