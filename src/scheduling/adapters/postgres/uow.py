@@ -15,6 +15,7 @@ from typing import Self
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import QueuePool
 
 from scheduling.adapters.postgres.accounting import PostgresPendingAccountsRepository
 from scheduling.adapters.postgres.admission import PostgresAdmissionRepository
@@ -100,15 +101,18 @@ class PostgresUnitOfWork:
         self._used = True
         # A pooled connection whose backend died since its last use (a restart, a
         # terminated backend) fails its first round trip, the BEGIN, before anything of
-        # this unit of work was sent: it is discarded and a fresh one tried, once (no
-        # ping per checkout: the BEGIN is the ping, ADR 1750's one round trip stays).
-        for attempt in (1, 2):
+        # this unit of work was sent: it is discarded and the next one tried, at most
+        # once per connection the pool can hold, so after a restart one request goes
+        # through the dead ones instead of one 503 per dead connection (no ping per
+        # checkout: the BEGIN is the ping, ADR 1750's one round trip stays; ADR 2220).
+        tries = 1 + _pool_capacity(self._engine)
+        for attempt in range(1, tries + 1):
             await self._connect()
             try:
                 await self._open()
             except SchedulingError as exc:
                 await self._close()
-                if attempt == 1 and exc.details.get(FAULT_DETAIL) is not None:
+                if attempt < tries and exc.details.get(FAULT_DETAIL) is not None:
                     continue
                 raise
             except BaseException:
@@ -201,6 +205,13 @@ class PostgresUnitOfWork:
             finally:
                 self.tx.attach(None)
         self.tx.attach(None)
+
+
+def _pool_capacity(engine: AsyncEngine) -> int:
+    """How many idle connections ``engine``'s pool may keep (0 without a pool): a queue
+    pool keeps at most ``size()``, closing overflow connections on check-in."""
+    pool = engine.pool
+    return max(pool.size(), 0) if isinstance(pool, QueuePool) else 0
 
 
 class PostgresUnitOfWorkFactory:
