@@ -28,6 +28,7 @@ from scheduling.domain.admission import MAX_BACKOFF_SECONDS
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import reason
 from scheduling.domain.tenancy import TenantCeilings
+from scheduling.instance import INSTANCE_ID_PATTERN
 
 UNPARSEABLE = reason(
     "schedule.config.unparseable", "A configuration value does not parse as its declared type"
@@ -504,3 +505,49 @@ def reliability_problems(settings: Settings) -> list[str]:
             " run-worker login, distinct from the migration and scheduler logins"
         )
     return problems
+
+
+# ------------------------------------------------------- process identity and logs
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+MAX_LOG_REPEAT_WINDOW_SECONDS = 3600.0
+
+
+class ProcessSettings(BaseModel):
+    """How a process names itself and writes its log (ADRs 2270, 2271), read by the
+    process edge before anything else (``scheduling.cli.edge.configure_logging``):
+    ``AGENT_SCHEDULE_INSTANCE_ID`` (default ``<short hostname>-<pid>``),
+    ``AGENT_SCHEDULE_LOG_FORMAT`` (``text`` or ``json``), ``AGENT_SCHEDULE_LOG_LEVEL``
+    and ``AGENT_SCHEDULE_LOG_REPEAT_WINDOW_SECONDS`` (identical failures within it are
+    written once, then counted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instance_id: str | None = Field(default=None, pattern=INSTANCE_ID_PATTERN)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    log_repeat_window_seconds: float = Field(default=60.0, gt=0, le=MAX_LOG_REPEAT_WINDOW_SECONDS)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ProcessSettings:
+        """Parse the four variables from ``env``; ``ConfigurationError`` lists every one
+        that does not parse (``schedule.config.unparseable``)."""
+        raw: dict[str, Any] = {}
+        for name in ("INSTANCE_ID", "LOG_FORMAT", "LOG_LEVEL", "LOG_REPEAT_WINDOW_SECONDS"):
+            value = _value(env, PREFIX + name)
+            if value is not None:
+                raw[name.lower()] = value
+        if "log_level" in raw:
+            raw["log_level"] = raw["log_level"].upper()
+        if "log_format" in raw:
+            raw["log_format"] = raw["log_format"].lower()
+        try:
+            return cls.model_validate(raw)
+        except PydanticValidationError as exc:
+            problems = [
+                f"{UNPARSEABLE}: {PREFIX}{str(error['loc'][-1]).upper()}: {error['msg']}"
+                for error in exc.errors()
+            ]
+            raise ConfigurationError(
+                UNPARSEABLE, "configuration values do not parse", {"problems": problems}
+            ) from None

@@ -3,14 +3,16 @@ and random ids, and a uniform way to print a refusal."""
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
+from scheduling import logs
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
-from scheduling.config import ConfigurationError, Settings
+from scheduling.config import ConfigurationError, ProcessSettings, Settings
+from scheduling.instance import declare
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 
@@ -34,9 +36,28 @@ def report(problems: list[str]) -> None:
         print(f"PROBLEM: {problem}", file=sys.stderr)
 
 
-def configure_logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("AGENT_SCHEDULE_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+def configure_logging(role: str | None = None) -> None:
+    """Declare this process's identity (``role``, default the subcommand's name, and
+    ``AGENT_SCHEDULE_INSTANCE_ID``) and write its log to stderr: UTC timestamps, role
+    and instance id on every line, text or JSON (``AGENT_SCHEDULE_LOG_FORMAT``),
+    repeated failures once with a count (ADRs 2270, 2271). A value that does not parse
+    is a refusal (exit 1), like the other settings."""
+    try:
+        chosen = ProcessSettings.from_env(os.environ)
+    except ConfigurationError as exc:
+        report(list(exc.details.get("problems", [exc.message])))
+        raise SystemExit(1) from None
+    declare(role or _command_name(sys.argv), chosen.instance_id)
+    logs.configure(
+        sys.stderr,
+        kind=chosen.log_format,
+        level=chosen.log_level,
+        repeat_window_seconds=chosen.log_repeat_window_seconds,
     )
+
+
+def _command_name(argv: list[str]) -> str:
+    """The subcommand (``scheduling scheduler`` -> ``scheduler``), else the program."""
+    chosen = next((arg for arg in argv[1:] if not arg.startswith("-")), None)
+    program = Path(argv[0]).stem if argv else ""
+    return chosen or (program if program and not program.startswith("-") else "process")
