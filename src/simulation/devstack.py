@@ -5,6 +5,11 @@ stack that needs the project's database provider lives here: it acquires a serve
 ``simulation.provider`` (``SCHEDULING_DATABASE_URL`` or a local throwaway cluster),
 creates a database, and runs the product's ``run_dev_stack`` on it until Ctrl-C; the
 database and server are removed afterwards (ADR 1503).
+
+It prints the URL, the token and lines to paste into another shell: they set ``$URL``
+and ``$TOKEN``, compute a firing time one minute after the paste and set ``$ID`` to the
+schedule they create (README "Try the control plane"; ``--port 0`` picks a free port,
+which the printed lines carry). tests/integration/test_docs_commands.py pastes them.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from simulation.provider import acquire_server
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulation.devstack", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8080, help="port (0: a free one)")
     args = parser.parse_args(argv)
     configure_logging()
     server = acquire_server()

@@ -6,6 +6,7 @@ every fenced block carries a marker in its info string, so nothing is skipped si
 
 * ``{test}`` - run; the blocks of one document run top to bottom in ONE bash shell
   (``set -euo pipefail``: a failing command, or a variable nobody set, fails the test);
+* ``{slow}`` - run only by the ``-m slow`` variant, after the wait it needs;
 * ``{file=NAME}`` - written to NAME in the shell's directory at that point;
 * ``{setup}`` - the reader's own values; the test supplies exactly the variables the
   block exports (a mismatch fails);
@@ -19,7 +20,7 @@ The README part starts ``python -m simulation.devstack --port 0`` (the README bl
 first line, checked) and pastes the lines it prints, then runs the README's follow-up
 block. Two literal values are replaced before running: port ``8080`` by a free port and
 ``/etc/scheduling`` by a temporary directory. ``-m slow`` adds the wait for the pasted
-schedule's firing (a minute).
+schedule's firing (a minute) and then runs the ``{slow}`` blocks (the transcript).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def parse_blocks(document: str, where: str, section: str | None = None) -> list[
 def _block(location: str, lang: str, marker: str, body: list[str]) -> Block:
     marker = marker.strip()
     content = "\n".join(body) + "\n"
-    if marker in ("test", "setup", "synopsis"):
+    if marker in ("test", "slow", "setup", "synopsis"):
         return Block(location, lang, marker, "", content)
     if marker.startswith("file="):
         name = marker[len("file=") :].strip()
@@ -419,6 +420,9 @@ def _readme_run(tmp_path: Path, wait_for_firing: bool) -> tuple[list[Block], str
         steps = [paste, *blocks]
         if wait_for_firing:
             steps.append(Block("(wait for the firing)", "sh", "test", "", _WAIT_FOR_RUN))
+            steps += [
+                Block(b.where, b.lang, "test", "", b.text) for b in blocks if b.kind == "slow"
+            ]
         result = run_script(shell_script(steps, {}), tmp_path, base_env(), timeout=240)
     finally:
         stack.stop()
@@ -449,4 +453,6 @@ def test_readme_quick_start_pasted_as_printed(pg_server: object, tmp_path: Path)
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_readme_quick_start_schedule_fires_and_completes(pg_server: object, tmp_path: Path) -> None:
-    _readme_run(tmp_path, wait_for_firing=True)
+    blocks, out = _readme_run(tmp_path, wait_for_firing=True)
+    assert count(blocks, "slow") >= 1
+    assert '"session_id"' in out
