@@ -21,8 +21,6 @@ from catalog.milestones import SHIPPED_FILE
 
 SHIPPED_CATALOG = "catalog.toml"
 SHIPPED_MILESTONES = SHIPPED_FILE
-CHECKS_RELATIVE = Path("src/gates/checks")
-"""Where a checkout keeps the gate checks (relative to its root)."""
 CATALOG_RELATIVE = Path("src/catalog")
 """Where a checkout keeps the catalog and the shipped milestone file."""
 LEGACY_RELATIVE = {

@@ -35,16 +35,6 @@ def test_clock_moves_only_forward() -> None:
     assert clock.advance_to(START + timedelta(seconds=90)) == START + timedelta(seconds=90)
 
 
-def test_clock_reports_every_move() -> None:
-    clock = VirtualClock(START)
-    moves: list[datetime] = []
-    clock.on_move(moves.append)
-    clock.advance(1)
-    clock.advance(0)
-    clock.advance_to(START + timedelta(minutes=5))
-    assert moves == [START + timedelta(seconds=1), START + timedelta(minutes=5)]
-
-
 async def test_lone_sleeper_autojumps_without_waiting() -> None:
     clock = VirtualClock(START)
     await clock.sleep(3600)

@@ -9,7 +9,6 @@ attached, ``sleep`` jumps at once: a lone task that sleeps is a task that waits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -33,7 +32,6 @@ class VirtualClock:
         self._now = start.astimezone(UTC)
         self._start = self._now
         self._driver: ClockDriver | None = None
-        self._listeners: list[Callable[[datetime], None]] = []
 
     @property
     def start(self) -> datetime:
@@ -72,13 +70,7 @@ class VirtualClock:
             )
         if instant != self._now:
             self._now = instant
-            for listener in list(self._listeners):
-                listener(instant)
         return self._now
-
-    def on_move(self, listener: Callable[[datetime], None]) -> None:
-        """Call ``listener(new_now)`` after every forward move (the trace records them)."""
-        self._listeners.append(listener)
 
     def attach(self, driver: ClockDriver | None) -> None:
         """Let an interleaver own the sleeps of its simulated tasks (``None`` detaches)."""

@@ -128,8 +128,6 @@ class OpRef:
         """Indeterminate: the operation may or may not have taken effect."""
         self._complete("info", value)
 
-    indeterminate = info
-
     def _complete(self, kind: EventType, value: Any) -> None:
         if self.done:
             raise RuntimeError(f"{self.op_id} already completed")
