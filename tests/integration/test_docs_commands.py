@@ -154,7 +154,7 @@ def shell_script(blocks: list[Block], replace: dict[str, str]) -> str:
         for old, new in replace.items():
             body = body.replace(old, new)
         if block.kind == "test":
-            out += [f"echo '=== running {block.where}' >&2", body]
+            out += [f'echo "=== running {block.where} (at ${{SECONDS}} s)" >&2', body]
         elif block.kind == "file":
             out += [
                 f"echo '=== writing {block.arg} from {block.where}' >&2",
@@ -162,7 +162,7 @@ def shell_script(blocks: list[Block], replace: dict[str, str]) -> str:
                 body.rstrip("\n"),
                 "__DOC_BLOCK__",
             ]
-    out.append("echo '=== every block ran' >&2")
+    out.append('echo "=== every block ran (${SECONDS} s)" >&2')
     return "\n".join(out) + "\n"
 
 
@@ -346,6 +346,7 @@ def test_provisioning_page_runs_top_to_bottom_on_a_fresh_database(
     replace = {"8080": str(free_port()), "/etc/scheduling": str(tmp_path / "etc")}
     result = run_script(shell_script(blocks, replace), tmp_path, base_env(**supplied))
     assert result.returncode == 0, explain(result)
+    print("\n".join(line for line in result.stderr.splitlines() if line.startswith("===")))
     assert "no changes" in result.stdout  # the second apply
     assert count(blocks, "test") >= 8
     print(f"provisioning.md: {count(blocks, 'test')} blocks run, {count(blocks, 'file')} files")
