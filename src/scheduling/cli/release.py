@@ -9,6 +9,7 @@ import asyncio
 from typing import TextIO
 
 from scheduling.adapters.postgres.release_check import (
+    pooling_problems,
     run_worker_release_problems,
     scheduler_release_problems,
 )
@@ -32,6 +33,11 @@ RUN_WORKER_PRIVILEGES = reason(
 RUN_WORKER_UNREACHABLE = reason(
     "schedule.config.run_worker_unreachable",
     "Release validation could not connect as the run-worker login",
+)
+TRANSACTION_POOLING = reason(
+    "schedule.config.transaction_pooling",
+    "A login's URL reaches PostgreSQL through a pooler in transaction or statement mode;"
+    " use session pooling or a direct connection",
 )
 
 
@@ -58,20 +64,29 @@ async def release_problems(
     if worker_url and (settings.api_enabled or settings.worker_enabled):
         roles = role_names(settings.role_prefix or DEFAULT_ROLE_PREFIX)
         try:
-            found = await run_worker_release_problems(worker_url, roles)
+            # A login pooled per transaction is refused before anything else: its
+            # privileges cannot be read reliably through such a pooler either.
+            pooled = await pooling_problems(worker_url)
+            found = [] if pooled else await run_worker_release_problems(worker_url, roles)
         except Exception as exc:  # any connection failure is one reported problem
             problems.append(f"{RUN_WORKER_UNREACHABLE}: {type(exc).__name__}")
         else:
+            problems += [f"{TRANSACTION_POOLING}: run-worker login: {p}" for p in pooled]
             problems += [f"{RUN_WORKER_PRIVILEGES}: {problem}" for problem in found]
     url = scheduler_url or settings.scheduler_database_url
     if not (settings.api_enabled or settings.worker_enabled) or not url:
         return problems  # disabled, or the missing login was already reported
     roles = role_names(settings.role_prefix or DEFAULT_ROLE_PREFIX)
     try:
-        found = await scheduler_release_problems(url, roles)
+        pooled = await pooling_problems(url)
+        found = [] if pooled else await scheduler_release_problems(url, roles)
     except Exception as exc:  # any connection failure is one reported problem
         return [*problems, f"{SCHEDULER_UNREACHABLE}: {type(exc).__name__}"]
-    return problems + [f"{SCHEDULER_PRIVILEGES}: {problem}" for problem in found]
+    return (
+        problems
+        + [f"{TRANSACTION_POOLING}: scheduler login: {p}" for p in pooled]
+        + [f"{SCHEDULER_PRIVILEGES}: {problem}" for problem in found]
+    )
 
 
 @command(

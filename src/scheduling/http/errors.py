@@ -75,6 +75,7 @@ STATUS: dict[str, int] = {
     "schedule.config.run_worker_login_missing": 503,
     "schedule.config.run_worker_privileges": 503,
     "schedule.config.run_worker_unreachable": 503,
+    "schedule.config.transaction_pooling": 503,
     "schedule.logins.admin_url_missing": 500,
     "schedule.logins.exists": 500,
     "schedule.logins.invalid": 500,

@@ -7,6 +7,12 @@ events, run and checkpoint, append process events, and advance the schedule's
 control fields. Anything more (UPDATE on an event log, DELETE anywhere, a column it
 does not advance), superuser or BYPASSRLS authority, or membership in another
 deployment role is a problem. An empty list means the login may be released.
+
+``connection_pooling(url)`` finds out whether ``url`` reaches PostgreSQL through a
+pooler that hands out a server connection per transaction (pgbouncer's
+``transaction`` or ``statement`` pool mode): the product's hot path uses
+protocol-level prepared statements kept for the life of a connection and the wake
+listener holds a LISTEN session, and neither survives such pooling (ADR 2230).
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any
+from contextlib import AsyncExitStack
+from typing import Any, Literal
 
+import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -213,6 +221,78 @@ async def _head_problems(conn: AsyncConnection, expected_head: str) -> list[str]
     if heads != [expected_head]:
         return [f"schema head is {heads}, expected [{expected_head!r}]"]
     return []
+
+
+Pooling = Literal["session", "transaction", "statement"]
+# Client connections that each hold a transaction open while the probe looks again.
+POOLING_HOLDERS = 3
+POOLING_TIMEOUT = 10.0
+STATEMENT_POOLING_MARKERS = ("transaction blocks not allowed", "long transactions not allowed")
+
+
+async def connection_pooling(url: str, *, holders: int = POOLING_HOLDERS) -> Pooling:
+    """``session`` when every client connection of ``url`` keeps one server backend
+    for its whole life (a direct connection, or a pooler in session mode);
+    ``transaction`` when two client connections were served by one backend, or one
+    client connection by two; ``statement`` when the pooler refuses a transaction block.
+
+    The probe: connection A reads its ``pg_backend_pid()`` inside a transaction and
+    commits; then, one at a time, up to ``holders`` other connections each open a
+    transaction, read their backend pid and keep the transaction open, and A reads its
+    pid again inside a new transaction. Without per-transaction pooling, A keeps its
+    backend and no other open session can have it. With it, A's backend returns to
+    the pool at each COMMIT: a holder is handed it (pgbouncer reuses the most recently
+    released server first), or A's next transaction gets another backend because the
+    holders occupy it. Only simple-query statements and an unnamed statement inside an
+    explicit transaction are sent, so the probe itself works in every pool mode.
+    """
+    engine = create_async_engine(to_asyncpg_url(url), poolclass=NullPool)
+    try:
+        _, options = engine.dialect.create_connect_args(engine.url)
+    finally:
+        await engine.dispose()
+
+    async def connect() -> Any:
+        return await asyncpg.connect(**options, statement_cache_size=0, timeout=POOLING_TIMEOUT)
+
+    async with AsyncExitStack() as stack:
+        probe = await connect()
+        stack.push_async_callback(probe.close, timeout=POOLING_TIMEOUT)
+        try:
+            first = await _backend_pid(probe, commit=True)
+        except asyncpg.PostgresError as exc:
+            if any(marker in str(exc) for marker in STATEMENT_POOLING_MARKERS):
+                return "statement"
+            raise
+        for _ in range(holders):
+            holder = await connect()
+            stack.push_async_callback(holder.close, timeout=POOLING_TIMEOUT)
+            if await _backend_pid(holder, commit=False) == first:
+                return "transaction"
+            if await _backend_pid(probe, commit=True) != first:
+                return "transaction"
+        return "session"
+
+
+async def _backend_pid(conn: Any, *, commit: bool) -> int:
+    await asyncio.wait_for(conn.execute("BEGIN"), POOLING_TIMEOUT)
+    pid = int(await asyncio.wait_for(conn.fetchval("SELECT pg_backend_pid()"), POOLING_TIMEOUT))
+    if commit:
+        await asyncio.wait_for(conn.execute("COMMIT"), POOLING_TIMEOUT)
+    return pid
+
+
+async def pooling_problems(url: str) -> list[str]:
+    """One problem when ``url`` is pooled per transaction or statement, else none."""
+    mode = await connection_pooling(url)
+    if mode == "session":
+        return []
+    return [
+        f"the connection is pooled per {mode} (a pooler such as pgbouncer in {mode} mode):"
+        " the scheduler and run workers keep prepared statements for a connection's life"
+        " and the wake listener holds a LISTEN session; use session pooling or connect"
+        " directly (docs/operations/pgbouncer.md)"
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
