@@ -34,6 +34,14 @@ class FaultKind(StrEnum):
     postmaster) and restart it: every connection of every task dies, and what was not
     committed (and flushed) is gone; the workers continue and meet it. Needs a server
     the simulator may crash (``Simulator(server=...)``): never the shared one."""
+    REFUSE_CONNECTIONS = "refuse_connections"
+    """The server refuses connections for a while, as one starting up after a restart:
+    every task's connections are dropped (the server rolls back what they had open),
+    and for ``REFUSAL_SECONDS`` of virtual time every new watched connection raises
+    asyncpg's own ``CannotConnectNowError`` (57P03, "the database system is starting
+    up") at the driver boundary. The workers continue and meet it; their retries sleep
+    on the virtual clock, so the window ends while they wait it out (ADR 2220). Any
+    server will do, the shared one included: nothing is crashed."""
 
 
 class InjectedFault(Exception):

@@ -104,6 +104,9 @@ class WorkerContext:
         tasks of a deadlock start waiting within one decision, so the victim is always
         the first task by name in the cycle instead of whichever check ran first.
         """
+        refused = self._interleaver.refusal()
+        if refused is not None:  # a refuse_connections window: the driver's own 57P03
+            raise refused
         settings = {"application_name": f"sim:{self.name}"}
         conn: Any = None
         if _STAGGER_DEADLOCKS[0]:
