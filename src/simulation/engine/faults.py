@@ -10,8 +10,11 @@ from simulation.engine.errors import FaultKind
 
 # What one client's connection can suffer; any server, the shared one included.
 SERVER_FAULT_KINDS: tuple[FaultKind, ...] = (FaultKind.CRASH_SERVER,)
+# A window in which the (simulated) server refuses new connections: any server, but
+# not a client's fault, so not among the default kinds (their seeded draws stay put).
+REFUSAL_FAULT_KINDS: tuple[FaultKind, ...] = (FaultKind.REFUSE_CONNECTIONS,)
 CLIENT_FAULT_KINDS: tuple[FaultKind, ...] = tuple(
-    k for k in FaultKind if k not in SERVER_FAULT_KINDS
+    k for k in FaultKind if k not in SERVER_FAULT_KINDS and k not in REFUSAL_FAULT_KINDS
 )
 
 

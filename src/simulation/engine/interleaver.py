@@ -21,8 +21,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
+
+import asyncpg
 
 from simulation.engine.clock import VirtualClock
 from simulation.engine.errors import (
@@ -143,7 +145,10 @@ _FAULT_EXCEPTIONS: dict[FaultKind, type[InjectedFault] | None] = {
     FaultKind.TERMINATE_BACKEND: None,
     FaultKind.LOSE_COMMIT_ACK: InjectedAckLoss,
     FaultKind.CRASH_SERVER: None,
+    FaultKind.REFUSE_CONNECTIONS: None,
 }
+REFUSAL_SECONDS = 5.0
+"""How long (virtual time) a ``refuse_connections`` fault refuses new connections."""
 Recovered = Callable[[Transition], Awaitable[None]]
 
 
@@ -180,6 +185,9 @@ class Interleaver:
         self._events: list[Decision | ClockMove] = []
         self._fired: list[tuple[Transition, FaultKind]] = []
         self._aborting = False
+        self._refusing_until: datetime | None = None
+        self.refused = 0
+        """Connects refused by ``refuse_connections`` faults so far."""
 
     # -- the worker side -------------------------------------------------------------
 
@@ -342,6 +350,8 @@ class Interleaver:
             await self._observer.wait_gone(pids)
         elif fault is FaultKind.CRASH_SERVER:
             await self._crash_server(task)
+        elif fault is FaultKind.REFUSE_CONNECTIONS:
+            await self._refuse_connections(task)
         elif fault is FaultKind.TERMINATE_BACKEND:
             await self._observer.terminate(pids)
             # The driver notices the server's goodbye at a time of its own choosing, and
@@ -351,6 +361,33 @@ class Interleaver:
                 backend.drop()
         await asyncio.sleep(0)
         return _FAULT_EXCEPTIONS[fault]
+
+    async def _refuse_connections(self, task: SimTask) -> None:
+        """A restart's aftermath without the crash: every task's connections are
+        dropped (the server rolls back what they had open) and new ones are refused
+        for ``REFUSAL_SECONDS`` of virtual time."""
+        dropped: list[int] = []
+        for other in self._tasks:
+            if other.backends:
+                for backend in other.backends:
+                    backend.drop()
+                    dropped.append(backend.pid)
+                other.faulted = other.faulted or FaultKind.REFUSE_CONNECTIONS
+        task.faulted = FaultKind.REFUSE_CONNECTIONS
+        await self._observer.wait_gone(dropped)
+        self._refusing_until = self.clock.now() + timedelta(seconds=REFUSAL_SECONDS)
+
+    def refusal(self) -> Exception | None:
+        """What a new watched connection raises now: asyncpg's own 57P03 inside a
+        ``refuse_connections`` window, else ``None`` (connect for real)."""
+        until = self._refusing_until
+        if until is None or self.clock.now() >= until:
+            return None
+        self.refused += 1
+        error: Exception = asyncpg.exceptions.CannotConnectNowError(
+            "the database system is starting up"
+        )
+        return error
 
     async def _crash_server(self, task: SimTask) -> None:
         """Crash and restart the server; every task's connections died with it."""
