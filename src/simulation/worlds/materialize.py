@@ -70,7 +70,11 @@ Row = dict[str, Any]
 
 
 @dataclass
-class Ledger:
+class LedgerSnapshot:
+    """The occurrence ledger as read back, with the rows it links (runs, sessions, their
+    events and checkpoints, schedule events, schedules); ``of`` narrows it to one
+    schedule."""
+
     occurrences: list[Row]
     runs: list[Row]
     sessions: list[Row]
@@ -79,14 +83,14 @@ class Ledger:
     events: list[Row]
     schedules: list[Row]
 
-    def of(self, schedule_id: UUID) -> Ledger:
+    def of(self, schedule_id: UUID) -> LedgerSnapshot:
         sid = str(schedule_id)
         occ = [o for o in self.occurrences if str(o["schedule_id"]) == sid]
         sessions = [s for s in self.sessions if s["metadata"].get("schedule_id") == sid]
         session_ids = {s["id"] for s in sessions}
         runs = [r for r in self.runs if r["session_id"] in session_ids]
         run_ids = {r["id"] for r in runs}
-        return Ledger(
+        return LedgerSnapshot(
             occ,
             runs,
             sessions,
@@ -275,8 +279,8 @@ class MaterializeWorld:
         )
         await self.sql("UPDATE schedules SET current_revision = 2 WHERE id = :i", i=sid)
 
-    async def ledger(self) -> Ledger:
-        return Ledger(
+    async def ledger(self) -> LedgerSnapshot:
+        return LedgerSnapshot(
             await self.sql("SELECT * FROM schedule_occurrences ORDER BY nominal_fire_at, id"),
             await self.sql("SELECT * FROM runs ORDER BY created_at, id"),
             await self.sql("SELECT * FROM sessions ORDER BY created_at, id"),
