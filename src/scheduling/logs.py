@@ -128,17 +128,24 @@ def _extras(record: logging.LogRecord) -> dict[str, str]:
     }
 
 
-def _repeat(record: logging.LogRecord) -> tuple[int, float] | None:
+def _repeat(record: logging.LogRecord) -> tuple[int, float, float] | None:
+    """(count, first, last) of a summary record; ``None`` for any other."""
     count = getattr(record, "repeated", None)
     since = getattr(record, "repeated_since", None)
-    if isinstance(count, int) and isinstance(since, float):
-        return count, since
+    until = getattr(record, "repeated_until", None)
+    if isinstance(count, int) and isinstance(since, float) and isinstance(until, float):
+        return count, since, until
     return None
+
+
+def _times(count: int) -> str:
+    return "1 time" if count == 1 else f"{count} times"
 
 
 class TextFormatter(logging.Formatter):
     """``<UTC time> <LEVEL> <role>@<instance> <logger>: <message> [fault=..]`` and, for
-    a summary, ``[repeated N times since <UTC time>]``; then the traceback, if any."""
+    a summary, ``[repeated N times from <UTC time> to <UTC time>]``; then the
+    traceback, if any."""
 
     def __init__(self, redact: Callable[[str], str] | None = None) -> None:
         super().__init__()
@@ -155,7 +162,10 @@ class TextFormatter(logging.Formatter):
             line += f" [{key}={value}]"
         repeat = _repeat(record)
         if repeat is not None:
-            line += f" [repeated {repeat[0]} times since {utc_timestamp(repeat[1])}]"
+            line += (
+                f" [repeated {_times(repeat[0])} from {utc_timestamp(repeat[1])}"
+                f" to {utc_timestamp(repeat[2])}]"
+            )
         trace = self.trace(record)
         return self._redact(f"{line}\n{trace}" if trace else line)
 
@@ -173,7 +183,8 @@ class TextFormatter(logging.Formatter):
 class JsonFormatter(TextFormatter):
     """One JSON object per line: ``time``, ``level``, ``role``, ``instance``, ``logger``,
     ``message``, and when present ``code``, ``fault``, ``repeated``,
-    ``repeated_since`` and ``exception`` (no other record attribute is written)."""
+    ``repeated_since``, ``repeated_until`` and ``exception`` (no other record attribute
+    is written)."""
 
     def format(self, record: logging.LogRecord) -> str:
         body: dict[str, Any] = {
@@ -189,6 +200,7 @@ class JsonFormatter(TextFormatter):
         if repeat is not None:
             body["repeated"] = repeat[0]
             body["repeated_since"] = utc_timestamp(repeat[1])
+            body["repeated_until"] = utc_timestamp(repeat[2])
         trace = self.trace(record)
         if trace:
             body["exception"] = self._redact(trace)
@@ -234,8 +246,10 @@ class RepeatFilter(logging.Filter):
     The first record of a kind passes in full and opens a window; the identical ones
     inside it are suppressed and counted. When the window has passed (seen at the next
     record of any kind, or at ``close``), ``due`` yields one summary record: the last
-    suppressed one without its traceback, with ``repeated`` (the count) and
-    ``repeated_since`` (the first suppressed one's time). While they keep coming, each
+    suppressed one without its traceback, stamped with the time of the record that
+    revealed it (so the log stays in time order), with ``repeated`` (the count),
+    ``repeated_since`` and ``repeated_until`` (the first and the last suppressed
+    one's time). While they keep coming, each
     following window is counted the same way (no second traceback); a window with none
     ends the storm, and the next occurrence passes in full again. Records below
     ``level`` (the access log, progress) are never collapsed.
@@ -250,10 +264,12 @@ class RepeatFilter(logging.Filter):
         self.window_seconds = window_seconds
         self.level = level
         self._windows: dict[Kind, _Window] = {}
+        self._latest = 0.0
         self.suppressed = 0
         """How many records were suppressed (and counted in a summary) so far."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        self._latest = max(self._latest, record.created)
         if record.levelno < self.level or _repeat(record) is not None:
             return True
         key = kind_of(record)
@@ -279,7 +295,7 @@ class RepeatFilter(logging.Filter):
             if window.count == 0:
                 del self._windows[key]
                 continue
-            out.append(self._summary(window))
+            out.append(self._summary(window, now))
             # Keep counting the storm in the next window (no second traceback), unless
             # that one has passed too, with nothing in it: the storm is over.
             window.ends += self.window_seconds
@@ -289,20 +305,23 @@ class RepeatFilter(logging.Filter):
 
     def pending(self) -> list[logging.LogRecord]:
         """Summaries of every window still counting (at exit)."""
-        out = [self._summary(w) for w in self._windows.values() if w.count]
+        out = [self._summary(w, self._latest) for w in self._windows.values() if w.count]
         self._windows.clear()
         return out
 
     @staticmethod
-    def _summary(window: _Window) -> logging.LogRecord:
+    def _summary(window: _Window, now: float) -> logging.LogRecord:
         last = window.last
         assert last is not None
         summary = logging.makeLogRecord(last.__dict__)
+        summary.created = max(now, last.created)
+        summary.msecs = (summary.created - int(summary.created)) * 1000
         summary.exc_info = None
         summary.exc_text = None
         summary.stack_info = None
         summary.repeated = window.count
         summary.repeated_since = window.first
+        summary.repeated_until = last.created
         window.count = 0
         window.last = None
         return summary

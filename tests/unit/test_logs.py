@@ -45,6 +45,10 @@ def at(seconds: float) -> float:
     return (T0 + timedelta(seconds=seconds)).timestamp()
 
 
+def stamp(seconds: float) -> str:
+    return utc_timestamp(at(seconds))
+
+
 def failure(exc: BaseException | None = None) -> ExcInfo:
     try:
         raise exc or ConnectionRefusedError("connect call failed ('127.0.0.1', 5432)")
@@ -179,17 +183,18 @@ def test_a_storm_is_one_traceback_then_a_count_per_window() -> None:
     h.close()
     text = out.getvalue()
     assert text.count("Traceback (most recent call last)") == 1
-    summaries = re.findall(r"\[repeated (\d+) times since ([^\]]+)\]", text)
-    # 0 passes in full; 1-59, 60-119, 120-149 are counted, one line per window.
+    summaries = re.findall(r"^(\S+) .*\[repeated (\d+) times from (\S+) to (\S+)\]$", text, re.M)
+    # 0 passes in full; 1-59, 60-119, 120-149 are counted, one line per window, each
+    # stamped when the next record revealed that its window had passed.
     assert summaries == [
-        ("59", "2026-12-02T08:01:03.345Z"),
-        ("60", "2026-12-02T08:02:02.345Z"),
-        ("30", "2026-12-02T08:03:02.345Z"),
+        (stamp(60), "59", stamp(1), stamp(59)),
+        (stamp(120), "60", stamp(60), stamp(119)),
+        (stamp(200), "30", stamp(120), stamp(149)),
     ]
-    assert sum(int(n) for n, _ in summaries) + 1 == 150
-    assert all(
-        LINE.match(line) for line in text.splitlines() if not line.startswith((" ", "T", "C"))
-    )
+    assert sum(int(n) for _, n, _, _ in summaries) + 1 == 150
+    logged = [m for line in text.splitlines() if (m := LINE.match(line))]
+    assert len(logged) == 1 + 3 + 1
+    assert [m.group(0)[:24] for m in logged] == sorted(m.group(0)[:24] for m in logged)
     assert text.splitlines()[-1].endswith("recovered")
 
 
@@ -207,7 +212,7 @@ def test_after_a_quiet_window_the_next_failure_is_written_in_full() -> None:
     h.close()
     text = out.getvalue()
     assert text.count("Traceback (most recent call last)") == 2
-    assert re.findall(r"repeated (\d+) times", text) == ["2", "1"]
+    assert re.findall(r"repeated (\d+ times?)", text) == ["2 times", "1 time"]
 
 
 def test_the_pending_count_is_written_at_close() -> None:
@@ -215,7 +220,9 @@ def test_the_pending_count_is_written_at_close() -> None:
     storm(h, range(0, 5))
     assert "repeated" not in out.getvalue()
     h.close()
-    assert re.findall(r"repeated (\d+) times", out.getvalue()) == ["4"]
+    assert re.findall(r"repeated (\d+) times from (\S+) to (\S+)\]", out.getvalue()) == [
+        ("4", stamp(1), stamp(4))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -327,3 +334,19 @@ def test_the_role_is_the_subcommand_else_the_program() -> None:
     assert name(["/src/simulation/devstack.py"]) == "devstack"
     assert name(["-c"]) == "process"
     assert name([]) == "process"
+
+
+def test_a_json_summary_carries_the_count_and_its_span() -> None:
+    h, out = handler("json")
+    storm(h, range(0, 3), fault="53300")
+    h.close()
+    first, summary = (json.loads(line) for line in out.getvalue().splitlines())
+    assert "exception" in first
+    assert "repeated" not in first
+    assert "exception" not in summary
+    assert summary["fault"] == "53300"
+    assert (summary["repeated"], summary["repeated_since"], summary["repeated_until"]) == (
+        2,
+        stamp(1),
+        stamp(2),
+    )
