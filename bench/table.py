@@ -1,7 +1,8 @@
 """One Markdown table of every benchmark target, each figure beside its anchor from the
 same run: python bench/table.py bench/results (writes bench/results/table.md).
 
-Reads materialize.json (bench_materialize.py) and recurrence.json (bench_recurrence.py).
+Reads materialize.json (bench_materialize.py), recurrence.json (bench_recurrence.py) and
+accounting.json (bench_accounting.py).
 Targets are issue 14's ratios; a missing input is reported as "not measured".
 """
 
@@ -131,6 +132,25 @@ def recurrence_rows(r: dict[str, Any]) -> list[str]:
     return rows
 
 
+def accounting_rows(a: dict[str, Any]) -> list[str]:
+    """Accounting lag (bench_accounting.py): 2 schedulers beside 1 in the same run."""
+    two, one = a["two_schedulers"]["lag_seconds"], a["anchor_one_scheduler"]["lag_seconds"]
+    if not two or not one:
+        return ["| accounting lag | not measured | | | | |"]
+    load = a["load_average_before"][0]
+    return [
+        _row(
+            "accounting lag p99, 2 schedulers",
+            f"p50 {two['p50']} s, p99 {two['p99']} s at {a['rate_per_second']:.0f} runs/s"
+            f" (load {load})",
+            f"1 scheduler: p50 {one['p50']} s, p99 {one['p99']} s",
+            a["p99_ratio_two_to_one"],
+            "p99 <= 2 s",
+            bool(a["meets_target"]),
+        )
+    ]
+
+
 def table(directory: Path) -> str:
     lines = [
         "| target | figure | anchor (same run) | ratio | bound | |",
@@ -140,6 +160,8 @@ def table(directory: Path) -> str:
     r = _load(directory, "recurrence.json")
     lines += materialize_rows(m) if m else ["| materialization | not measured | | | | |"]
     lines += recurrence_rows(r) if r else ["| recurrence | not measured | | | | |"]
+    a = _load(directory, "accounting.json")
+    lines += accounting_rows(a) if a else ["| accounting lag | not measured | | | | |"]
     header = []
     if m:
         server = m["server"]

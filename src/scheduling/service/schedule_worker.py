@@ -368,12 +368,14 @@ class ScheduleWorker:
             idempotent=True,
         )
 
-    async def _account_logged(self) -> None:
-        """``account`` in the loop: a failure is logged under ``scheduling.accounting``
-        (a traceback only for what is not a database outage) and left to the next
-        sweep."""
+    async def _account_logged(self, stopped: Callable[[], bool]) -> None:
+        """``account`` in the loop, again at once while sweeps come back full (a
+        backlog drains at the accountant's pace, not one batch per poll); a failure is
+        logged under ``scheduling.accounting`` (a traceback only for what is not a
+        database outage) and left to the next sweep."""
         try:
-            await self.account()
+            while await self.account() >= self.settings.accounting_batch and not stopped():
+                pass
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -425,7 +427,7 @@ class ScheduleWorker:
                     _log.exception("schedule scan failed")
             outage = outage or bool(report.unavailable)
             if not outage:
-                await self._account_logged()
+                await self._account_logged(stopped)
             if stopped():
                 return
             busy = report.yielded or (report.scanned and not _all_idle(report))
@@ -464,7 +466,7 @@ class ScheduleWorker:
                 return  # woken: a pass is due
             if stopped():
                 return
-            await self._account_logged()
+            await self._account_logged(stopped)
 
     async def _sleep(self, seconds: float) -> bool:
         """Sleep on the Clock; True when the wake source cut it short."""
