@@ -349,17 +349,21 @@ class ProcessLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self.setFormatter(formatter(kind, redact))
 
     def handle(self, record: logging.LogRecord) -> bool:
-        self.identity.filter(record)
-        for summary in self.repeats.due(record.created):
-            super().handle(summary)
-        if not self.repeats.filter(record):
-            return False
-        return bool(super().handle(record))
+        assert self.lock is not None  # created by Handler.__init__ (an RLock)
+        with self.lock:  # the repeat windows are shared by every thread that logs
+            self.identity.filter(record)
+            for summary in self.repeats.due(record.created):
+                super().handle(summary)
+            if not self.repeats.filter(record):
+                return False
+            return bool(super().handle(record))
 
     def close(self) -> None:
-        for summary in self.repeats.pending():
-            self.identity.filter(summary)
-            super().handle(summary)
+        assert self.lock is not None
+        with self.lock:
+            for summary in self.repeats.pending():
+                self.identity.filter(summary)
+                super().handle(summary)
         super().close()
 
 

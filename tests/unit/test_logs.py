@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -349,4 +350,24 @@ def test_a_json_summary_carries_the_count_and_its_span() -> None:
         2,
         stamp(1),
         stamp(2),
+    )
+
+
+def test_threads_share_one_count() -> None:
+    h, out = handler()
+
+    def burst() -> None:
+        for _ in range(500):
+            h.handle(record(0.5, "claim failed", fault="53300"))
+
+    threads = [threading.Thread(target=burst) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    h.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[1].endswith(
+        "[repeated 1999 times from 2026-12-02T08:01:02.845Z to 2026-12-02T08:01:02.845Z]"
     )
