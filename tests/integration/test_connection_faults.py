@@ -200,14 +200,20 @@ class ArmAt:
 
 
 @pytest.mark.parametrize(
-    ("script", "step"), [("run_long:60", "run.heartbeat"), ("steps:3", "run.charged")]
+    ("script", "step"),
+    [
+        ("run_long:60", "run.heartbeat"),
+        ("steps:3", "run.charged"),
+        ("steps:1", "run.finished"),  # the post-run accounting hook opens next
+    ],
 )
 async def test_a_run_worker_waits_out_a_refusing_server_mid_run(
     pg_url: str, script: str, step: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Finding 1 (run worker): the next fenced write after ``step`` (a heartbeat, a
-    checkpoint) meets 8 refused opens; the run completes under the same lease instead
-    of being abandoned until its 60 s lease expires."""
+    checkpoint; after the finish, the post-run accounting hook) meets 8 refused opens;
+    the run completes under the same lease instead of being abandoned until its 60 s
+    lease expires, and the log holds no traceback."""
     gate = RefusingConnect(pg_url)
     engine = gate.engine()
     storage = storage_over(engine)

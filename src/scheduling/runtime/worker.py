@@ -330,9 +330,23 @@ class RunWorker:
             return outcome(LEASE_LOST, lost=True)
         if self._on_finished is not None:
             try:
-                await self._on_finished.run_finished(attempt.run)
-            except Exception:
-                log.exception("post-run hook failed for run %s", attempt.run.id)
+                # Post-run accounting is idempotent: a transient error is retried.
+                await self.retry.run(
+                    functools.partial(self._on_finished.run_finished, attempt.run),
+                    what=f"post-run hook for run {attempt.run.id}",
+                    idempotent=True,
+                )
+            except Exception as exc:
+                if is_transient(exc):
+                    log.warning(
+                        "post-run hook for run %s: database unavailable (%s); the"
+                        " scheduler's accounting sweep takes it",
+                        attempt.run.id,
+                        fault_of(exc),
+                        extra={"fault": fault_of(exc)},
+                    )
+                else:
+                    log.exception("post-run hook failed for run %s", attempt.run.id)
         return outcome(code)
 
     async def _drive(self, attempt: _Attempt, state: RunState, claimed: ClaimedRun) -> str | None:
