@@ -114,6 +114,9 @@ def _config(root: Path, host: str, server_port: int, port: int, pool_mode: str) 
             "default_pool_size = 100",
             "server_reset_query = DISCARD ALL",
             "server_check_delay = 0",
+            # Default 15 s: after one failed server login (a restarting server) every
+            # client is refused for that long (docs/operations/pgbouncer.md).
+            "server_login_retry = 0.5",
             "ignore_startup_parameters = extra_float_digits",
             f"logfile = {root / 'pgbouncer.log'}",
             f"pidfile = {root / 'pgbouncer.pid'}",

@@ -18,6 +18,17 @@
    by an occurrence or inside one ``schedule.misfires_coalesced`` range whose count
    matches the instants it spans.
 
+Server modes (each starts its own servers): ``--server-crash-every`` (a private durable
+cluster crashed and restarted), ``--failover`` (a synchronous standby the harness
+promotes), ``--autofailover`` (a pg_auto_failover formation: switchover, failover and
+a lost primary node, all through the manager, ``docs/operations/ha.md``),
+``--private-server`` (a private durable cluster, no server fault: its log is read);
+``--pgbouncer MODE`` puts a pgbouncer in front of the server and the workers go
+through it. Besides the ledger check, a commit witness reads the occurrence and run
+ids every 0.25 s through the workers' URL during the soak: every id it ever saw
+committed must be in the final database. The report counts the ERROR lines of the
+worker processes and of the PostgreSQL servers (and pgbouncer) by category.
+
 Exit status 0 when the check passes, 1 otherwise; the summary is JSON on stdout.
 """
 
@@ -28,14 +39,19 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import random
+import re
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from uuid import UUID
 
 import asyncpg
@@ -57,10 +73,12 @@ from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.engine.server_crash import CRASH_MODES
 from simulation.provider import acquire_server
+from simulation.provider._autofailover import autofailover_formation
+from simulation.provider._pgbouncer import pgbouncer_in_front
 from simulation.provider._private import private_cluster
 from simulation.provider._replica import replica_pair
 from simulation.provider.templates import migrated_template
-from simulation.scenarios.soak_faults import ServerFaults, run_with_faults
+from simulation.scenarios.soak_faults import ScriptedFault, ServerFaults, run_with_faults
 from simulation.worlds.service import (
     build_world,
     ceiling_env,
@@ -93,6 +111,10 @@ CEILINGS = TenantCeilings(
     max_daily_cost=Decimal(1_000_000),
     max_monthly_cost=Decimal(10_000_000),
 )
+
+
+PROCESS_LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+WITNESS_SECONDS = 0.25
 
 
 class ScaledClock:
@@ -140,7 +162,9 @@ def schedule_worker(storage: Storage, clock: Clock, ids: SeededIds, poll: float)
 
 
 async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
-    """One soak process: a schedule worker loop and a run worker slot until sim_end."""
+    """One soak process: a schedule worker loop and a run worker slot until sim_end.
+    WARNING and worse go to stderr as ``LEVEL logger: message`` (the soak counts them)."""
+    logging.basicConfig(level=logging.WARNING, format=PROCESS_LOG_FORMAT, stream=sys.stderr)
     storage = open_storage(plan.url, pool_size=4)
     clock = ScaledClock(
         SystemClock(), datetime.fromisoformat(plan.wall_base), SIM_START, plan.speed
@@ -343,11 +367,49 @@ def _walk(cadence: Any, lo: datetime, hi: datetime) -> list[datetime]:
     return out
 
 
-def _database(args: argparse.Namespace, stack: ExitStack) -> tuple[str, ServerFaults | None]:
-    """The soak's database URL, and the server faults its server can suffer: a private
-    durable cluster for ``--server-crash-every``, a primary with a synchronous standby
-    (multi-host URL) for ``--failover``; else ``--url`` or a clone on the provider's
-    server. Every cluster is stopped and removed when ``stack`` closes."""
+@dataclass
+class SoakDatabase:
+    """Where the soak runs: ``url`` for the workers, the witness and the checks;
+    ``admin_url`` for the fault supervisor (the server itself, behind a pooler); the
+    server faults; and readers of the servers' (and the pooler's) logs."""
+
+    url: str
+    faults: ServerFaults | None = None
+    admin_url: str | None = None
+    logs: dict[str, Callable[[], str]] = field(default_factory=dict)
+
+
+def _database(args: argparse.Namespace, stack: ExitStack) -> SoakDatabase:
+    """The soak's database and server faults: a pg_auto_failover formation for
+    ``--autofailover`` (multi-host URL; switchover, failover and a lost primary node
+    through the manager at 1/4, 1/2 and 3/4 of the soak), a primary with a synchronous
+    standby (multi-host URL) for ``--failover``, a private durable cluster for
+    ``--server-crash-every`` or ``--private-server``; else ``--url`` or a clone on the
+    provider's server. ``--pgbouncer`` puts a pgbouncer in front of the single server.
+    Every server is stopped and removed when ``stack`` closes."""
+    if args.autofailover:
+        formation = stack.enter_context(autofailover_formation())
+        primary = formation.primary_server()
+        database = primary.create_database(template=migrated_template(primary))
+
+        def lose_primary_node() -> None:
+            lost = formation.crash_primary()
+            formation.restart(lost)  # it rejoins as a secondary (pg_rewind)
+
+        third = args.seconds / 4
+        scripted = (
+            ScriptedFault(third, "switchover", formation.switchover),
+            ScriptedFault(2 * third, "manager_failover", formation.failover),
+            ScriptedFault(3 * third, "node_crash", lose_primary_node),
+        )
+
+        def node_log(name: str) -> Callable[[], str]:
+            return lambda: formation.postgres_logs()[name]
+
+        logs = {f"postgres {n.name}": node_log(n.name) for n in formation.nodes}
+        return SoakDatabase(
+            formation.multi_host_url(database), ServerFaults(scripted=scripted), logs=logs
+        )
     if args.failover:
         pair = stack.enter_context(replica_pair(synchronous=True))
         database = pair.primary.create_database(template=migrated_template(pair.primary))
@@ -356,10 +418,15 @@ def _database(args: argparse.Namespace, stack: ExitStack) -> tuple[str, ServerFa
             pair.kill_primary()
             pair.promote()
 
-        return pair.multi_host_url(database), ServerFaults(
-            fail_over=fail_over, failover_at=args.seconds / 2
+        return SoakDatabase(
+            pair.multi_host_url(database),
+            ServerFaults(fail_over=fail_over, failover_at=args.seconds / 2),
+            logs={
+                "postgres primary": pair.primary_cluster.log_path.read_text,
+                "postgres standby": pair.standby_cluster.log_path.read_text,
+            },
         )
-    if args.server_crash_every > 0:
+    if args.server_crash_every > 0 or args.private_server:
         private = stack.enter_context(private_cluster(durable=True))
         url = private.server.create_database(template=migrated_template(private.server))
         # Alternate SIGKILL of the postmaster and PostgreSQL's immediate shutdown.
@@ -369,18 +436,183 @@ def _database(args: argparse.Namespace, stack: ExitStack) -> tuple[str, ServerFa
             private.crash(next(modes))
             private.restart()
 
-        return url, ServerFaults(crash=crash, crash_every=args.server_crash_every)
+        faults = (
+            ServerFaults(crash=crash, crash_every=args.server_crash_every)
+            if args.server_crash_every > 0
+            else None
+        )
+        return _pooled(args, stack, SoakDatabase(url, faults, logs={"postgres": private.log_text}))
     if args.url is not None:
-        return str(args.url), None
+        return _pooled(args, stack, SoakDatabase(str(args.url)))
     server = stack.enter_context(contextlib.closing(acquire_server()))
     url = server.create_database(template=migrated_template(server))
     stack.callback(server.drop_database, url)
-    return url, None
+    return _pooled(args, stack, SoakDatabase(url))
+
+
+def _pooled(args: argparse.Namespace, stack: ExitStack, db: SoakDatabase) -> SoakDatabase:
+    """``db`` reached through a pgbouncer in ``--pgbouncer`` mode (the supervisor keeps
+    the direct URL: it terminates the server's backends, not the pooler's clients)."""
+    if args.pgbouncer is None:
+        return db
+    parts = urlsplit(db.url)
+    bouncer = stack.enter_context(
+        pgbouncer_in_front(
+            parts.hostname or "127.0.0.1",
+            parts.port or 5432,
+            pool_mode=args.pgbouncer,
+            users=[parts.username or "postgres"],
+        )
+    )
+    db.admin_url = db.url
+    db.url = bouncer.url_for(db.url)
+    db.logs["pgbouncer"] = bouncer.log_text
+    return db
+
+
+class CommitWitness:
+    """Reads every occurrence and run id through ``url`` every ``WITNESS_SECONDS``
+    until stopped, reconnecting across server faults: an id it saw was committed and
+    visible (with synchronous replication: on the standby too), so it must survive."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.occurrences: set[UUID] = set()
+        self.runs: set[UUID] = set()
+        self.reads = 0
+        self.failed_reads = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        conn: Any = None
+        while not stop.is_set():
+            try:
+                if conn is None:
+                    conn = await asyncpg.connect(self.url, statement_cache_size=0, timeout=5)
+                async with conn.transaction(readonly=True):
+                    occ = await conn.fetch("SELECT id FROM schedule_occurrences")
+                    runs = await conn.fetch("SELECT id FROM runs")
+                self.occurrences.update(r["id"] for r in occ)
+                self.runs.update(r["id"] for r in runs)
+                self.reads += 1
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,  # a connection broken mid-transaction
+            ):
+                self.failed_reads += 1
+                if conn is not None:
+                    conn.terminate()
+                conn = None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), WITNESS_SECONDS)
+        if conn is not None:
+            conn.terminate()
+
+    async def lost(self, url: str) -> list[str]:
+        conn = await asyncpg.connect(url, statement_cache_size=0)
+        try:
+            occ = {r["id"] for r in await conn.fetch("SELECT id FROM schedule_occurrences")}
+            runs = {r["id"] for r in await conn.fetch("SELECT id FROM runs")}
+        finally:
+            await conn.close()
+        problems = [f"witnessed occurrence {i} is gone" for i in sorted(self.occurrences - occ)]
+        problems += [f"witnessed run {i} is gone" for i in sorted(self.runs - runs)]
+        return problems
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "reads": self.reads,
+            "failed_reads": self.failed_reads,
+            "occurrences_seen": len(self.occurrences),
+            "runs_seen": len(self.runs),
+        }
+
+
+_PG_LINE = re.compile(r"\b(ERROR|FATAL|PANIC):\s+(.*)")
+_PROCESS_LINE = re.compile(r"^(ERROR|CRITICAL|WARNING) (\S+): (.*)")
+_PGBOUNCER_LINE = re.compile(r"\b(ERROR|WARNING|FATAL)\s+(.*)")
+_VARYING = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|\d+"
+)
+
+
+def _category(text: str, limit: int = 100) -> str:
+    """A log message with its ids and numbers replaced, cut to ``limit`` characters."""
+    return _VARYING.sub("N", text.strip())[:limit]
+
+
+def error_lines(
+    process_logs: dict[str, str], server_logs: dict[str, str]
+) -> dict[str, dict[str, int]]:
+    """ERROR (and worse) lines by category: ``processes`` (the workers' stderr, also
+    WARNING under ``process_warnings``) and one entry per server log."""
+    out: dict[str, dict[str, int]] = {"processes": {}, "process_warnings": {}}
+    for log in process_logs.values():
+        for line in log.splitlines():
+            match = _PROCESS_LINE.match(line)
+            if match is None:
+                continue
+            level, logger, message = match.groups()
+            key = "process_warnings" if level == "WARNING" else "processes"
+            cat = f"{level} {logger}: {_category(message)}"
+            out[key][cat] = out[key].get(cat, 0) + 1
+    for name, log in server_logs.items():
+        counts: dict[str, int] = {}
+        pattern = _PGBOUNCER_LINE if name == "pgbouncer" else _PG_LINE
+        for line in log.splitlines():
+            match = pattern.search(line)
+            if match is not None and (name == "pgbouncer" or match.group(1) != "FATAL"):
+                cat = f"{match.group(1)} {_category(match.group(2))}"
+                counts[cat] = counts.get(cat, 0) + 1
+        out[name] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def error_examples(process_logs: dict[str, str], lines: int = 6) -> dict[str, list[str]]:
+    """The first ERROR (or CRITICAL) line of each category in the workers' stderr, with
+    the lines that follow it (its traceback)."""
+    examples: dict[str, list[str]] = {}
+    for log in process_logs.values():
+        rows = log.splitlines()
+        for i, line in enumerate(rows):
+            match = _PROCESS_LINE.match(line)
+            if match is None or match.group(1) == "WARNING":
+                continue
+            cat = f"{match.group(1)} {match.group(2)}: {_category(match.group(3))}"
+            examples.setdefault(cat, rows[i : i + lines])
+    return examples
+
+
+def _keep_logs(keep: Path, logs: dict[str, str]) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    for name, log in logs.items():
+        (keep / f"{name.replace(' ', '-')}.log").write_text(log, encoding="utf-8")
+
+
+def _process_logs(logdir: Path) -> dict[str, str]:
+    return {
+        p.stem: p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted(logdir.glob("*.stderr"))
+    }
+
+
+def _read_logs(readers: dict[str, Callable[[], str]]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for name, read in readers.items():
+        try:
+            texts[name] = read()
+        except OSError as exc:
+            texts[name] = f"(unreadable: {exc})"
+    return texts
 
 
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     with ExitStack() as stack:
-        url, server_faults = _database(args, stack)
+        db = _database(args, stack)
+        url = db.url
+        logdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-logs-")))
         hours = args.seconds * args.speed / 3600
         first = await setup(url, args.schedules, args.seed, hours)
         wall = SystemClock()
@@ -391,29 +623,47 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             plan = WorkerPlan(
                 url, name, args.seed, wall_base.isoformat(), args.speed, sim_end.isoformat()
             )
-            return await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "simulation.scenarios.soak",
-                "--worker",
-                json.dumps(plan.__dict__),
-                stdout=asyncio.subprocess.PIPE,
-            )
+            with (logdir / f"{name}.stderr").open("ab") as stderr:
+                return await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "simulation.scenarios.soak",
+                    "--worker",
+                    json.dumps(plan.__dict__),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=stderr,
+                )
 
-        faults = await run_with_faults(
-            url=url,
-            names=[f"soak-{i}" for i in range(args.processes)],
-            spawn=spawn,
-            wall_seconds=args.seconds,
-            kill_every=args.kill_every,
-            terminate_every=args.terminate_every,
-            seed=args.seed,
-            server=server_faults,
-        )
+        # Count only what the soak itself logs (a formation's set-up writes ERROR lines).
+        log_start = {name: len(text) for name, text in _read_logs(db.logs).items()}
+        witness = CommitWitness(url)
+        stop_witness = asyncio.Event()
+        watching = asyncio.create_task(witness.run(stop_witness))
+        try:
+            faults = await run_with_faults(
+                url=url,
+                names=[f"soak-{i}" for i in range(args.processes)],
+                spawn=spawn,
+                wall_seconds=args.seconds,
+                kill_every=args.kill_every,
+                terminate_every=args.terminate_every,
+                seed=args.seed,
+                server=db.faults,
+                admin_url=db.admin_url,
+            )
+        finally:
+            stop_witness.set()
+            await watching
         outputs = [(out, None) for out in faults.outputs]
         codes = faults.exit_codes
         decided = await quiet_pass(url, sim_end, args.seed)
         report = await ledger_check(url, first, sim_end)
+        lost = await witness.lost(url)
+        report["problems"] = (report["problems"] + lost)[:50]
+        report["problem_count"] += len(lost)
+        process_logs = _process_logs(logdir)
+        if args.keep_logs:
+            _keep_logs(Path(args.keep_logs), {**process_logs, **_read_logs(db.logs)})
         report.update(
             processes=args.processes,
             process_exit_codes=codes,
@@ -425,23 +675,32 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             seed=args.seed,
             decided_by_quiet_pass=decided,
             lag_seconds=_lag_percentiles(outputs),
-            command=(
-                f"python -m simulation.scenarios.soak --processes {args.processes} --schedules "
-                f"{args.schedules} --seconds {args.seconds} --speed {args.speed} --seed {args.seed}"
-                f" --kill-every {args.kill_every} --terminate-every {args.terminate_every}"
-                + (
-                    f" --server-crash-every {args.server_crash_every}"
-                    if args.server_crash_every
-                    else ""
-                )
-                + (" --failover" if args.failover else "")
+            commit_witness=witness.summary(),
+            error_lines=error_lines(
+                process_logs,
+                {k: v[log_start.get(k, 0) :] for k, v in _read_logs(db.logs).items()},
             ),
+            error_examples=error_examples(process_logs),
+            command=_command(args),
             **faults.summary(),
         )
         if any(codes):
             report["problem_count"] += 1
             report["problems"].append(f"a worker process failed: exit codes {codes}")
         return report
+
+
+def _command(args: argparse.Namespace) -> str:
+    return (
+        f"python -m simulation.scenarios.soak --processes {args.processes} --schedules "
+        f"{args.schedules} --seconds {args.seconds} --speed {args.speed} --seed {args.seed}"
+        f" --kill-every {args.kill_every} --terminate-every {args.terminate_every}"
+        + (f" --server-crash-every {args.server_crash_every}" if args.server_crash_every else "")
+        + (" --failover" if args.failover else "")
+        + (" --autofailover" if args.autofailover else "")
+        + (" --private-server" if args.private_server else "")
+        + (f" --pgbouncer {args.pgbouncer}" if args.pgbouncer else "")
+    )
 
 
 def _lag_percentiles(outputs: list[tuple[bytes, None]]) -> dict[str, float] | None:
@@ -493,12 +752,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run on a primary with a synchronous standby (multi-host URL); halfway through,"
         " kill the primary and promote the standby",
     )
+    parser.add_argument(
+        "--autofailover",
+        action="store_true",
+        help="run on a pg_auto_failover formation (monitor, primary, synchronous secondary;"
+        " multi-host URL); at 1/4, 1/2 and 3/4 of the soak: pg_autoctl perform switchover,"
+        " pg_autoctl perform failover, and the primary node SIGKILLed whole (the monitor"
+        " promotes the secondary; the lost node is restarted and rejoins)",
+    )
+    parser.add_argument(
+        "--private-server",
+        action="store_true",
+        help="run on a private durable cluster without server faults (its log is read)",
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        choices=("session", "transaction"),
+        default=None,
+        help="put a pgbouncer in this pool mode in front of the server; the workers, the"
+        " witness and the checks go through it (not with --failover/--autofailover)",
+    )
+    parser.add_argument(
+        "--keep-logs",
+        default=None,
+        help="copy the workers' stderr and the servers' logs into this directory",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if (args.server_crash_every > 0 or args.failover) and args.url is not None:
-        parser.error("--server-crash-every and --failover start their own servers; drop --url")
-    if args.server_crash_every > 0 and args.failover:
-        parser.error("--server-crash-every and --failover are separate soaks")
+    own_servers = (
+        args.server_crash_every > 0 or args.failover or args.autofailover or args.private_server
+    )
+    if own_servers and args.url is not None:
+        parser.error(
+            "--server-crash-every, --failover, --autofailover and --private-server start"
+            " their own servers; drop --url"
+        )
+    server_modes = [
+        args.server_crash_every > 0 or args.private_server,
+        args.failover,
+        args.autofailover,
+    ]
+    if sum(server_modes) > 1:
+        parser.error(
+            "--server-crash-every (or --private-server), --failover and --autofailover"
+            " are separate soaks"
+        )
+    if args.pgbouncer and (args.failover or args.autofailover):
+        parser.error("--pgbouncer fronts one server; not with --failover or --autofailover")
     if args.worker is not None:
         result = asyncio.run(worker_process(WorkerPlan(**json.loads(args.worker))))
         print(json.dumps(result))
@@ -512,6 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         or args.terminate_every > 0
         or args.server_crash_every > 0
         or args.failover
+        or args.autofailover
     )
     # Faults asked for but none landed inside a transaction: not covered (exit 3).
     return 3 if faulty and report["fault_coverage"] != "covered" else 0

@@ -26,7 +26,17 @@ from typing import Any
 import asyncpg
 
 Spawn = Callable[[str], Awaitable[asyncio.subprocess.Process]]
-SERVER_KINDS = ("server_crash", "failover")
+# Server-side faults: each kind asked for must itself land in an open transaction.
+# ``switchover``, ``manager_failover`` and ``node_crash`` go through pg_auto_failover.
+SERVER_KINDS = ("server_crash", "failover", "switchover", "manager_failover", "node_crash")
+RECONNECT_SECONDS = 60.0
+# What a connection the server (or the formation) dropped under us raises.
+BROKEN_CONNECTION = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 AIM_SECONDS = 5.0
 # A termination aimed at an open transaction waits at most this long for one.
 TERMINATE_AIM_SECONDS = 1.0
@@ -115,15 +125,40 @@ async def _open_transactions(conn: asyncpg.Connection) -> list[Any]:
 
 
 @dataclass(frozen=True)
+class ScriptedFault:
+    """One server-side fault of kind ``kind`` at ``at`` wall seconds into the soak."""
+
+    at: float
+    kind: str
+    run: Callable[[], None]
+
+
+@dataclass(frozen=True)
 class ServerFaults:
     """The server-side faults of a soak: ``crash`` (crash and restart the server: a
-    private durable cluster) every ``crash_every`` wall seconds, and ``fail_over``
-    (kill the primary, promote its synchronous standby) once at ``failover_at``."""
+    private durable cluster) every ``crash_every`` wall seconds, ``fail_over``
+    (kill the primary, promote its synchronous standby) once at ``failover_at``, and
+    ``scripted`` faults at fixed moments (a failover manager's switchover, failover
+    and lost node)."""
 
     crash: Callable[[], None] | None = None
     crash_every: float = 0.0
     fail_over: Callable[[], None] | None = None
     failover_at: float | None = None
+    scripted: tuple[ScriptedFault, ...] = ()
+
+
+async def _reconnect(url: str, seconds: float = RECONNECT_SECONDS) -> asyncpg.Connection:
+    """A new admin connection through ``url``, retried while the server (or the
+    formation) is between primaries."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await asyncpg.connect(url, timeout=5)
+        except (*BROKEN_CONNECTION, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 async def _aim(
@@ -149,6 +184,7 @@ async def run_with_faults(
     terminate_every: float,
     seed: int,
     server: ServerFaults | None = None,
+    admin_url: str | None = None,
 ) -> FaultReport:
     """Run the worker processes ``names`` for ``wall_seconds``, injecting faults with
     exponential gaps of mean ``kill_every`` / ``terminate_every`` seconds (0: none);
@@ -156,7 +192,9 @@ async def run_with_faults(
     ``server`` adds server crashes at a fixed period (their count is known in advance:
     each is a restart of the whole database) and one failover; the supervisor's own
     connection reconnects after either (through ``url``, which must reach the new
-    primary after a failover)."""
+    primary after a failover). ``admin_url`` (default ``url``) is where the supervisor
+    looks for open transactions and terminates backends: the server itself when the
+    workers go through a pooler. ``scripted`` server faults run at their moments."""
     rng = random.Random(seed)
     report = FaultReport()
     server = server or ServerFaults()
@@ -178,16 +216,33 @@ async def run_with_faults(
         if server.fail_over is not None and server.failover_at is not None
         else float("inf")
     )
-    admin = await asyncpg.connect(url)
+    scripted = sorted(server.scripted, key=lambda f: f.at)
+    admin_url = admin_url or url
+    admin = await asyncpg.connect(admin_url)
     try:
         while True:
             now = time.monotonic()
-            upcoming = min(next_kill, next_term, next_crash, next_failover)
+            next_scripted = started + scripted[0].at if scripted else float("inf")
+            upcoming = min(next_kill, next_term, next_crash, next_failover, next_scripted)
             if upcoming >= deadline:
                 break
             await asyncio.sleep(max(upcoming - now, 0.0))
-            backends = await _open_transactions(admin)
-            if upcoming in (next_crash, next_failover):
+            try:
+                backends = await _open_transactions(admin)
+            except BROKEN_CONNECTION:
+                # The previous server fault left the old primary read-only or gone.
+                admin.terminate()
+                admin = await _reconnect(admin_url)
+                backends = await _open_transactions(admin)
+            if upcoming == next_scripted:
+                fault = scripted.pop(0)
+                backends = await _aim(admin, backends, deadline)
+                in_tx = any(b["in_tx"] for b in backends)
+                await asyncio.to_thread(fault.run)
+                report.faults.append(Fault(fault.kind, now - started, "formation", in_tx))
+                admin.terminate()
+                admin = await _reconnect(admin_url)
+            elif upcoming in (next_crash, next_failover):
                 backends = await _aim(admin, backends, deadline)
                 in_tx = any(b["in_tx"] for b in backends)
                 if upcoming == next_crash:
@@ -201,7 +256,7 @@ async def run_with_faults(
                     await asyncio.to_thread(server.fail_over)
                     report.faults.append(Fault("failover", now - started, "primary", in_tx))
                 admin.terminate()
-                admin = await asyncpg.connect(url)
+                admin = await _reconnect(admin_url)
             elif next_kill <= next_term:
                 next_kill = time.monotonic() + gap(kill_every)
                 base = rng.choice(sorted(restarts))
@@ -231,7 +286,10 @@ async def run_with_faults(
                 open_tx = [b for b in backends if b["in_tx"]]
                 pool = open_tx if open_tx and aimed else backends
                 chosen = rng.choice(pool)
-                await admin.execute("SELECT pg_terminate_backend($1)", chosen["pid"])
+                try:
+                    await admin.execute("SELECT pg_terminate_backend($1)", chosen["pid"])
+                except BROKEN_CONNECTION:
+                    continue  # the server went away under us; the next round reconnects
                 report.faults.append(
                     Fault("terminate_backend", now - started, str(chosen["pid"]), chosen["in_tx"])
                 )
