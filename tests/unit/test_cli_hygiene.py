@@ -132,7 +132,9 @@ def _actions(parser: argparse.ArgumentParser, path: str) -> list[tuple[str, argp
     return out
 
 
-@pytest.mark.parametrize("parser", [product_parser(), gates_parser(), sim_parser()], ids=SCRIPTS)
+@pytest.mark.parametrize(
+    "parser", [product_parser(configure_all=True), gates_parser(), sim_parser()], ids=SCRIPTS
+)
 def test_every_flag_has_help_without_markup(parser: argparse.ArgumentParser) -> None:
     for path, action in _actions(parser, parser.prog):
         if action.help == argparse.SUPPRESS:

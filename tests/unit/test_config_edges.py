@@ -53,8 +53,8 @@ def test_settings_bootstrap_and_inner_layers_never_read_the_environment() -> Non
         for name, tree in parsed.items()
         if reads_environment(tree)
         and (
-            name in {"config.py", "bootstrap.py"}
-            or name.startswith(("service/", "runtime/", "domain/", "ports/"))
+            name == "config.py"
+            or name.startswith(("bootstrap/", "service/", "runtime/", "domain/", "ports/"))
         )
     }
     assert readers == set()

@@ -1,0 +1,40 @@
+"""The HTTP edge served: the only bootstrap module importing FastAPI and uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+
+from scheduling.bootstrap.control_plane import ControlPlane
+from scheduling.http.app import create_app
+from scheduling.http.server import running, serve_until
+
+# ------------------------------------------------------------------ the HTTP edge
+# The CLI starts the HTTP server through these, never by importing the edge: the edges
+# (cli, http, mcp) stay independent; the composition root is the one place joining them.
+
+
+def build_http_app(
+    plane: ControlPlane,
+    *,
+    observe: Callable[[str, str, int, float], None] | None = None,
+    extra_routes: Callable[[FastAPI], None] | None = None,
+) -> FastAPI:
+    """The HTTP edge's ASGI app over ``plane`` (``build_control_plane``)."""
+    return create_app(plane, observe=observe, extra_routes=extra_routes)
+
+
+async def serve_http(plane: ControlPlane, host: str, port: int, stop: asyncio.Event) -> None:
+    """Serve ``plane`` over HTTP (uvicorn) until ``stop`` is set."""
+    await serve_until(build_http_app(plane), host, port, stop)
+
+
+def running_http(
+    plane: ControlPlane, host: str = "127.0.0.1", port: int = 0
+) -> AbstractAsyncContextManager[str]:
+    """Serve ``plane`` on ``host:port`` (0: ephemeral) inside the caller's event loop
+    until the block exits; yields the base URL."""
+    return running(build_http_app(plane), host, port)

@@ -1,0 +1,115 @@
+"""The CLI starts instantly (issue 26 item 4, ADR 2201): ``scheduling --version``,
+``--help`` and building the parser import no web, database or MCP stack, and choosing a
+subcommand imports that subcommand's module only. The composition root imports a role's
+module only when asked (ADR 2200).
+
+Every probe runs in a fresh interpreter, so what other tests imported cannot leak in.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import scheduling.cli
+from scheduling.cli.registry import COMMANDS, SUBCOMMANDS, load
+
+HEAVY = ("fastapi", "starlette", "uvicorn", "alembic", "mcp", "sqlalchemy", "asyncpg")
+"""Third-party stacks the parser and ``--version`` must not import."""
+
+PROBE = """
+import json, sys
+{prelude}
+import scheduling.cli as cli
+parser = cli.build_parser()
+for argv in {argvs!r}:
+    try:
+        cli.main(argv)
+    except SystemExit:
+        pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def imported_after(*argvs: list[str], prelude: str = "") -> set[str]:
+    """The modules a fresh interpreter holds after building the parser and running
+    ``scheduling ARGV`` for each of ``argvs``."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(prelude=prelude, argvs=list(argvs))],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def test_version_help_and_the_parser_import_no_heavy_stack() -> None:
+    modules = imported_after(["--version"], ["--help"])
+    assert heavy(modules) == []
+    assert "scheduling.bootstrap" not in modules
+    subcommand_modules = {f"scheduling.cli.{entry.module}" for entry in SUBCOMMANDS.values()}
+    assert modules & subcommand_modules == set()
+
+
+def test_the_guard_sees_a_heavy_import() -> None:
+    """The test of the test: the same probe, with SQLAlchemy imported first, fails it."""
+    assert "sqlalchemy" in heavy(imported_after(["--version"], prelude="import sqlalchemy"))
+
+
+def test_choosing_a_subcommand_imports_its_module_only() -> None:
+    modules = imported_after(["preview", '{"kind": "DAILY"}'])
+    assert "scheduling.cli.preview" in modules
+    others = {f"scheduling.cli.{e.module}" for e in SUBCOMMANDS.values()} - {
+        "scheduling.cli.preview"
+    }
+    assert modules & others == set()
+    assert heavy(modules) == []
+
+
+def test_mcp_help_parses_through_the_lazy_subparser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        scheduling.cli.build_parser().parse_args(["mcp", "--help"])
+    assert done.value.code == 0
+    assert "--transport" in capsys.readouterr().out
+
+
+def test_the_registry_and_the_modules_agree() -> None:
+    """Every registry row names the module that registers it with the same help, and
+    every module's command has a row (a command missing here would be unreachable)."""
+    for name, entry in SUBCOMMANDS.items():
+        registered = load(name)
+        assert registered.run.__module__ == f"scheduling.cli.{entry.module}", name
+        assert registered.help == entry.help, name
+    for info in pkgutil.iter_modules(scheduling.cli.__path__):
+        importlib.import_module(f"scheduling.cli.{info.name}")
+    assert set(COMMANDS) == set(SUBCOMMANDS)
+
+
+def test_a_scheduler_build_imports_no_web_or_mcp_stack() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; from scheduling.bootstrap import build_scheduler, build_api;"
+            " print(json.dumps(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    modules = set(json.loads(done.stdout.splitlines()[-1]))
+    roots = {m.split(".")[0] for m in modules}
+    assert roots & {"fastapi", "starlette", "uvicorn", "mcp"} == set()
+    assert "scheduling.bootstrap.serving" not in modules
+    assert "scheduling.bootstrap.mcp" not in modules
