@@ -4,7 +4,7 @@ Two workers each run ``BEGIN; SELECT count(*) ... WHERE k = 'job-1'; INSERT if n
 COMMIT`` under READ COMMITTED. Without a unique key, the interleaving where both read
 before either commits inserts the key twice (and both claims report "inserted", which
 no sequential order explains: the linearizability checker says so too); with the key,
-the second INSERT blocks on the first transaction (the scheduler sees it in
+the second INSERT blocks on the first transaction (the interleaver sees it in
 ``pg_blocking_pids``) and then fails with a unique violation the worker reports as
 "exists".
 """
