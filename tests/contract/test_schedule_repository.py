@@ -113,6 +113,52 @@ class TestScheduleRepositoryContract:
             async with uow_factory.begin(intruder) as uow:
                 assert await uow.schedules.get_revisions(keys, intruder) == {}
 
+    async def test_list_summaries_is_list_with_each_current_revisions_fields(
+        self, uow_factory: UnitOfWorkFactory, build: Any
+    ) -> None:
+        created = []
+        async with uow_factory.begin(build.alice) as uow:
+            for i in range(5):
+                state = ScheduleState.PAUSED if i % 2 else ScheduleState.ACTIVE
+                s, r = build.schedule(state=state, updated_at=build.t0 + timedelta(hours=i // 2))
+                await uow.schedules.create(s, r)
+                created.append((s, r))
+            other, other_rev = build.schedule(build.bob)
+            await uow.schedules.create(other, other_rev)
+            await uow.commit()
+        revisions = {s.id: r for s, r in created}
+        async with uow_factory.begin(build.alice) as uow:
+            for states in (None, frozenset({ScheduleState.PAUSED})):
+                cursor, listed, summarized = None, [], []
+                while True:
+                    request = PageRequest(limit=2, cursor=cursor)
+                    plain = await uow.schedules.list(build.alice, request, states)
+                    page = await uow.schedules.list_summaries(build.alice, request, states)
+                    assert page.next_cursor == plain.next_cursor
+                    listed += plain.items
+                    summarized += page.items
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+                assert [row.schedule for row in summarized] == listed
+                for row in summarized:
+                    revision = revisions[row.schedule.id]
+                    assert (row.title, row.cadence, row.instruction) == (
+                        revision.title,
+                        revision.cadence,
+                        revision.instruction,
+                    )
+            with pytest.raises(ValidationError) as caught:
+                await uow.schedules.list_summaries(
+                    build.alice, PageRequest(cursor="bm90LWEtY3Vyc29y")
+                )
+            assert caught.value.code == INVALID_CURSOR
+        for intruder in (build.bob, build.mallory):
+            async with uow_factory.begin(intruder) as uow:
+                mine = await uow.schedules.list_summaries(intruder, PageRequest())
+                assert all(row.schedule.principal_id == intruder.principal_id for row in mine.items)
+                assert not {row.schedule.id for row in mine.items} & set(revisions)
+
     async def test_mutate_is_compare_and_set(
         self, uow_factory: UnitOfWorkFactory, build: Any
     ) -> None:

@@ -19,7 +19,14 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Self
 from uuid import UUID
 
-from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
+from pydantic import (
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from scheduling.domain.cadence import Cadence, parse_cadence
 from scheduling.domain.errors import ValidationError
@@ -185,11 +192,6 @@ class ScheduleRevision(DomainModel):
     def _utc(cls, value: datetime) -> datetime:
         return aware_utc(value, field="created_at")
 
-    @field_validator("cadence", mode="before")
-    @classmethod
-    def _canonical_cadence(cls, value: Any) -> dict[str, object]:
-        return parse_cadence(value).to_payload()
-
     @model_validator(mode="after")
     def _invariants(self) -> Self:
         if self.revision < 1:
@@ -216,24 +218,32 @@ class ScheduleRevision(DomainModel):
             raise ValidationError(
                 NON_POSITIVE_FAILURE_LIMIT, "max_consecutive_failures must be positive"
             )
-        cadence = parse_cadence(self.cadence)
-        if self.timezone != cadence.timezone:
+        return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _cadence_once(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        # The cadence is parsed once per construction (it was three times: the default
+        # timezone, the canonical payload, the invariants): its canonical payload is the
+        # stored field, an omitted timezone is the cadence's own, an explicit one must
+        # agree with it, and the parsed value is kept as ``cadence_value``.
+        if isinstance(data, cls) or not isinstance(data, dict) or "cadence" not in data:
+            built = handler(data)
+            if not hasattr(built, "_cadence"):
+                built._cadence = parse_cadence(built.cadence)
+            return built
+        cadence = parse_cadence(data["cadence"])
+        fields = {**data, "cadence": cadence.to_payload()}
+        fields.setdefault("timezone", cadence.timezone)
+        built = handler(fields)
+        if built.timezone != cadence.timezone:
             raise ValidationError(
                 TIMEZONE_MISMATCH,
                 "timezone must equal the cadence's timezone (null for ONCE)",
                 {"cadence_kind": cadence.kind.value},
             )
-        self._cadence = cadence
-        return self
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_timezone(cls, data: Any) -> Any:
-        # An omitted timezone is the cadence's own; an explicit one must agree with it.
-        if isinstance(data, dict) and "timezone" not in data and "cadence" in data:
-            cadence = parse_cadence(data["cadence"])
-            return {**data, "timezone": cadence.timezone}
-        return data
+        built._cadence = cadence
+        return built
 
     @property
     def cadence_value(self) -> Cadence:

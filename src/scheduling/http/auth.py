@@ -18,6 +18,7 @@ from scheduling.domain.errors import AuthorizationError, SchedulingError
 from scheduling.domain.identity import SCOPE_REQUIRED, Principal
 from scheduling.http.codes import UNAUTHENTICATED
 from scheduling.http.plane import Plane
+from scheduling.ports.directories import AuthoritySnapshot
 from scheduling.service.validation import PRINCIPAL_UNAVAILABLE
 
 SECURITY_SCHEME = "bearer"
@@ -43,7 +44,12 @@ def _bearer(request: Request) -> str:
 
 
 async def authenticate(request: Request) -> Principal:
-    """The caller with its current scopes from the durable principal directory."""
+    """The caller with its current scopes from the durable principal directory.
+
+    The one authentication read of the request (ADR 2240): the snapshot is kept on the
+    request (``authority_of``) and handed to the service, which would otherwise read
+    the same row again. Nothing is kept across requests, so a revoked token or scope
+    stops the next request (ADR 1511)."""
     plane = plane_of(request)
     identity = plane.authenticator.authenticate(_bearer(request))
     if identity is None:
@@ -52,7 +58,14 @@ async def authenticate(request: Request) -> Principal:
     snapshot = await plane.principals.current(identity.tenant_id, identity.principal_id)
     if snapshot is None or not snapshot.enabled:
         raise AuthorizationError(PRINCIPAL_UNAVAILABLE, "the caller is unknown or disabled")
+    request.state.authority = snapshot
     return Principal(identity.tenant_id, identity.principal_id, snapshot.scopes)
+
+
+def authority_of(request: Request) -> AuthoritySnapshot | None:
+    """The principal snapshot ``authenticate`` read for this request (or ``None``)."""
+    snapshot: AuthoritySnapshot | None = getattr(request.state, "authority", None)
+    return snapshot
 
 
 def requires(scope: str | None) -> Callable[[Request], Awaitable[Principal]]:

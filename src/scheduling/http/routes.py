@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
 from scheduling.http import schemas
-from scheduling.http.auth import plane_of, requires, scope_extra
+from scheduling.http.auth import authority_of, plane_of, requires, scope_extra
 from scheduling.http.models import (
     CreateScheduleBody,
     ErasureOut,
@@ -94,6 +94,8 @@ def header_text(value: str) -> str:
 
 
 async def _written(request: Request, principal: Principal, result: ScheduleResult) -> ScheduleOut:
+    if result.revision is not None:  # the command holds it (a create): no read
+        return ScheduleOut.of(result.schedule, result.revision, replayed=result.replayed)
     written = await plane_of(request).views.after_write(
         principal, result.schedule, replayed=result.replayed
     )
@@ -120,7 +122,9 @@ async def create_schedule(
     ],
 ) -> ScheduleOut:
     key = header_text(idempotency_key)
-    result = await plane_of(request).service.create(principal, key, body.to_definition())
+    result = await plane_of(request).service.create(
+        principal, key, body.to_definition(), authority=authority_of(request)
+    )
     if result.replayed:
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
@@ -187,6 +191,7 @@ async def update_schedule(
         body.expected_revision,
         body.to_definition(),
         None if idempotency_key is None else header_text(idempotency_key),
+        authority=authority_of(request),
     )
     return await _written(request, principal, result)
 

@@ -116,6 +116,18 @@ class ScheduleCommand:
             raise ValidationError(INVALID_COMMAND, "the command's before and after do not fit")
 
 
+@dataclass(frozen=True)
+class ScheduleListing:
+    """One list row as stored: the control record beside its current revision's title,
+    canonical cadence payload and instruction, read from the row (no revision is
+    built: a page needs a summary, not a validated definition)."""
+
+    schedule: Schedule
+    title: str
+    cadence: dict[str, object]
+    instruction: str
+
+
 class ScheduleRepository(Protocol):
     """Schedules and their immutable revisions."""
 
@@ -163,6 +175,18 @@ class ScheduleRepository(Protocol):
         ``id``, both descending), optionally only in ``states``. Keyset paginated: the
         pages of one unchanged data set are disjoint and their union is the whole set.
         A malformed cursor raises ``ValidationError(schedule.page.invalid_cursor)``."""
+        ...
+
+    async def list_summaries(
+        self,
+        principal: Principal,
+        page: PageRequest,
+        states: frozenset[ScheduleState] | None = None,
+    ) -> Page[ScheduleListing]:
+        """``list`` with each schedule's current revision's title, cadence and
+        instruction, in one read: same order, filter, cursor and errors. A schedule
+        whose current revision is missing (a broken invariant) raises
+        ``NotFoundError(NOT_FOUND)``, as its point read would."""
         ...
 
     async def mutate(self, command: ScheduleCommand) -> Schedule:

@@ -22,7 +22,8 @@ from datetime import datetime
 from typing import NoReturn
 from uuid import UUID
 
-from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
+from scheduling.domain.cadence import parse_cadence
+from scheduling.domain.errors import ConflictError, NotFoundError, SchedulingError, ValidationError
 from scheduling.domain.events import ScheduleEvent, ScheduleEventType, state_event
 from scheduling.domain.identity import Principal
 from scheduling.domain.lifecycle import STALE_REVISION, Action, apply, decide
@@ -32,6 +33,7 @@ from scheduling.domain.recurrence.engine import next_after
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.clock import Clock
+from scheduling.ports.directories import AuthoritySnapshot
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.keys import IDEMPOTENCY_KEY, KEY_BYTES, KeyRing
 from scheduling.ports.notifier import NullNotifier, ScheduleNotifier
@@ -151,26 +153,50 @@ class ScheduleService:
     # ------------------------------------------------------------------ create
 
     async def create(
-        self, principal: Principal, idempotency_key: str, definition: ScheduleDefinition
+        self,
+        principal: Principal,
+        idempotency_key: str,
+        definition: ScheduleDefinition,
+        *,
+        authority: AuthoritySnapshot | None = None,
     ) -> ScheduleResult:
-        """Create a schedule and revision 1; replay an identical keyed request."""
+        """Create a schedule and revision 1; replay an identical keyed request.
+
+        Each thing once (ADR 2240): one text scan, one cadence parse, one revision
+        build, and two transactions besides the edge's authentication read (the pinned
+        agent's read, then the write, whose first statement is the replay look-up).
+        ``authority`` is the caller's snapshot the edge already read for this request."""
         require_scope(principal, WRITE)
         key = check_idempotency_key(idempotency_key)
         # Unstorable text (NUL, lone surrogates) and then credential-shaped text fail
         # before anything is hashed, looked up or stored.
         check_definition_text(definition)
         self._validator.scan_text(definition.title, definition.instruction)
+        cadence = parse_cadence(definition.cadence)
         key = await self._stored_key(principal, key)
-        digest = request_hash("schedule.create", normalized_request(definition))
-        replay = await self._replay(principal, key, digest)
-        if replay is not None:
-            return replay
-        authority = await self._validator.authority(principal, WRITE)
-        now = self._clock.now()
-        valid = await self._validator.validate(
-            principal, authority, definition, now=now, require_future=True
-        )
+        digest = request_hash("schedule.create", normalized_request(definition, cadence))
         schedule_id = self._ids.new_uuid()
+        now = self._clock.now()
+        try:
+            snapshot = await self._validator.authority(principal, WRITE, authority)
+            valid = await self._validator.validate(
+                principal,
+                snapshot,
+                definition,
+                now=now,
+                require_future=True,
+                cadence=cadence,
+                scanned=True,
+                schedule_id=schedule_id,
+            )
+        except SchedulingError:
+            # An identical request that committed earlier replays, whatever changed since
+            # (its one-time instant passed, its agent version went away): the ledger is
+            # read here on the failure path, and inside the write on the happy path.
+            replay = await self._replay(principal, key, digest)
+            if replay is not None:
+                return replay
+            raise
         revision = valid.build(schedule_id, 1, principal.principal_id, now)
         schedule = Schedule(
             id=schedule_id,
@@ -185,6 +211,17 @@ class ScheduleService:
             updated_at=now,
         )
         async with self._uow.begin(principal) as uow:
+            entry = await uow.idempotency.lookup(principal, key)
+            if entry is not None:
+                if entry.request_hash != digest:
+                    raise ConflictError(
+                        KEY_REUSED, "the idempotency key was used for another request"
+                    )
+                existing = await self._get(uow, entry.schedule_id, principal)
+                current = await uow.schedules.get_revision(
+                    existing.id, existing.current_revision, principal
+                )
+                return ScheduleResult(existing, replayed=True, changed=False, revision=current)
             await uow.schedules.create(schedule, revision)
             await self._probe.step("service.create.inserted")
             stored = await uow.idempotency.record(self._entry(principal, key, digest, schedule_id))
@@ -203,7 +240,7 @@ class ScheduleService:
             await uow.commit()
         await self._probe.step("service.create.committed")
         await self._wake(schedule_id)
-        return ScheduleResult(schedule, replayed=False, changed=True)
+        return ScheduleResult(schedule, replayed=False, changed=True, revision=revision)
 
     # ------------------------------------------------------------------ update / patch
 
@@ -214,8 +251,11 @@ class ScheduleService:
         expected_revision: int,
         definition: ScheduleDefinition,
         idempotency_key: str | None = None,
+        *,
+        authority: AuthoritySnapshot | None = None,
     ) -> ScheduleResult:
-        """Replace the full definition with revision N+1 (ACTIVE or PAUSED only)."""
+        """Replace the full definition with revision N+1 (ACTIVE or PAUSED only);
+        ``authority`` as for ``create``."""
         require_scope(principal, WRITE)
         if idempotency_key is not None:
             check_idempotency_key(idempotency_key)
@@ -235,7 +275,14 @@ class ScheduleService:
             if replay is not None:
                 return replay
         return await self._write_revision(
-            principal, schedule_id, expected_revision, lambda _: definition, idempotency_key, digest
+            principal,
+            schedule_id,
+            expected_revision,
+            lambda _: definition,
+            idempotency_key,
+            digest,
+            authority=authority,
+            scanned=True,
         )
 
     async def patch(
@@ -277,8 +324,11 @@ class ScheduleService:
         make: _DefinitionOf,
         key: str | None,
         digest: str | None,
+        *,
+        authority: AuthoritySnapshot | None = None,
+        scanned: bool = False,
     ) -> ScheduleResult:
-        authority = await self._validator.authority(principal, WRITE)
+        authority = await self._validator.authority(principal, WRITE, authority)
         # Fail fast on a stale revision or terminal state before validating.
         try:
             async with self._uow.begin(principal) as uow:
@@ -297,7 +347,7 @@ class ScheduleService:
         definition = make(current)
         now = self._clock.now()
         valid = await self._validator.validate(
-            principal, authority, definition, now=now, require_future=True
+            principal, authority, definition, now=now, require_future=True, scanned=scanned
         )
         async with self._uow.begin(principal) as uow:
             schedule = await self._get(uow, schedule_id, principal, lock=True)
@@ -461,14 +511,13 @@ class ScheduleService:
         require_scope(principal, READ)
         page = PageRequest(limit=limit, cursor=cursor)
         async with self._uow.begin(principal) as uow:
-            found = await uow.schedules.list(principal, page, states or None)
-            # One read for the page's current revisions, not one per row.
-            keys = [(s.id, s.current_revision) for s in found.items]
-            revisions = await uow.schedules.get_revisions(keys, principal)
-            for key in keys:
-                if key not in revisions:  # a broken invariant: fail as the point read does
-                    revisions[key] = await uow.schedules.get_revision(*key, principal)
-        items = [ScheduleSummary.of(s, revisions[(s.id, s.current_revision)]) for s in found.items]
+            # One read: each row with its current revision's summary fields, no revision
+            # built per row (ADR 2240); a missing revision fails as the point read does.
+            try:
+                found = await uow.schedules.list_summaries(principal, page, states or None)
+            except NotFoundError:
+                raise not_found() from None
+        items = [ScheduleSummary.listed(row) for row in found.items]
         return Page(items=items, next_cursor=found.next_cursor)
 
     async def occurrences(

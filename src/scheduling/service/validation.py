@@ -110,14 +110,26 @@ class Scanner(Protocol):
 
 @dataclass(frozen=True)
 class ValidatedDefinition:
-    """A definition that passed every rule; ``build`` makes its immutable revision."""
+    """A definition that passed every rule; ``build`` makes its immutable revision.
+
+    ``built`` is the revision ``validate`` already constructed to apply the domain's own
+    rules; ``build`` returns it when asked for the same identity (a create builds once)."""
 
     fields: dict[str, Any]
     cadence: Cadence
+    built: ScheduleRevision | None = None
 
     def build(
         self, schedule_id: UUID, revision: int, principal_id: str, at: datetime
     ) -> ScheduleRevision:
+        made = self.built
+        if made is not None and (
+            made.schedule_id,
+            made.revision,
+            made.created_by_principal_id,
+            made.created_at,
+        ) == (schedule_id, revision, principal_id, at):
+            return made
         return ScheduleRevision(
             schedule_id=schedule_id,
             revision=revision,
@@ -157,18 +169,22 @@ def require_scope(principal: Principal, scope: str) -> None:
         raise AuthorizationError(SCOPE_REQUIRED, f"{scope} is required", {"scope": scope})
 
 
-def normalized_request(definition: ScheduleDefinition) -> dict[str, Any]:
+def normalized_request(
+    definition: ScheduleDefinition, cadence: Cadence | None = None
+) -> dict[str, Any]:
     """The canonical JSON of a definition as requested (the create idempotency input).
 
     Values are normalized (canonical cadence and limits, sorted scopes) so equal
     requests hash equally; an unbound definition omits ``browser_profile_id`` so it
-    keeps the hash it had before website binding existed.
+    keeps the hash it had before website binding existed. ``cadence`` is the
+    definition's already parsed cadence, if the caller has it.
     """
     limits = definition.limits
+    parsed = parse_cadence(definition.cadence) if cadence is None else cadence
     out: dict[str, Any] = {
         "title": definition.title,
         "instruction": definition.instruction,
-        "cadence": parse_cadence(definition.cadence).to_payload(),
+        "cadence": parsed.to_payload(),
         "agent_id": str(definition.agent_id),
         "agent_version": definition.agent_version,
         "policy_profile": definition.policy_profile,
@@ -219,10 +235,22 @@ class DefinitionValidator:
         reject_secrets("title", title, scanner)
         reject_secrets("instruction", instruction, scanner)
 
-    async def authority(self, principal: Principal, scope: str) -> AuthoritySnapshot:
-        """The caller's current authority; it must exist, be enabled and hold ``scope``."""
+    async def authority(
+        self, principal: Principal, scope: str, known: AuthoritySnapshot | None = None
+    ) -> AuthoritySnapshot:
+        """The caller's current authority; it must exist, be enabled and hold ``scope``.
+
+        ``known`` is the snapshot the edge read for this same request (the one
+        authentication read, ADR 2240); without it (or for another principal) the
+        directory is read now."""
         require_scope(principal, scope)
-        snapshot = await self._principals.current(principal.tenant_id, principal.principal_id)
+        if known is not None and (known.tenant_id, known.principal_id) == (
+            principal.tenant_id,
+            principal.principal_id,
+        ):
+            snapshot: AuthoritySnapshot | None = known
+        else:
+            snapshot = await self._principals.current(principal.tenant_id, principal.principal_id)
         if snapshot is None or not snapshot.enabled:
             raise AuthorizationError(PRINCIPAL_UNAVAILABLE, "the caller cannot schedule now")
         if not snapshot.has(scope):
@@ -237,11 +265,21 @@ class DefinitionValidator:
         *,
         now: datetime,
         require_future: bool,
+        cadence: Cadence | None = None,
+        scanned: bool = False,
+        schedule_id: UUID | None = None,
     ) -> ValidatedDefinition:
         """Every rule, in order; returns the normalized revision fields, which pin
-        ``authority.authority_version`` (the version the owner approves under)."""
-        self.scan_text(definition.title, definition.instruction)
-        cadence = parse_cadence(definition.cadence)
+        ``authority.authority_version`` (the version the owner approves under).
+
+        A caller that already scanned the text (``scanned``) and parsed the cadence
+        (``cadence``) passes them, so neither happens twice; with ``schedule_id`` the
+        revision built to apply the domain's rules is revision 1 of that schedule at
+        ``now`` (a create's own, returned by ``build``)."""
+        if not scanned:
+            self.scan_text(definition.title, definition.instruction)
+        if cadence is None:
+            cadence = parse_cadence(definition.cadence)
         raw_limits = definition.limits
         limits = raw_limits if isinstance(raw_limits, RunLimits) else RunLimits(**raw_limits)
         self._check_scopes(principal, authority, definition.requested_scopes)
@@ -272,8 +310,12 @@ class DefinitionValidator:
         # error: drop it so the domain reports ``schedule.revision.missing_field``.
         fields = {k: v for k, v in fields.items() if v is not None or k not in _BOUND_FIELDS}
         # Construct once so the domain's own rules (positive bounds, text bounds) apply
-        # before the ceiling comparison reports on values that are legal at all.
-        ValidatedDefinition(fields, cadence).build(UUID(int=0), 1, principal.principal_id, now)
+        # before the ceiling comparison reports on values that are legal at all. The
+        # revision carries the parsed cadence, so building it parses nothing again.
+        identity = UUID(int=0) if schedule_id is None else schedule_id
+        built = ValidatedDefinition({**fields, "cadence": cadence}, cadence).build(
+            identity, 1, principal.principal_id, now
+        )
         over = ceilings.exceeded_by(
             limits, definition.run_timeout_seconds, definition.misfire_grace_seconds
         )
@@ -281,7 +323,8 @@ class DefinitionValidator:
             raise ValidationError(CEILING_EXCEEDED, "above the tenant ceiling", {"fields": over})
         if require_future and next_after(cadence, now) is None:
             raise ValidationError(NO_FUTURE_OCCURRENCE, "the cadence never fires after now")
-        return ValidatedDefinition(fields, cadence)
+        fields["cadence"] = cadence  # a later build re-parses nothing either
+        return ValidatedDefinition(fields, cadence, built if schedule_id is not None else None)
 
     def _check_scopes(
         self, principal: Principal, authority: AuthoritySnapshot, requested: frozenset[str]

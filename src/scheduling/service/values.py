@@ -18,6 +18,7 @@ from scheduling.domain.occurrence import ScheduleOccurrence
 from scheduling.domain.reasons import reason
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.domain.schedule import Schedule
+from scheduling.ports.repositories import ScheduleListing
 
 PATCH_EMPTY = reason(
     "schedule.patch.empty", "A patch supplies none of title, instruction, at or cadence"
@@ -96,6 +97,9 @@ class ScheduleResult:
     schedule: Schedule
     replayed: bool = False
     changed: bool = True
+    # The current revision when the command already holds it (a create's own), so the
+    # response needs no read of it; ``None``: read it (``ScheduleViews.after_write``).
+    revision: ScheduleRevision | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,23 @@ class ScheduleSummary:
             next_fire_at=schedule.next_fire_at,
             cadence=dict(revision.cadence),
             instruction_preview=preview(revision.instruction),
+            created_at=schedule.created_at,
+            updated_at=schedule.updated_at,
+        )
+
+    @classmethod
+    def listed(cls, row: ScheduleListing) -> ScheduleSummary:
+        """The summary of a list row read from its stored fields (no revision built)."""
+        schedule = row.schedule
+        return cls(
+            schedule_id=schedule.id,
+            title=row.title,
+            state=schedule.state.value,
+            pause_reason=None if schedule.pause_reason is None else schedule.pause_reason.value,
+            current_revision=schedule.current_revision,
+            next_fire_at=schedule.next_fire_at,
+            cadence=dict(row.cadence),
+            instruction_preview=preview(row.instruction),
             created_at=schedule.created_at,
             updated_at=schedule.updated_at,
         )

@@ -41,6 +41,7 @@ from scheduling.ports.repositories import (
     STALE,
     IdList,
     ScheduleCommand,
+    ScheduleListing,
 )
 
 _MUTABLE = (
@@ -144,6 +145,21 @@ class MemoryScheduleRepository(_Base):
             last = items[-1]
             cursor = encode_cursor("schedules", [last.updated_at.isoformat(), str(last.id)])
         return Page(items=items, next_cursor=cursor)
+
+    async def list_summaries(
+        self,
+        principal: Principal,
+        page: PageRequest,
+        states: frozenset[ScheduleState] | None = None,
+    ) -> Page[ScheduleListing]:
+        found = await self.list(principal, page, states)
+        items = []
+        for s in found.items:
+            revision = await self.get_revision(s.id, s.current_revision, principal)
+            items.append(
+                ScheduleListing(s, revision.title, dict(revision.cadence), revision.instruction)
+            )
+        return Page(items=items, next_cursor=found.next_cursor)
 
     async def mutate(self, command: ScheduleCommand) -> Schedule:
         current = await self.get(command.updated.id, command.principal)

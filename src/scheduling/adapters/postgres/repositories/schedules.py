@@ -8,7 +8,19 @@ from datetime import datetime
 from typing import Any, NoReturn
 from uuid import UUID
 
-from sqlalchemy import Update, and_, bindparam, delete, func, insert, select, true, tuple_, update
+from sqlalchemy import (
+    Select,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    true,
+    tuple_,
+    update,
+)
 
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import (
@@ -35,6 +47,7 @@ from scheduling.ports.repositories import (
     STALE,
     IdList,
     ScheduleCommand,
+    ScheduleListing,
 )
 
 _CURSOR = "schedules"
@@ -135,6 +148,35 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def _paged(
+    query: Select[Any],
+    principal: Principal,
+    page: PageRequest,
+    states: frozenset[ScheduleState] | None,
+) -> Select[Any]:
+    """``query`` limited to the principal's schedules in ``states``, after the cursor, in
+    list order, one row beyond the page (whether a next page exists)."""
+    query = query.where(owned_by(principal))
+    if states is not None:
+        query = query.where(schedules.c.state.in_(sorted(s.value for s in states)))
+    if page.cursor is not None:
+        updated_at, last_id = decode_cursor(_CURSOR, page.cursor, 2)
+        try:
+            key = (datetime.fromisoformat(updated_at), UUID(last_id))
+        except ValueError:
+            raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None
+        query = query.where(tuple_(schedules.c.updated_at, schedules.c.id) < key)
+    query = query.order_by(schedules.c.updated_at.desc(), schedules.c.id.desc())
+    return query.limit(page.limit + 1)
+
+
+def _next_cursor(items: Sequence[Schedule], fetched: int, page: PageRequest) -> str | None:
+    if fetched <= page.limit:
+        return None
+    last = items[-1]
+    return encode_cursor(_CURSOR, [last.updated_at.isoformat(), str(last.id)])
+
+
 class PostgresScheduleRepository:
     def __init__(self, tx: Transaction) -> None:
         self._tx = tx
@@ -211,24 +253,49 @@ class PostgresScheduleRepository:
         page: PageRequest,
         states: frozenset[ScheduleState] | None = None,
     ) -> Page[Schedule]:
-        query = select(schedules).where(owned_by(principal))
-        if states is not None:
-            query = query.where(schedules.c.state.in_(sorted(s.value for s in states)))
-        if page.cursor is not None:
-            updated_at, last_id = decode_cursor(_CURSOR, page.cursor, 2)
-            try:
-                key = (datetime.fromisoformat(updated_at), UUID(last_id))
-            except ValueError:
-                raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None
-            query = query.where(tuple_(schedules.c.updated_at, schedules.c.id) < key)
-        query = query.order_by(schedules.c.updated_at.desc(), schedules.c.id.desc())
-        rows = (await self._tx.execute(query.limit(page.limit + 1))).all()
+        query = _paged(select(schedules), principal, page, states)
+        rows = (await self._tx.execute(query)).all()
         items = [to_schedule(r) for r in rows[: page.limit]]
-        cursor = None
-        if len(rows) > page.limit:
-            last = items[-1]
-            cursor = encode_cursor(_CURSOR, [last.updated_at.isoformat(), str(last.id)])
-        return Page(items=items, next_cursor=cursor)
+        return Page(items=items, next_cursor=_next_cursor(items, len(rows), page))
+
+    async def list_summaries(
+        self,
+        principal: Principal,
+        page: PageRequest,
+        states: frozenset[ScheduleState] | None = None,
+    ) -> Page[ScheduleListing]:
+        # One statement: the page's rows joined to their current revisions, the three
+        # summary fields taken out of the stored definition by PostgreSQL (no revision
+        # is decoded whole or validated; ADR 2240).
+        definition = schedule_revisions.c.definition
+        joined = schedules.outerjoin(
+            schedule_revisions,
+            and_(
+                schedule_revisions.c.schedule_id == schedules.c.id,
+                schedule_revisions.c.revision == schedules.c.current_revision,
+            ),
+        )
+        query = select(
+            schedules,
+            definition["title"].astext.label("summary_title"),
+            definition["cadence"].label("summary_cadence"),
+            definition["instruction"].astext.label("summary_instruction"),
+        ).select_from(joined)
+        rows = (await self._tx.execute(_paged(query, principal, page, states))).all()
+        items = []
+        for row in rows[: page.limit]:
+            if row.summary_title is None:
+                raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(row.id)})
+            items.append(
+                ScheduleListing(
+                    to_schedule(row),
+                    row.summary_title,
+                    dict(row.summary_cadence),
+                    row.summary_instruction,
+                )
+            )
+        found = [item.schedule for item in items]
+        return Page(items=items, next_cursor=_next_cursor(found, len(rows), page))
 
     async def mutate(self, command: ScheduleCommand) -> Schedule:
         if command.principal is None:  # the scheduler's hot path: one prepared statement

@@ -1,0 +1,195 @@
+"""Each request does each thing once (issue 26 item 2, ADR 2240), counted, not timed.
+
+The control plane is built through the composition root over an engine this test
+owns, so SQLAlchemy's events on it count every unit of work (``begin``) and every
+statement; the cadence parser is counted in every module that imported it, the
+secret scanner and the revision constructor at their classes. Real PostgreSQL, real
+uvicorn, real HTTP. Each count has a twin that shows the counter seeing the thing
+done twice (the service called without the edge's snapshot reads the principal
+again), so the counters can fail.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event
+
+from scheduling.bootstrap import ControlPlane, build_control_plane
+from scheduling.domain import cadence as cadence_module
+from scheduling.domain.revision import ScheduleRevision
+from scheduling.domain.secrets import SecretScanner
+from scheduling.http.app import create_app
+from scheduling.http.models import CreateScheduleBody
+from scheduling.http.server import running
+from scheduling.storage import PostgresStorage
+from scheduling.testing import PostgresUnitOfWorkFactory, TokenFile, issue_token
+from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
+from simulation.worlds.http import OWNER, body, settings_for
+from simulation.worlds.service import START, seed_durable
+
+
+@dataclass
+class Counted:
+    plane: ControlPlane
+    client: httpx.AsyncClient
+    auth: dict[str, str]
+    counts: Counter[str]
+
+    def reset(self) -> None:
+        self.counts.clear()
+
+
+def _count_parses(monkeypatch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
+    original = cadence_module.parse_cadence
+
+    def counting(payload: object) -> Any:
+        if isinstance(payload, Mapping):  # a parse; an already parsed Cadence returns as is
+            counts["cadence_parse"] += 1
+        return original(payload)
+
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__name__", "")
+        if name.startswith("scheduling") and getattr(module, "parse_cadence", None) is original:
+            monkeypatch.setattr(module, "parse_cadence", counting)
+
+
+def _count_calls(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, counts: Counter[str], label: str
+) -> None:
+    original: Callable[..., Any] = getattr(owner, name)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        counts[label] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counting)
+
+
+@pytest.fixture
+async def counted(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Counted]:
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=2)
+    await seed_durable(admin, [OWNER], at=START)
+    engine_owner = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=4)
+    counts: Counter[str] = Counter()
+    sync = engine_owner.engine.sync_engine
+
+    def on_begin(conn: Any) -> None:
+        counts["transactions"] += 1
+
+    def on_statement(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        counts["statements"] += 1
+        if "FROM principals" in statement:
+            counts["principal_reads"] += 1
+
+    event.listen(sync, "begin", on_begin)
+    event.listen(sync, "before_cursor_execute", on_statement)
+    storage = PostgresStorage.over_engine(engine_owner.engine, url=pg_url)
+    with tempfile.TemporaryDirectory(prefix="sched-once-") as tmp:
+        path = Path(tmp) / "tokens.json"
+        _, token = issue_token(path, OWNER.tenant_id, OWNER.principal_id, START)
+        plane = build_control_plane(
+            settings_for(pg_url),
+            clock=VirtualClock(START),
+            ids=SeededIds(7),
+            tokens=TokenFile(path),
+            storage=storage,
+        )
+        try:
+            async with (
+                running(create_app(plane)) as url,
+                httpx.AsyncClient(base_url=url, timeout=30) as client,
+            ):
+                _count_parses(monkeypatch, counts)
+                _count_calls(monkeypatch, SecretScanner, "scan", counts, "secret_scans")
+                _count_calls(monkeypatch, ScheduleRevision, "__init__", counts, "revision_builds")
+                yield Counted(plane, client, {"Authorization": f"Bearer {token}"}, counts)
+        finally:
+            await plane.close()
+            await storage.close()
+            await engine_owner.dispose()
+            await admin.dispose()
+
+
+async def _create(world: Counted, key: str, **overrides: Any) -> httpx.Response:
+    return await world.client.post(
+        "/v1/schedules",
+        json=body(**overrides),
+        headers={**world.auth, "Idempotency-Key": key},
+    )
+
+
+async def test_create_reads_the_principal_once_in_three_units_of_work(counted: Counted) -> None:
+    await _create(counted, "warm")  # first-use costs (pool, key ring) are not the path's
+    counted.reset()
+    answer = await _create(counted, "once")
+    assert answer.status_code == 201, answer.text
+    assert counted.counts["principal_reads"] == 1
+    # The authentication read, the pinned agent's read, the write (replay look-up first).
+    assert counted.counts["transactions"] == 3
+    assert counted.counts["cadence_parse"] == 1
+    assert counted.counts["secret_scans"] == 2  # one scan of the text: title, instruction
+    assert counted.counts["revision_builds"] == 1
+
+
+async def test_a_replayed_create_reads_nothing_twice(counted: Counted) -> None:
+    first = await _create(counted, "again")
+    assert first.status_code == 201
+    counted.reset()
+    replay = await _create(counted, "again")
+    assert replay.status_code == 200
+    assert replay.json()["id"] == first.json()["id"]
+    assert counted.counts["principal_reads"] == 1
+    # Authentication, agent pin, the write that finds the key and reads its revision.
+    assert counted.counts["transactions"] == 3
+    assert counted.counts["cadence_parse"] <= 2  # the request's, the stored revision's
+
+
+async def test_list_builds_no_revision_and_reads_once(counted: Counted) -> None:
+    for n in range(5):
+        assert (await _create(counted, f"list-{n}")).status_code == 201
+    counted.reset()
+    page = await counted.client.get("/v1/schedules", params={"limit": 50}, headers=counted.auth)
+    assert page.status_code == 200
+    assert len(page.json()["items"]) == 5
+    assert counted.counts["revision_builds"] == 0
+    assert counted.counts["cadence_parse"] == 0
+    assert counted.counts["principal_reads"] == 1
+    assert counted.counts["transactions"] == 2  # authentication, the page
+    assert counted.counts["statements"] == 2  # one read in each
+
+
+async def test_get_reads_the_principal_once(counted: Counted) -> None:
+    made = await _create(counted, "get")
+    counted.reset()
+    answer = await counted.client.get(f"/v1/schedules/{made.json()['id']}", headers=counted.auth)
+    assert answer.status_code == 200
+    assert counted.counts["principal_reads"] == 1
+    assert counted.counts["transactions"] == 2
+    assert counted.counts["revision_builds"] == 1
+
+
+async def test_the_counters_see_a_second_principal_read(counted: Counted) -> None:
+    """Test of the test: the service without the edge's snapshot (as the model tools
+    call it) reads the principal itself, and the counter shows it."""
+    await _create(counted, "warm")
+    principal = await counted.plane.principals.current(OWNER.tenant_id, OWNER.principal_id)
+    assert principal is not None
+    counted.reset()
+    from_tool = CreateScheduleBody.model_validate(body(title="counted")).to_definition()
+    await counted.plane.service.create(OWNER, "tool-path", from_tool)
+    assert counted.counts["principal_reads"] == 1  # no edge read here: the service's own
+    assert counted.counts["transactions"] == 3
+    counted.reset()
+    await counted.plane.service.create(OWNER, "tool-path-2", from_tool, authority=principal)
+    assert counted.counts["principal_reads"] == 0
+    assert counted.counts["transactions"] == 2
