@@ -411,12 +411,18 @@ def _public_details(error: SchedulingError) -> dict[str, Any]:
 
 
 def scheduling_error_response(error: SchedulingError) -> JSONResponse:
+    response = _scheduling_error_response(error)
+    if response.status_code == 503 and error.code in RETRY_AFTER_CODES:
+        # A database that cannot serve now says when to come back (ADR 2220).
+        response.headers["Retry-After"] = RETRY_AFTER_SECONDS
+    return response
+
+
+def _scheduling_error_response(error: SchedulingError) -> JSONResponse:
     status = status_of(error)
     if status >= 500:
-        # Internal invariant failures keep their code, not their details; a database
-        # that cannot serve now says when to come back (ADR 2220).
-        retry = {"Retry-After": RETRY_AFTER_SECONDS} if error.code in RETRY_AFTER_CODES else None
-        return error_response(status, error.code, "the request could not be completed", None, retry)
+        # Internal invariant failures keep their code, not their details.
+        return error_response(status, error.code, "the request could not be completed")
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return error_response(status, error.code, error.message, _public_details(error), headers)
 
