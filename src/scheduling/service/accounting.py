@@ -183,8 +183,8 @@ class RunAccountant:
     ) -> int:
         """Account every run of one claimed batch; returns how many were new. With a
         ``retry``, each run's transient database errors are retried (accounting is
-        idempotent); a run that still fails is logged and left to the next sweep,
-        and the batch goes on."""
+        idempotent); once one is left over, the database is away: it is logged, the
+        batch ends there and the next sweep takes the rest."""
         done = 0
         async with pending.claimed(limit) as batch:
             for run_id in batch:
