@@ -248,6 +248,7 @@ def profile(pid: int, wrk: Wrk, url: str, workdir: Path, *, create: bool) -> lis
     sampler.wait(seconds + 30)
     inclusive: Counter[str] = Counter()
     by_package: Counter[str] = Counter()
+    watched: Counter[str] = Counter()
     total = 0
     for line in out.read_text().splitlines() if out.exists() else []:
         stack, _, count = line.rpartition(" ")
@@ -261,6 +262,9 @@ def profile(pid: int, wrk: Wrk, url: str, workdir: Path, *, create: bool) -> lis
             if "/scheduling/" in where and "/cli/" not in where:
                 inclusive[_short(frame)] += n
         by_package[_package(frames[-1])] += n
+        for name, markers in WATCHED.items():
+            if any(m in f for f in frames for m in markers):
+                watched[name] += n
     if not total:
         return [{"samples": 0}]
     return [
@@ -270,12 +274,28 @@ def profile(pid: int, wrk: Wrk, url: str, workdir: Path, *, create: bool) -> lis
                 {"function": f, "inclusive_pct": round(100 * n / total, 1)}
                 for f, n in inclusive.most_common(20)
             ],
+            "watched_inclusive_pct": {
+                name: round(100 * watched[name] / total, 1) for name in WATCHED
+            },
             "self_by_package": [
                 {"package": p, "self_pct": round(100 * n / total, 1)}
                 for p, n in by_package.most_common(12)
             ],
         }
     ]
+
+
+# Inclusive shares named in every profile: the edge middleware's own work (access
+# log, metrics, request id and size limit) and the transaction bracket.
+WATCHED = {
+    "access log + metrics (EdgeMiddleware._log)": ("EdgeMiddleware._log",),
+    "response header rewrite (send_with_id)": ("send_with_id",),
+    "authentication (requires/authenticate)": ("authenticate (",),
+    "unit of work open (__aenter__)": ("PostgresUnitOfWork.__aenter__",),
+    "unit of work close (__aexit__)": ("PostgresUnitOfWork.__aexit__",),
+    "wake-up NOTIFY (schedule_changed)": ("schedule_changed (",),
+    "response model validation (serialize_response)": ("serialize_response (",),
+}
 
 
 def _short(frame: str) -> str:
@@ -380,6 +400,8 @@ def markdown(report: dict[str, Any]) -> str:
         packages = ", ".join(f"{r['package']} {r['self_pct']}%" for r in top["self_by_package"])
         lines += ["", f"Top costs, {op} ({top['samples']} samples, py-spy):", ""]
         lines += [f"- self time by package: {packages}"]
+        watched = top.get("watched_inclusive_pct", {})
+        lines += [f"- {name}: {pct}% inclusive" for name, pct in watched.items() if pct]
         lines += [
             f"- {r['inclusive_pct']}% inclusive: `{r['function']}`" for r in top["inclusive"][:12]
         ]

@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Table, delete, func, insert, select, true, update
+from sqlalchemy import Table, bindparam, delete, func, insert, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.roles import RUN_MUTABLE_COLUMNS
 from scheduling.adapters.postgres.tables import (
     agent_active_versions,
@@ -54,6 +55,23 @@ def _record(cls: Any, row: Any, **override: Any) -> Any:
     return cls(**values)
 
 
+_PRINCIPAL = Prepared(
+    select(principals).where(
+        principals.c.tenant_id == bindparam("tenant_id", type_=principals.c.tenant_id.type),
+        principals.c.principal_id
+        == bindparam("principal_id", type_=principals.c.principal_id.type),
+    )
+)
+
+
+_AGENT_VERSION = Prepared(
+    select(agent_versions).where(
+        agent_versions.c.agent_id == bindparam("agent_id", type_=agent_versions.c.agent_id.type),
+        agent_versions.c.version == bindparam("version", type_=agent_versions.c.version.type),
+    )
+)
+
+
 class PostgresPrincipalRepository:
     def __init__(self, tx: Transaction) -> None:
         self._tx = tx
@@ -72,14 +90,17 @@ class PostgresPrincipalRepository:
         await self._tx.execute(statement)
 
     async def get(self, tenant_id: str, principal_id: str) -> PrincipalRecord | None:
-        query = select(principals).where(
-            principals.c.tenant_id == tenant_id, principals.c.principal_id == principal_id
+        # Every authenticated request reads this row: a prepared statement on the driver
+        # connection (ADR 1740), no per-call SQLAlchemy compilation (ADR 2240).
+        rows = await self._tx.fetch(
+            _PRINCIPAL, {"tenant_id": tenant_id, "principal_id": principal_id}
         )
-        row = (await self._tx.execute(query)).first()
-        if row is None:
+        if not rows:
             return None
-        result: PrincipalRecord = _record(PrincipalRecord, row, scopes=frozenset(row.scopes))
-        return result
+        row = rows[0]
+        values = {f.name: row[f.name] for f in fields(PrincipalRecord)}
+        values["scopes"] = frozenset(row["scopes"])
+        return PrincipalRecord(**values)
 
 
 class PostgresAgentRepository:
@@ -90,11 +111,14 @@ class PostgresAgentRepository:
         await self._tx.execute(insert(agent_versions).values(asdict(record)))
 
     async def get_version(self, agent_id: UUID, version: str) -> AgentVersionRecord | None:
-        query = select(agent_versions).where(
-            agent_versions.c.agent_id == agent_id, agent_versions.c.version == version
+        # Every create pins a version: prepared, as the principal read (ADR 2240).
+        rows = await self._tx.fetch(_AGENT_VERSION, {"agent_id": agent_id, "version": version})
+        if not rows:
+            return None
+        result: AgentVersionRecord = AgentVersionRecord(
+            **{f.name: rows[0][f.name] for f in fields(AgentVersionRecord)}
         )
-        row = (await self._tx.execute(query)).first()
-        return None if row is None else _record(AgentVersionRecord, row)
+        return result
 
     async def set_active(self, agent_id: UUID, version: str, at: datetime) -> None:
         statement = pg_insert(agent_active_versions).values(
