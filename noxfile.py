@@ -93,3 +93,16 @@ def schemathesis(session: nox.Session) -> None:
         "pytest", "tests/http/test_schemathesis.py", "-m", "slow", "-p", "no:randomly",
         "-n", "auto", "-rA", *session.posargs,
     )  # fmt: skip
+
+
+@nox.session(python=PYTHON)
+def ha_soak(session: nox.Session) -> None:
+    """The HA lane (not main CI): pg_auto_failover and pgbouncer soaks and the pooling
+    probe; needs the Debian packages postgresql-15-auto-failover and pgbouncer, which
+    .ci/ha-soak installs (ADR 2230)."""
+    _install(session)
+    session.run(
+        "pytest", "-m", "slow", "-p", "no:randomly", "-rA",
+        "tests/integration/test_pgbouncer_pooling.py", "tests/integration/test_ha_soak.py",
+        *session.posargs,
+    )  # fmt: skip
