@@ -79,6 +79,19 @@ DEFAULT_ALLOWED: Mapping[str, str] = {
         "the lease fencing counter: a monotonic integer that orders lease holders so a "
         "stale worker's writes are refused; it authenticates nothing and grants nothing"
     ),
+    **{
+        name: (
+            "names of bearer tokens in a batch provisioning file or its report: (tenant,"
+            " principal, name) triples, never a secret (ADR 2260; a new token's secret is"
+            " printed once and only its SHA-256 digest is stored)"
+        )
+        for name in (
+            "TenantEntry.tokens",
+            "ParsedBatch.tokens",
+            "BatchReport.tokens_to_issue",
+            "BatchReport.tokens_held",
+        )
+    },
 }
 """Names (``name`` or ``owner.name``) that contain a credential word but are not
 credentials, each with the reason. Keep it small: every entry is a claim."""
