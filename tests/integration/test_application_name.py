@@ -16,10 +16,14 @@ import asyncpg
 import pytest
 from sqlalchemy import text
 
+from scheduling import bootstrap as b
 from scheduling import instance
 from scheduling.adapters.postgres.migrations import current_revision
 from scheduling.adapters.system_clock import SystemClock
+from scheduling.ports.runtime import RunPriority
 from scheduling.storage import PostgresStorage, Role
+from simulation.engine.ids import SeededIds
+from simulation.worlds.service import world_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -183,3 +187,21 @@ def test_names_fit_postgresql_and_stay_ascii() -> None:
         assert not instance.valid_instance_id(bad), bad
     with pytest.raises(ValueError, match="does not match"):
         instance.declare("scheduler", "not valid")
+
+
+async def test_a_run_workers_lease_owner_names_its_process(pg_url: str) -> None:
+    """The default owner (written to ``runs.lease_owner`` at each claim and named in
+    the worker's log lines) carries the instance id."""
+    instance.declare("run-worker", "rw-9")
+    storage = PostgresStorage(pg_url)
+    try:
+        role = b.build_run_worker(
+            world_settings(),
+            RunPriority.ASYNC,
+            clock=SystemClock(),
+            ids=SeededIds(1),
+            storage=storage,
+        )
+        assert role.worker.owner.startswith("async@rw-9-"), role.worker.owner
+    finally:
+        await storage.close()

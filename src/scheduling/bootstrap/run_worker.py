@@ -20,6 +20,7 @@ from scheduling.bootstrap.refusals import (
     release_problems,
 )
 from scheduling.config import Settings
+from scheduling.instance import current
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
@@ -121,7 +122,8 @@ def build_run_worker(
         executor=ScriptedAgent(),
         tools=ToolPipeline(scripted_tools()),
         clock=clock,
-        owner=owner or f"{label}-{ids.new_uuid()}",
+        # The lease owner names the process (ADR 2270): runs.lease_owner leads to it.
+        owner=owner or f"{label}@{current().instance_id}-{ids.new_uuid()}",
         settings=worker_settings or RunWorkerSettings(transient_retry=retry, drain_seconds=drain),
         probe=probe,
         on_finished=on_finished or hook,
