@@ -55,8 +55,12 @@ class MaterializationRepository(Protocol):
     bound to one unit of work)."""
 
     async def lock_due(
-        self, schedule_id: UUID, now: datetime
-    ) -> tuple[Schedule, ScheduleRevision] | None: ...
+        self, schedule_id: UUID, now: datetime, *, lock_admission: bool = True
+    ) -> tuple[Schedule, ScheduleRevision] | None:
+        """With ``lock_admission`` the same statement takes the tenant's admission lock
+        after the row lock, and the context read that follows also reads the tenant's
+        usage for admission (ADR 2250)."""
+        ...
 
     async def context(
         self, schedule: Schedule, revision: ScheduleRevision, *, lock_admission: bool = True

@@ -77,9 +77,11 @@ SCHEDULING_TABLES = (
 # The row lock taken after sim.start counts as a write of ``schedules``; the COMMIT after
 # the last event makes every write visible, so that step writes everything.
 FOOTPRINTS = {
-    # The lock reads the current revision in the same statement (ADR 1700).
+    # The lock reads the current revision in the same statement (ADR 1700) and takes
+    # the tenant's admission lock after the row lock (ADR 2250).
     "sim.start": Footprint.of(
-        reads=["schedules", "schedule_occurrences", "schedule_revisions"], writes=["schedules"]
+        reads=["schedules", "schedule_occurrences", "schedule_revisions"],
+        writes=["schedules", "admission_lock"],
     ),
     m.STEP_LOCKED: Footprint.of(
         reads=[

@@ -123,8 +123,12 @@ def _footprints() -> dict[str, Footprint]:
     docs/simulator.md). ``committed`` is followed by the lock of the next due schedule,
     whichever it is; ``locked`` and ``occurrence_inserted`` may take the skip path."""
     every = [f"{k}:{x}" for x in LABELS for k in ("schedules", "occurrences")]
-    # The lock reads the current revision in the same statement (ADR 1700).
-    scan = Footprint.of(reads=[*every, "revisions"], writes=[f"schedules:{x}" for x in LABELS])
+    # The lock reads the current revision in the same statement (ADR 1700) and takes
+    # the tenant's admission lock after the row lock (ADR 2250).
+    scan = Footprint.of(
+        reads=[*every, "revisions"],
+        writes=[*(f"schedules:{x}" for x in LABELS), "admission_lock"],
+    )
     out = {"sim.start": scan}
     shared = ["revisions", "principals", "agent_versions"]
     for x in LABELS:

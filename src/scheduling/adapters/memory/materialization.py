@@ -59,7 +59,7 @@ class MemoryMaterializationRepository:
         self._uow = uow
 
     async def lock_due(
-        self, schedule_id: UUID, now: datetime
+        self, schedule_id: UUID, now: datetime, *, lock_admission: bool = True
     ) -> tuple[Schedule, ScheduleRevision] | None:
         schedule = await self._uow.schedules.lock_due(schedule_id, now)
         if schedule is None:

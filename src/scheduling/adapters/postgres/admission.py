@@ -19,6 +19,7 @@ windows, not the tenant's history.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -52,8 +53,9 @@ def admission_lock_key(tenant_id: str) -> int:
     return advisory_key(f"scheduling.admission:{tenant_id}")
 
 
-def _usage_query() -> Any:
-    """The usage read, built once with bound instants (every call binds only values)."""
+def usage_query() -> Any:
+    """The usage read, built once with bound instants (every call binds only values).
+    The materialization context read carries it as a subquery (ADR 2250)."""
     # = ANY(ARRAY[...]) is what PostgreSQL makes of IN (...); unlike SQLAlchemy's
     # expanding IN it compiles to fixed SQL a prepared statement can keep.
     active = runs.c.status == any_(array(ACTIVE))
@@ -81,7 +83,30 @@ def _usage_query() -> Any:
     )
 
 
-_USAGE = Prepared(_usage_query())
+_USAGE = Prepared(usage_query())
+
+
+def usage_params(tenant_id: str, now: datetime) -> dict[str, Any]:
+    """The bound values of ``usage_query`` for ``tenant_id`` at ``now``."""
+    return {
+        "tenant_id": tenant_id,
+        "rate_since": now - timedelta(minutes=1),
+        "day_since": now - DAY,
+        "month_since": now - MONTH,
+    }
+
+
+def usage_of(values: Sequence[Any]) -> TenantUsage:
+    """``TenantUsage`` from the five values of one ``usage_query`` row, in order."""
+    return TenantUsage(
+        active_runs=int(values[0]),
+        materialized_last_minute=int(values[1]),
+        active_reserved_cost=Decimal(values[2]),
+        daily_committed_cost=Decimal(values[3]),
+        monthly_committed_cost=Decimal(values[4]),
+    )
+
+
 _LOCK = Prepared(select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger))))
 
 
@@ -107,20 +132,13 @@ class PostgresAdmissionRepository:
         self._tx.advisory_locks.add(key)
 
     async def usage(self, tenant_id: str, now: datetime) -> TenantUsage:
-        params = {
-            "tenant_id": tenant_id,
-            "rate_since": now - timedelta(minutes=1),
-            "day_since": now - DAY,
-            "month_since": now - MONTH,
-        }
-        (row,) = await self._tx.fetch(_USAGE, params)
-        return TenantUsage(
-            active_runs=int(row[0]),
-            materialized_last_minute=int(row[1]),
-            active_reserved_cost=Decimal(row[2]),
-            daily_committed_cost=Decimal(row[3]),
-            monthly_committed_cost=Decimal(row[4]),
-        )
+        """The usage read; if the materialization context read already carried it for
+        this tenant and instant, after the tenant lock (ADR 2250), that value, once."""
+        prefetched = self._tx.take_usage(tenant_id, now)
+        if prefetched is not None:
+            return prefetched
+        (row,) = await self._tx.fetch(_USAGE, usage_params(tenant_id, now))
+        return usage_of(row)
 
 
 class PostgresAdmissionController:

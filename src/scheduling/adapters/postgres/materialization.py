@@ -42,11 +42,17 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     select,
     true,
 )
 
-from scheduling.adapters.postgres.admission import admission_lock_key
+from scheduling.adapters.postgres.admission import (
+    admission_lock_key,
+    usage_of,
+    usage_params,
+    usage_query,
+)
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import (
     PostgresScheduleRepository,
@@ -102,6 +108,24 @@ LOCK_DUE: Select[Any] = (
     .with_for_update(of=schedules, skip_locked=True)
 )
 
+# ``admission_lock_key`` in SQL: the first 8 bytes of sha256 as a signed big-endian
+# bigint. The lock statement returns it and ``lock_due`` compares it with the Python
+# key, so the two can never drift apart silently.
+_ADMISSION_KEY_SQL = (
+    "('x' || left(encode(sha256(convert_to('scheduling.admission:' || locked.tenant_id,"
+    " 'UTF8')), 'hex'), 16))::bit(64)::bigint"
+)
+_locked = LOCK_DUE.cte("locked").prefix_with("MATERIALIZED")
+LOCK_DUE_ADMITTING: Select[Any] = select(
+    _locked,
+    literal_column(_ADMISSION_KEY_SQL).label("admission_key"),
+    func.pg_advisory_xact_lock(literal_column(_ADMISSION_KEY_SQL)).label("admission_locked"),
+).select_from(_locked)
+"""``LOCK_DUE`` that also takes the tenant's admission lock (ADR 2250): the CTE is
+materialized, so the lock is taken for the row ``FOR UPDATE SKIP LOCKED`` returned,
+after that row lock; the next statement (the context read with the usage) takes its
+snapshot after both were granted."""
+
 _occ = schedule_occurrences.c
 _latest = (
     select(_occ.run_id)
@@ -113,14 +137,18 @@ _latest = (
     .limit(1)
     .lateral("latest")
 )
-# The tenant's admission lock rides on the context read (ADR 1750): evaluated once, in
-# the FROM subquery, before the rows are read; admission's usage read is the next
-# statement, so its snapshot is taken after the lock was granted.
+# Without the due lock's admission lock (another store, or the test of the test that
+# needs no lock), the context read takes it as before ADR 2250: evaluated once, in the
+# FROM subquery (strict: a NULL key takes no lock).
 _one = select(
     literal(1).label("one"),
     func.pg_advisory_xact_lock(bindparam("admission_key", type_=BigInteger)).label("locked"),
 ).subquery("one")
-CONTEXT: Select[Any] = select(
+# The tenant's usage for admission (ADR 2250): read in this statement, whose snapshot
+# follows the tenant lock the due lock took.
+_usage = usage_query().subquery("usage")
+USAGE_COLUMNS = tuple(f"u{i}" for i in range(len(_usage.c)))
+_CONTEXT_COLUMNS = (
     principals.c.tenant_id.label("principal_found"),
     principals.c.enabled,
     principals.c.scopes,
@@ -131,25 +159,37 @@ CONTEXT: Select[Any] = select(
     agent_versions.c.content_hash,
     _latest.c.run_id,
     runs.c.status.label("run_status"),
-).select_from(
-    _one.outerjoin(
-        principals,
-        and_(
-            principals.c.tenant_id == bindparam("tenant_id"),
-            principals.c.principal_id == bindparam("principal_id"),
-        ),
-    )
-    .outerjoin(
-        agent_versions,
-        and_(
-            agent_versions.c.agent_id
-            == bindparam("agent_id", type_=agent_versions.c.agent_id.type),
-            agent_versions.c.version == bindparam("agent_version"),
-        ),
-    )
-    .outerjoin(_latest, true())
-    .outerjoin(runs, runs.c.id == _latest.c.run_id)
 )
+
+
+def _context(base: Any, *extra: Any) -> Select[Any]:
+    return select(*_CONTEXT_COLUMNS, *extra).select_from(
+        base.outerjoin(
+            principals,
+            and_(
+                principals.c.tenant_id == bindparam("tenant_id"),
+                principals.c.principal_id == bindparam("principal_id"),
+            ),
+        )
+        .outerjoin(
+            agent_versions,
+            and_(
+                agent_versions.c.agent_id
+                == bindparam("agent_id", type_=agent_versions.c.agent_id.type),
+                agent_versions.c.version == bindparam("agent_version"),
+            ),
+        )
+        .outerjoin(_latest, true())
+        .outerjoin(runs, runs.c.id == _latest.c.run_id)
+    )
+
+
+CONTEXT: Select[Any] = _context(_one)
+"""Authority, agent version and overlap state, taking the tenant lock itself."""
+CONTEXT_WITH_USAGE: Select[Any] = _context(
+    _usage, *(column.label(name) for column, name in zip(_usage.c, USAGE_COLUMNS, strict=True))
+)
+"""The same after the due lock took the tenant lock, with the tenant's usage."""
 
 
 def _bound(table: Table, prefix: str) -> dict[str, Any]:
@@ -177,7 +217,9 @@ QUEUE_RUN: Insert = _rows(session_events, "e", SESSION_EVENTS).add_cte(
 
 _ADVANCES: dict[tuple[tuple[str, ...], int], Prepared] = {}
 _LOCK_DUE = Prepared(LOCK_DUE)
+_LOCK_DUE_ADMITTING = Prepared(LOCK_DUE_ADMITTING)
 _CONTEXT = Prepared(CONTEXT)
+_CONTEXT_WITH_USAGE = Prepared(CONTEXT_WITH_USAGE)
 _QUEUE_RUN = Prepared(QUEUE_RUN)
 _SCHEDULE_COLUMNS = tuple(c.name for c in schedules.columns)
 
@@ -216,15 +258,24 @@ class PostgresMaterializationRepository:
     def __init__(self, tx: Transaction, schedules: PostgresScheduleRepository) -> None:
         self._tx = tx
         self._schedules = schedules
+        self._admitting: tuple[str, datetime] | None = None
+        """The tenant whose admission lock the due lock took, and its ``now``."""
 
     async def lock_due(
-        self, schedule_id: UUID, now: datetime
+        self, schedule_id: UUID, now: datetime, *, lock_admission: bool = True
     ) -> tuple[Schedule, ScheduleRevision] | None:
-        rows = await self._tx.fetch(_LOCK_DUE, {"schedule_id": schedule_id, "now": now})
+        statement = _LOCK_DUE_ADMITTING if lock_admission else _LOCK_DUE
+        rows = await self._tx.fetch(statement, {"schedule_id": schedule_id, "now": now})
         if not rows:
             return None
         row = rows[0]
         schedule = _schedule(row)
+        if lock_admission:
+            key = admission_lock_key(schedule.tenant_id)
+            if row["admission_key"] != key:
+                raise RuntimeError("the SQL admission lock key differs from admission_lock_key")
+            self._tx.advisory_locks.add(key)
+            self._admitting = (schedule.tenant_id, now)
         if row["r_definition"] is None:  # committed after this statement's snapshot
             revision = await self._schedules.get_revision(
                 schedule_id, schedule.current_revision, None
@@ -242,19 +293,28 @@ class PostgresMaterializationRepository:
     async def context(
         self, schedule: Schedule, revision: ScheduleRevision, *, lock_admission: bool = True
     ) -> FiringContext:
-        key = admission_lock_key(schedule.tenant_id) if lock_admission else None
-        params = {
+        tx = self._tx
+        params: dict[str, Any] = {
             "schedule_id": schedule.id,
             "tenant_id": schedule.tenant_id,
             "principal_id": schedule.principal_id,
             "agent_id": revision.agent_id,
             "agent_version": revision.agent_version,
-            "admission_key": key,
         }
-        tx = self._tx
-        (row,) = await tx.fetch(_CONTEXT, params)
-        if key is not None:  # pg_advisory_xact_lock is strict: NULL takes no lock
-            tx.advisory_locks.add(key)
+        admitting, self._admitting = self._admitting, None
+        if admitting is not None and admitting[0] == schedule.tenant_id:
+            # The due lock holds the tenant lock: this snapshot follows it, so the
+            # usage read here is admission's (ADR 2250).
+            params.update(usage_params(schedule.tenant_id, admitting[1]))
+            (row,) = await tx.fetch(_CONTEXT_WITH_USAGE, params)
+            usage = usage_of([row[name] for name in USAGE_COLUMNS])
+            tx.carry_usage(schedule.tenant_id, admitting[1], usage)
+        else:
+            key = admission_lock_key(schedule.tenant_id) if lock_admission else None
+            params["admission_key"] = key
+            (row,) = await tx.fetch(_CONTEXT, params)
+            if key is not None:  # pg_advisory_xact_lock is strict: NULL takes no lock
+                tx.advisory_locks.add(key)
         authority = None
         if row["principal_found"] is not None:
             scopes = frozenset(row["scopes"])
@@ -320,7 +380,9 @@ class PostgresMaterializationStore:
     async def lock_due(
         self, uow: UnitOfWork, schedule_id: UUID, now: datetime
     ) -> tuple[Schedule, ScheduleRevision] | None:
-        return await uow.materialization.lock_due(schedule_id, now)
+        return await uow.materialization.lock_due(
+            schedule_id, now, lock_admission=self.lock_admission
+        )
 
     async def context(
         self, uow: UnitOfWork, schedule: Schedule, revision: ScheduleRevision

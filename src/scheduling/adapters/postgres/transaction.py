@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -30,6 +31,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from scheduling.adapters.postgres.errors import broken_connection, translate
 from scheduling.adapters.postgres.prepared import Prepared
+from scheduling.domain.admission import TenantUsage
 from scheduling.domain.errors import UnavailableError, ValidationError
 from scheduling.ports.repositories import CLOSED, INVALID_COMMAND
 
@@ -93,6 +95,7 @@ class Transaction:
         self._open = False
         self.advisory_locks: set[int] = set()
         """Transaction-scoped advisory-lock keys taken so far (held until it ends)."""
+        self._usage: tuple[str, datetime, TenantUsage] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -104,6 +107,19 @@ class Transaction:
         self._driver = None
         self._open = False
         self.advisory_locks = set()
+        self._usage = None
+
+    def carry_usage(self, tenant_id: str, now: datetime, usage: TenantUsage) -> None:
+        """Keep a tenant's usage that a statement read after the tenant's admission lock
+        was granted (the materialization context read, ADR 2250) for ``take_usage``."""
+        self._usage = (tenant_id, now, usage)
+
+    def take_usage(self, tenant_id: str, now: datetime) -> TenantUsage | None:
+        """The carried usage of ``tenant_id`` at ``now``, once; ``None`` otherwise."""
+        carried, self._usage = self._usage, None
+        if carried is not None and carried[0] == tenant_id and carried[1] == now:
+            return carried[2]
+        return None
 
     def forget_driver(self) -> None:
         self._driver = None
