@@ -9,8 +9,7 @@ for direct SQL - is named here, so a change behind it is one edit.
 
 from __future__ import annotations
 
-import asyncio
-from uuid import UUID
+from dataclasses import replace
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -58,42 +57,23 @@ from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfW
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.adapters.token_file import TokenFile, digest_of, issue_token, read_entries
-from scheduling.bootstrap import (
-    ApiRole,
-    McpRole,
-    SchedulerRole,
-    SchedulerSettings,
-    compose_api,
-    compose_mcp,
-    compose_scheduler,
-)
-from scheduling.config import Settings
+from scheduling.bootstrap import ApiRole, SchedulerRole
 from scheduling.domain.identity import Principal
-from scheduling.domain.recurrence.due import RecurrenceCalculator
-from scheduling.mcp import McpEdge
 from scheduling.ports.admission import ScheduleAdmissionController
-from scheduling.ports.clock import Clock
 from scheduling.ports.directories import (
     AgentRegistry,
     SchedulePrincipalDirectory,
     TenantConfiguration,
 )
-from scheduling.ports.ids import IdGenerator
 from scheduling.ports.keys import KeyRing
 from scheduling.ports.materialization import MaterializationStore, QueuedRun
-from scheduling.ports.notifier import ScheduleNotifier
 from scheduling.ports.probe import Probe
 from scheduling.ports.readiness import Readiness
-from scheduling.ports.retry import JitterSource
-from scheduling.ports.tokens import TokenDirectory
 from scheduling.ports.tool_ledger import ToolLedger
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
-from scheduling.runtime.tool_pipeline import DEFAULT_APPROVAL_TIMEOUT_SECONDS
 from scheduling.service.accounting import PendingAccounts
-from scheduling.service.materializer import ScheduleMaterializer
-from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
+from scheduling.service.schedule_worker import ScheduleWorker
 from scheduling.service.schedules import ScheduleService
-from scheduling.service.validation import Scanner
 from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage
 
 __all__ = [
@@ -137,6 +117,8 @@ __all__ = [
     "sqlstate_of",
     "storage_over",
     "substrate_metadata",
+    "swap_service",
+    "swap_worker",
     "tables",
     "tenant_usage",
     "to_asyncpg_url",
@@ -262,91 +244,18 @@ class RoleOverride(Storage):
         """The inner storage is the caller's: nothing to release here."""
 
 
-# ------------------------------------------------------------ builders with a seam
+# ------------------------------------------------------------ another class, same wiring
 
 
-def build_api(
-    settings: Settings,
-    *,
-    clock: Clock,
-    ids: IdGenerator,
-    probe: Probe | None = None,
-    storage: Storage | None = None,
-    notifier: ScheduleNotifier | None = None,
-    scanner: Scanner | None = None,
-    tenants: TenantConfiguration | None = None,
-    service_type: type[ScheduleService] = ScheduleService,
-) -> ApiRole:
-    """``bootstrap.build_api`` with ``service_type`` (a deliberately broken subclass of
-    ``ScheduleService`` in a test of the test)."""
-    return compose_api(
-        settings,
-        clock=clock,
-        ids=ids,
-        probe=probe,
-        storage=storage,
-        notifier=notifier,
-        scanner=scanner,
-        tenants=tenants,
-        service_type=service_type,
-    )
+def swap_service(role: ApiRole, service_type: type[ScheduleService]) -> ApiRole:
+    """``role`` (from ``bootstrap.build_api``) with its service rebuilt as
+    ``service_type`` from the same construction arguments (a deliberately broken
+    subclass of ``ScheduleService`` in a test of the test)."""
+    return replace(role, service=service_type(**role.service_args))
 
 
-def build_scheduler(
-    settings: SchedulerSettings,
-    *,
-    clock: Clock,
-    ids: IdGenerator,
-    probe: Probe | None = None,
-    stop: asyncio.Event | None = None,
-    jitter: JitterSource | None = None,
-    storage: Storage | None = None,
-    admission: ScheduleAdmissionController | None = None,
-    calculator: RecurrenceCalculator | None = None,
-    worker_settings: WorkerSettings | None = None,
-    materializer: ScheduleMaterializer | None = None,
-    tenants: TenantConfiguration | None = None,
-    worker_type: type[ScheduleWorker] = ScheduleWorker,
-) -> SchedulerRole:
-    """``bootstrap.build_scheduler`` with ``worker_type`` (a subclass of
-    ``ScheduleWorker``, e.g. the harness's strict worker)."""
-    return compose_scheduler(
-        settings,
-        clock=clock,
-        ids=ids,
-        probe=probe,
-        stop=stop,
-        jitter=jitter,
-        storage=storage,
-        admission=admission,
-        calculator=calculator,
-        worker_settings=worker_settings,
-        materializer=materializer,
-        tenants=tenants,
-        worker_type=worker_type,
-    )
-
-
-def build_mcp(
-    settings: Settings,
-    *,
-    clock: Clock,
-    ids: IdGenerator,
-    tokens: TokenDirectory,
-    default_agent_id: UUID,
-    approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
-    storage: Storage | None = None,
-    edge_type: type[McpEdge] = McpEdge,
-) -> McpRole:
-    """``bootstrap.build_mcp`` with ``edge_type`` (a plausible wrong edge in a test of
-    the test)."""
-    return compose_mcp(
-        settings,
-        clock=clock,
-        ids=ids,
-        tokens=tokens,
-        default_agent_id=default_agent_id,
-        approval_timeout_seconds=approval_timeout_seconds,
-        storage=storage,
-        edge_type=edge_type,
-    )
+def swap_worker(role: SchedulerRole, worker_type: type[ScheduleWorker]) -> SchedulerRole:
+    """``role`` (from ``bootstrap.build_scheduler``) with its worker rebuilt as
+    ``worker_type`` from the same construction arguments (e.g. the harness's strict
+    worker). Call it before the role starts: the replaced worker never ran."""
+    return replace(role, worker=worker_type(**role.worker_args))

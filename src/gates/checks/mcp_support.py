@@ -34,12 +34,12 @@ from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import text
 
 from gates.checks.tool_support import TOOL_TABLES, tool_env
-from scheduling.bootstrap import McpRole, token_file
+from scheduling.bootstrap import McpRole, build_mcp, token_file
 from scheduling.config import Settings
 from scheduling.domain.identity import Principal
 from scheduling.mcp import McpEdge, serving
 from scheduling.runtime.tool_pipeline import output_bytes
-from scheduling.testing import PostgresUnitOfWorkFactory, build_mcp, issue_token
+from scheduling.testing import PostgresUnitOfWorkFactory, issue_token
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import AGENT_ID, START, TENANT_B, principal, seed_durable
@@ -144,7 +144,7 @@ class McpWorld:
                     tokens=token_file(path),
                     default_agent_id=AGENT_ID,
                     approval_timeout_seconds=approval_timeout_seconds,
-                    edge_type=edge_type,
+                    edge=edge_type(approval_timeout_seconds=approval_timeout_seconds),
                 )
                 try:
                     async with serving(role.edge) as endpoint:

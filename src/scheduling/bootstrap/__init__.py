@@ -41,7 +41,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scheduling.bootstrap.api import ApiRole, build_api, compose_api
+    from scheduling.bootstrap.api import ApiRole, ScheduleServiceArgs, build_api
     from scheduling.bootstrap.control_plane import (
         ControlPlane,
         build_control_plane,
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.mcp import (
         McpRole,
         build_mcp,
-        compose_mcp,
         serve_mcp_http,
         serve_mcp_stdio,
     )
@@ -75,25 +74,23 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.scheduler import (
         SchedulerRole,
         SchedulerSettings,
+        ScheduleWorkerArgs,
         StopAwareWake,
         build_scheduler,
-        compose_scheduler,
     )
     from scheduling.bootstrap.serving import build_http_app, running_http, serve_http
     from scheduling.bootstrap.tools import ToolsRole, build_tools
 
 # Which submodule defines each public name (imported on first use).
 _HOME = {
-    **dict.fromkeys(("ApiRole", "build_api", "compose_api"), "api"),
+    **dict.fromkeys(("ApiRole", "ScheduleServiceArgs", "build_api"), "api"),
     **dict.fromkeys(
         ("ControlPlane", "build_control_plane", "edge_authenticator", "token_file"),
         "control_plane",
     ),
     **dict.fromkeys(("DevelopmentStack", "build_development"), "development"),
     **dict.fromkeys(("MaintenanceRole", "build_maintenance"), "maintenance"),
-    **dict.fromkeys(
-        ("McpRole", "build_mcp", "compose_mcp", "serve_mcp_http", "serve_mcp_stdio"), "mcp"
-    ),
+    **dict.fromkeys(("McpRole", "build_mcp", "serve_mcp_http", "serve_mcp_stdio"), "mcp"),
     **dict.fromkeys(("run_worker_metrics", "scheduler_metrics"), "metrics"),
     **dict.fromkeys(
         (
@@ -117,8 +114,8 @@ _HOME = {
             "SchedulerRole",
             "SchedulerSettings",
             "StopAwareWake",
+            "ScheduleWorkerArgs",
             "build_scheduler",
-            "compose_scheduler",
         ),
         "scheduler",
     ),
@@ -142,6 +139,8 @@ __all__ = [
     "MaintenanceRole",
     "McpRole",
     "RunWorkerRole",
+    "ScheduleServiceArgs",
+    "ScheduleWorkerArgs",
     "SchedulerRole",
     "SchedulerSettings",
     "StartupRefused",
@@ -156,9 +155,6 @@ __all__ = [
     "build_run_worker",
     "build_scheduler",
     "build_tools",
-    "compose_api",
-    "compose_mcp",
-    "compose_scheduler",
     "edge_authenticator",
     "production_problems",
     "run_worker_metrics",

@@ -4,6 +4,7 @@ schedulers after create, update and resume commit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from scheduling.adapters.memory.directories import ConfiguredBrowserProfiles
 from scheduling.bootstrap.choices import tenant_ceilings
@@ -33,6 +34,19 @@ from scheduling.service.validation import DefinitionValidator, Scanner
 from scheduling.storage import Storage, storage_for
 
 
+class ScheduleServiceArgs(TypedDict):
+    """What ``build_api`` constructs the ``ScheduleService`` with (kept on the role, so
+    ``scheduling.testing.swap_service`` can build another class the same way)."""
+
+    uow: UnitOfWorkFactory
+    clock: Clock
+    ids: IdGenerator
+    validator: DefinitionValidator
+    notifier: ScheduleNotifier | None
+    probe: Probe | None
+    keys: KeyRing
+
+
 @dataclass
 class ApiRole:
     service: ScheduleService
@@ -44,6 +58,7 @@ class ApiRole:
     owns_storage: bool
     keys: KeyRing
     """The deployment key ring (ADR 2100): PostgreSQL's seeded keys over the API role."""
+    service_args: ScheduleServiceArgs
 
     async def close(self) -> None:
         if self.owns_storage:
@@ -66,34 +81,7 @@ def build_api(
     Without ``storage`` the settings choose it and the role owns it (``close``
     releases it). Tests inject ``storage`` (then left open), a recording ``notifier``,
     and for a test of a test a deliberately weak ``scanner`` or other ``tenants``
-    (a broken service subclass: ``scheduling.testing.build_api``)."""
-    return compose_api(
-        settings,
-        clock=clock,
-        ids=ids,
-        probe=probe,
-        storage=storage,
-        notifier=notifier,
-        scanner=scanner,
-        tenants=tenants,
-        service_type=ScheduleService,
-    )
-
-
-def compose_api(
-    settings: Settings,
-    *,
-    clock: Clock,
-    ids: IdGenerator,
-    probe: Probe | None,
-    storage: Storage | None,
-    notifier: ScheduleNotifier | None,
-    scanner: Scanner | None,
-    tenants: TenantConfiguration | None,
-    service_type: type[ScheduleService],
-) -> ApiRole:
-    """``build_api`` with the service class chosen by the caller (``build_api`` and
-    ``scheduling.testing.build_api`` only)."""
+    (a broken service subclass: ``scheduling.testing.swap_service``)."""
     problems = release_problems(settings)
     if not settings.api_enabled:
         problems.append(f"{FEATURE_DISABLED}: AGENT_SCHEDULE_API_ENABLED is off")
@@ -123,7 +111,7 @@ def compose_api(
         scanner=scanner or SecretScanner(),
     )
     keys = storage.key_ring("api")
-    service = service_type(
+    args = ScheduleServiceArgs(
         uow=uow,
         clock=clock,
         ids=ids,
@@ -132,4 +120,5 @@ def compose_api(
         probe=probe,
         keys=keys,
     )
-    return ApiRole(service, uow, principals, agents, profiles, storage, owns_storage, keys)
+    service = ScheduleService(**args)
+    return ApiRole(service, uow, principals, agents, profiles, storage, owns_storage, keys, args)

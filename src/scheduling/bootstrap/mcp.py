@@ -46,44 +46,20 @@ def build_mcp(
     default_agent_id: UUID,
     approval_timeout_seconds: float = DEFAULT_APPROVAL_TIMEOUT_SECONDS,
     storage: Storage | None = None,
+    edge: McpEdge | None = None,
 ) -> McpRole:
     """``build_tools`` with an ``McpEdge`` attached (its elicitation the approval port,
     ``edge_authenticator`` over ``tokens``). With either schedule flag off the edge
     would serve nothing: startup is refused (``FEATURE_DISABLED``) in every environment;
     production refusals are ``build_api``'s. The pipeline bounds an approval's wait at
     ``approval_timeout_seconds`` (ADR 2121; the elicitation's own bound is a little
-    later). Tests inject ``storage`` (another edge class, for a test of a test:
-    ``scheduling.testing.build_mcp``)."""
-    return compose_mcp(
-        settings,
-        clock=clock,
-        ids=ids,
-        tokens=tokens,
-        default_agent_id=default_agent_id,
-        approval_timeout_seconds=approval_timeout_seconds,
-        storage=storage,
-        edge_type=McpEdge,
-    )
-
-
-def compose_mcp(
-    settings: Settings,
-    *,
-    clock: Clock,
-    ids: IdGenerator,
-    tokens: TokenDirectory,
-    default_agent_id: UUID,
-    approval_timeout_seconds: float,
-    storage: Storage | None,
-    edge_type: type[McpEdge],
-) -> McpRole:
-    """``build_mcp`` with the edge class chosen by the caller (``build_mcp`` and
-    ``scheduling.testing.build_mcp`` only)."""
+    later). Tests inject ``storage``, and for a test of a test a plausible wrong
+    ``edge`` (not yet attached; built with the same ``approval_timeout_seconds``)."""
     flags = {"api_enabled": settings.api_enabled, "worker_enabled": settings.worker_enabled}
     if not schedule_flags_on(**flags):
         off = [f"AGENT_SCHEDULE_{name.upper()}" for name, on in flags.items() if not on]
         refuse([f"{FEATURE_DISABLED}: the MCP edge needs both schedule flags; off: {off}"])
-    edge = edge_type(approval_timeout_seconds=approval_timeout_seconds)
+    edge = edge or McpEdge(approval_timeout_seconds=approval_timeout_seconds)
     tools = build_tools(
         settings,
         clock=clock,

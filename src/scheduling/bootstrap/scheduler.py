@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TypedDict
 
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.bootstrap.choices import (
@@ -36,7 +37,7 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
 from scheduling.ports.retry import JitterSource, RetrySettings
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
-from scheduling.service.accounting import RunAccountant
+from scheduling.service.accounting import PendingAccounts, RunAccountant
 from scheduling.service.materializer import ScheduleMaterializer
 from scheduling.service.schedule_worker import ScheduleWorker, WakeSource, WorkerSettings
 from scheduling.storage import MemoryStorage, PostgresStorage, Role, Storage, WakeListener
@@ -128,6 +129,21 @@ class StopAwareWake:
         await asyncio.gather(*pending, return_exceptions=True)
 
 
+class ScheduleWorkerArgs(TypedDict):
+    """What ``build_scheduler`` constructs the ``ScheduleWorker`` with (kept on the role,
+    so ``scheduling.testing.swap_worker`` can build another class the same way)."""
+
+    uow: UnitOfWorkFactory
+    materializer: ScheduleMaterializer
+    clock: Clock
+    settings: WorkerSettings
+    wake: StopAwareWake
+    accountant: RunAccountant
+    pending: PendingAccounts | None
+    lane: int | None
+    jitter: JitterSource
+
+
 @dataclass
 class SchedulerRole:
     worker: ScheduleWorker
@@ -136,8 +152,9 @@ class SchedulerRole:
     accountant: RunAccountant
     uow: UnitOfWorkFactory
     storage: Storage
-    listener: WakeListener | None = None
-    owns_storage: bool = True
+    listener: WakeListener | None
+    owns_storage: bool
+    worker_args: ScheduleWorkerArgs
 
     async def start(self) -> None:
         """Start listening for wake-ups (best effort: failure only costs latency)."""
@@ -174,44 +191,9 @@ def build_scheduler(
     ``admission``, ``calculator``, ``worker_settings``, the
     ``materializer`` the worker scans with (one built here, wrapped or mutated) or the
     ``tenants`` configuration in place of the settings' ceilings (another worker class:
-    ``scheduling.testing.build_scheduler``). ``jitter`` seeds the
+    ``scheduling.testing.swap_worker``). ``jitter`` seeds the
     transient-retry delays (default: seeded from ``ids``, so a simulator's seeded ids
     replay the same delays)."""
-    return compose_scheduler(
-        settings,
-        clock=clock,
-        ids=ids,
-        probe=probe,
-        stop=stop,
-        jitter=jitter,
-        storage=storage,
-        admission=admission,
-        calculator=calculator,
-        worker_settings=worker_settings,
-        materializer=materializer,
-        tenants=tenants,
-        worker_type=ScheduleWorker,
-    )
-
-
-def compose_scheduler(
-    settings: SchedulerSettings,
-    *,
-    clock: Clock,
-    ids: IdGenerator,
-    probe: Probe | None,
-    stop: asyncio.Event | None,
-    jitter: JitterSource | None,
-    storage: Storage | None,
-    admission: ScheduleAdmissionController | None,
-    calculator: RecurrenceCalculator | None,
-    worker_settings: WorkerSettings | None,
-    materializer: ScheduleMaterializer | None,
-    tenants: TenantConfiguration | None,
-    worker_type: type[ScheduleWorker],
-) -> SchedulerRole:
-    """``build_scheduler`` with the worker class chosen by the caller
-    (``build_scheduler`` and ``scheduling.testing.build_scheduler`` only)."""
     problems = list(settings.release_problems)
     retry = retry_settings(settings.transient_retry)
     if isinstance(retry, str):
@@ -257,7 +239,7 @@ def compose_scheduler(
         store=store,
     )
     accountant = RunAccountant(uow=factory, clock=clock, ids=ids)
-    worker = worker_type(
+    args = ScheduleWorkerArgs(
         uow=factory,
         materializer=materializer,
         clock=clock,
@@ -277,5 +259,13 @@ def compose_scheduler(
         jitter=jitter or seeded_jitter(ids),
     )
     return SchedulerRole(
-        worker, materializer, admission, accountant, factory, storage, listener, owns_storage
+        ScheduleWorker(**args),
+        materializer,
+        admission,
+        accountant,
+        factory,
+        storage,
+        listener,
+        owns_storage,
+        args,
     )

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduling.bootstrap import build_api
 from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.domain.errors import ConflictError, SchedulingError
 from scheduling.domain.recurrence.engine import next_after
@@ -39,7 +40,7 @@ from scheduling.ports.probe import NullProbe, Probe
 from scheduling.service import materializer as m
 from scheduling.service.schedules import ScheduleService
 from scheduling.storage import Storage
-from scheduling.testing import build_api, open_storage
+from scheduling.testing import open_storage, swap_service
 from simulation.engine.checkers import check_linearizable_per_key
 from simulation.engine.checkers.violation import Violation
 from simulation.engine.errors import injected_fault_of
@@ -92,9 +93,8 @@ def build_service(
 ) -> ScheduleService:
     """The service as production wires it (``bootstrap.build_api``), over the durable
     directories; ``cls`` is a deliberately broken subclass in a test of the test."""
-    role = build_api(
-        world_settings(), clock=clock, ids=ids, probe=probe, storage=storage, service_type=cls
-    )
+    role = build_api(world_settings(), clock=clock, ids=ids, probe=probe, storage=storage)
+    role = swap_service(role, cls)
     return role.service
 
 

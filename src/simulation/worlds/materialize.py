@@ -27,7 +27,7 @@ from uuid import UUID
 
 from sqlalchemy import text
 
-from scheduling.bootstrap import SchedulerRole
+from scheduling.bootstrap import SchedulerRole, build_scheduler
 from scheduling.domain.identity import Principal
 from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.ports.admission import ScheduleAdmissionController
@@ -42,8 +42,8 @@ from scheduling.testing import (
     ConfiguredTenantConfiguration,
     PostgresStorage,
     PostgresUnitOfWorkFactory,
-    build_scheduler,
     open_storage,
+    swap_worker,
 )
 from simulation.worlds.service import (
     CEILINGS,
@@ -218,11 +218,11 @@ class MaterializeWorld:
             storage=storage or self.storage,
             admission=admission,
             calculator=calculator,
-            worker_type=StrictScheduleWorker,
             worker_settings=worker_settings,
             materializer=materializer,
             tenants=self.tenants,
         )
+        role = swap_worker(role, StrictScheduleWorker)
         assert isinstance(role.worker, StrictScheduleWorker)
         role.worker.expect_errors = expect_errors
         return role
