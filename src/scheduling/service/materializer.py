@@ -25,11 +25,11 @@ Step for step, in one trusted unit of work, with ``now`` read once from the Cloc
 Each statement that writes (and the lock) is followed by
 ``await probe.step("materialize.<step>")`` (a no-op in production) so the simulator can
 interleave workers and crash after every write. The reads and writes go through a
-``MaterializationStore`` (ADR 1700, 1750): on PostgreSQL one statement per step (lock
-with revision; authority, agent and overlap in one snapshot under the lock, with the
-tenant's admission lock; session, events, run and checkpoint in one INSERT; the advance
-with its audit events in one UPDATE), so a MATERIALIZED decision is 7 statements and 8
-round trips in one transaction. No model, tool, network or
+``MaterializationStore`` (ADR 1700, 1750, 2250): on PostgreSQL one statement per step
+(lock with revision and the tenant's admission lock; authority, agent, overlap and the
+tenant's usage in one snapshot under both locks; session, events, run and checkpoint in
+one INSERT; the advance with its audit events in one UPDATE), so a MATERIALIZED decision
+is 6 statements and 7 round trips in one transaction. No model, tool, network or
 identity-provider I/O happens inside the transaction; every read is local
 authoritative state.
 """
