@@ -29,7 +29,7 @@ from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.secrets import SecretScanner
 from scheduling.http.app import create_app
 from scheduling.http.models import CreateScheduleBody
-from scheduling.http.server import running
+from scheduling.http.serving import running
 from scheduling.storage import PostgresStorage
 from scheduling.testing import PostgresUnitOfWorkFactory, TokenFile, issue_token
 from simulation.engine.clock import VirtualClock

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from scheduling.bootstrap.control_plane import ControlPlane
 from scheduling.http.app import create_app
-from scheduling.http.server import running, serve_until
+from scheduling.http.serving import running, serve_until
 
 # ------------------------------------------------------------------ the HTTP edge
 # The CLI starts the HTTP server through these, never by importing the edge: the edges

@@ -9,9 +9,9 @@ token is ever a label or a sample. Depends on ports and the service/runtime obse
 protocols only, never on an adapter or another edge.
 """
 
+from scheduling.metrics.exporter import ROLE_LABELS, Exported, metrics_app, serving_metrics
 from scheduling.metrics.run_worker import RunWorkerMetrics
 from scheduling.metrics.scheduler import SchedulerMetrics
-from scheduling.metrics.server import ROLE_LABELS, Exported, metrics_app, serving_metrics
 
 __all__ = [
     "ROLE_LABELS",

@@ -35,7 +35,7 @@ from scheduling.bootstrap import (
 from scheduling.config import CeilingSettings, Environment, Settings, Topology
 from scheduling.domain.identity import Principal
 from scheduling.http.app import create_app
-from scheduling.http.server import running
+from scheduling.http.serving import running
 from scheduling.ports.runtime import RunPriority
 from scheduling.testing import PostgresUnitOfWorkFactory, TokenFile, issue_token
 from simulation.engine.clock import VirtualClock
