@@ -105,6 +105,8 @@ WORKER_CONCURRENCY_INVALID = reason(
 MAX_WORKER_CONCURRENCY = 64
 
 PREFIX = "AGENT_SCHEDULE_"
+RENAMED_ROLE_PREFIX = "SCHEDULING_ROLE_PREFIX"
+"""The role prefix's former name: refused with the new one named (ADR 2202)."""
 
 
 class Environment(StrEnum):
@@ -265,7 +267,7 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        """Parse ``AGENT_SCHEDULE_*`` (and ``SCHEDULING_ROLE_PREFIX``) from ``env``."""
+        """Parse ``AGENT_SCHEDULE_*`` from ``env`` (the product reads no other prefix)."""
         raw: dict[str, Any] = {}
         scalars = {
             "ENVIRONMENT": "environment",
@@ -319,7 +321,15 @@ class Settings(BaseModel):
         tenants = _value(env, PREFIX + "TENANTS")
         if tenants is not None:
             raw["tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
-        prefix = _value(env, "SCHEDULING_ROLE_PREFIX")
+        if _value(env, RENAMED_ROLE_PREFIX) is not None:
+            # The product reads only AGENT_SCHEDULE_* (ADR 2202); a deployment still setting
+            # the old name is told, not silently run with the default prefix.
+            raise ConfigurationError(
+                UNPARSEABLE,
+                "a setting was renamed",
+                {"problems": [f"{UNPARSEABLE}: {RENAMED_ROLE_PREFIX} is now {PREFIX}ROLE_PREFIX"]},
+            )
+        prefix = _value(env, PREFIX + "ROLE_PREFIX")
         if prefix is not None:
             raw["role_prefix"] = prefix
         try:

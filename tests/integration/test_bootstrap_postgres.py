@@ -58,9 +58,9 @@ def production_env(admin_url: str, scheduler_url: str, run_worker_url: str = "")
         "AGENT_SCHEDULE_TENANT_MAX_DAILY_COST": "100",
         "AGENT_SCHEDULE_TENANT_MAX_MONTHLY_COST": "1000",
     }
-    prefix = os.environ.get("SCHEDULING_ROLE_PREFIX")
+    prefix = os.environ.get("AGENT_SCHEDULE_ROLE_PREFIX")
     if prefix:
-        env["SCHEDULING_ROLE_PREFIX"] = prefix
+        env["AGENT_SCHEDULE_ROLE_PREFIX"] = prefix
     return env
 
 

@@ -72,7 +72,7 @@ async def test_empty_database_to_head_and_back_to_base(pg_empty_url: str) -> Non
 
 
 def _alembic(url: str, *args: str) -> str:
-    env = {**os.environ, "SCHEDULING_DATABASE_URL": url}
+    env = {**os.environ, "AGENT_SCHEDULE_DATABASE_URL": url}
     done = subprocess.run(
         [sys.executable, "-m", "alembic", *args],
         cwd=CHECKOUT,

@@ -1,6 +1,6 @@
 """The role prefix is a migration parameter, not an environment read inside a revision
 (ADR 2161): the chain migrated with ``role_prefix=`` names that deployment's roles
-whatever ``SCHEDULING_ROLE_PREFIX`` says, and downgrades with it back to base."""
+whatever ``AGENT_SCHEDULE_ROLE_PREFIX`` says, and downgrades with it back to base."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ GRANTEES = text(
 async def test_the_role_prefix_parameter_names_the_roles(
     pg_empty_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SCHEDULING_ROLE_PREFIX", "not_this_one")
+    monkeypatch.setenv("AGENT_SCHEDULE_ROLE_PREFIX", "not_this_one")
     await upgrade_to_head(pg_empty_url, role_prefix=PREFIX)
     assert await current_revision(pg_empty_url) == head_revision()
     async with admin_connection(pg_empty_url) as conn:

@@ -188,7 +188,7 @@ async def test_a_due_run_materializes_through_the_exact_allowlist(
 
 
 def _upgrade(url: str, prefix: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "SCHEDULING_DATABASE_URL": url, "SCHEDULING_ROLE_PREFIX": prefix}
+    env = {**os.environ, "AGENT_SCHEDULE_DATABASE_URL": url, "AGENT_SCHEDULE_ROLE_PREFIX": prefix}
     return subprocess.Popen(
         [sys.executable, "-m", "alembic", "upgrade", "head"],
         cwd=CHECKOUT,

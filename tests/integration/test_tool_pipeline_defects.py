@@ -122,7 +122,7 @@ async def tools(pg_url: str) -> AsyncIterator[Tools]:
     env = {
         **WORLD_ENV,
         "AGENT_SCHEDULE_DATABASE_URL": pg_url,
-        "SCHEDULING_ROLE_PREFIX": role_names().owner.removesuffix("_owner"),
+        "AGENT_SCHEDULE_ROLE_PREFIX": role_names().owner.removesuffix("_owner"),
     }
     role = build_tools(
         Settings.from_env(env),

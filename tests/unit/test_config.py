@@ -223,10 +223,17 @@ def test_infinite_cost_ceilings_do_not_parse() -> None:
 
 def test_tenants_and_role_prefix_are_parsed() -> None:
     settings = Settings.from_env(
-        {"AGENT_SCHEDULE_TENANTS": " a, b ,,c ", "SCHEDULING_ROLE_PREFIX": "acme"}
+        {"AGENT_SCHEDULE_TENANTS": " a, b ,,c ", "AGENT_SCHEDULE_ROLE_PREFIX": "acme"}
     )
     assert settings.tenants == ("a", "b", "c")
     assert settings.role_prefix == "acme"
+
+
+def test_the_role_prefix_former_name_is_refused_naming_the_new_one() -> None:
+    # A deployment still setting the old name must not run with the default prefix.
+    with pytest.raises(ConfigurationError) as refused:
+        Settings.from_env({"SCHEDULING_ROLE_PREFIX": "acme"})
+    assert "AGENT_SCHEDULE_ROLE_PREFIX" in str(refused.value.details)
 
 
 def test_settings_name_no_credential_other_than_database_logins() -> None:

@@ -119,7 +119,7 @@ def tool_env(url: str, *, api: bool = True, worker: bool = True) -> dict[str, st
         "AGENT_SCHEDULE_API_ENABLED": "1" if api else "0",
         "AGENT_SCHEDULE_WORKER_ENABLED": "1" if worker else "0",
         "AGENT_SCHEDULE_DATABASE_URL": url,
-        "SCHEDULING_ROLE_PREFIX": role_names().owner.removesuffix("_owner"),
+        "AGENT_SCHEDULE_ROLE_PREFIX": role_names().owner.removesuffix("_owner"),
     }
 
 

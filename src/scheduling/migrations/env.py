@@ -5,12 +5,12 @@ Three ways in:
 * ``scheduling.adapters.postgres.migrations`` passes an open synchronous connection
   in ``config.attributes["connection"]`` (run inside ``AsyncConnection.run_sync``);
 * it may pass a URL in ``config.attributes["url"]``;
-* the command line (``alembic upgrade head``) reads ``SCHEDULING_DATABASE_URL``.
+* the command line (``alembic upgrade head``) reads ``AGENT_SCHEDULE_DATABASE_URL``.
 
 The revisions carry their own literal SQL (ADR 2161) and import no product code; the
 one thing they receive is the deployment's role prefix, the migration parameter
 ``config.attributes["scheduling.role_prefix"]``, resolved here once: the caller's
-attribute, else ``-x role_prefix=...``, else ``SCHEDULING_ROLE_PREFIX``, else
+attribute, else ``-x role_prefix=...``, else ``AGENT_SCHEDULE_ROLE_PREFIX``, else
 ``scheduling``. The product metadata imported below is only autogenerate's comparison
 target: it never changes what a revision executes.
 """
@@ -33,7 +33,7 @@ config = context.config
 target_metadata = metadata
 
 ROLE_PREFIX_ATTRIBUTE = "scheduling.role_prefix"
-ROLE_PREFIX_ENV = "SCHEDULING_ROLE_PREFIX"
+ROLE_PREFIX_ENV = "AGENT_SCHEDULE_ROLE_PREFIX"
 DEFAULT_ROLE_PREFIX = "scheduling"
 _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 

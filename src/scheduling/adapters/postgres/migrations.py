@@ -26,7 +26,7 @@ from sqlalchemy.pool import NullPool
 
 from scheduling.instance import server_settings
 
-URL_ENV = "SCHEDULING_DATABASE_URL"
+URL_ENV = "AGENT_SCHEDULE_DATABASE_URL"
 MIGRATIONS_DIR_ENV = "SCHEDULING_MIGRATIONS_DIR"
 
 # Revision identifiers of the chain, named so tests and gates can address them.
@@ -95,7 +95,7 @@ ROLE_PREFIX_ATTRIBUTE = "scheduling.role_prefix"
 
 def alembic_config(url: str | None = None, *, role_prefix: str | None = None) -> Config:
     """An Alembic config for the packaged chain (no ini file needed). Without
-    ``role_prefix`` the chain's ``env.py`` reads ``SCHEDULING_ROLE_PREFIX``."""
+    ``role_prefix`` the chain's ``env.py`` reads ``AGENT_SCHEDULE_ROLE_PREFIX``."""
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("path_separator", "os")

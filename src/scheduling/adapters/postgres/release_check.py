@@ -297,9 +297,9 @@ async def pooling_problems(url: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m scheduling.adapters.postgres.release_check [URL]`` (default: the
-    ``SCHEDULING_SCHEDULER_DATABASE_URL`` environment variable). Exit 0 when clean."""
+    ``AGENT_SCHEDULE_SCHEDULER_DATABASE_URL`` environment variable). Exit 0 when clean."""
     args = sys.argv[1:] if argv is None else argv
-    url = args[0] if args else os.environ.get("SCHEDULING_SCHEDULER_DATABASE_URL", "")
+    url = args[0] if args else os.environ.get("AGENT_SCHEDULE_SCHEDULER_DATABASE_URL", "")
     if not url:
         print("usage: release_check URL (a libpq URL of the scheduler login)", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 
 Roles are cluster-global while tests run many databases on one cluster in parallel,
 so role creation is idempotent and tolerates a concurrent creator, downgrades never
-drop a role, and every name carries a configurable prefix (``SCHEDULING_ROLE_PREFIX``,
+drop a role, and every name carries a configurable prefix (``AGENT_SCHEDULE_ROLE_PREFIX``,
 default ``scheduling``). The migrations create and secure them with their own literal
 SQL and import nothing from here (ADR 2161): editing this module changes no revision.
 The roles are NOLOGIN groups: a deployment grants membership to its login users (see
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from scheduling.ports.records import RUN_MUTABLE_FIELDS
 
-ROLE_PREFIX_ENV = "SCHEDULING_ROLE_PREFIX"
+ROLE_PREFIX_ENV = "AGENT_SCHEDULE_ROLE_PREFIX"
 DEFAULT_ROLE_PREFIX = "scheduling"
 TENANT_SETTING = "scheduling.tenant_id"
 PRINCIPAL_SETTING = "scheduling.principal_id"
@@ -59,7 +59,8 @@ RUN_CLAIM_COLUMNS = ("first_claimed_at", "lease_reclaims")
 
 
 def role_names(prefix: str | None = None) -> RoleNames:
-    """The role names for ``prefix`` (default: ``$SCHEDULING_ROLE_PREFIX`` or ``scheduling``)."""
+    """The role names for ``prefix`` (default: ``$AGENT_SCHEDULE_ROLE_PREFIX``, else
+    ``scheduling``)."""
     chosen = prefix or os.environ.get(ROLE_PREFIX_ENV) or DEFAULT_ROLE_PREFIX
     if not _IDENT.match(chosen):
         raise ValueError(f"role prefix {chosen!r} must be a lower-case SQL identifier")
