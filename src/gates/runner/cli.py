@@ -41,8 +41,8 @@ from reports.signing import (
     signature_problems,
 )
 from reports.verify import load_report, verify_report
-from scheduling.adapters.system_clock import SystemClock
 from scheduling.console import add_version, guarded
+from scheduling.testing import SystemClock
 
 
 def _milestone(text: str) -> int:
