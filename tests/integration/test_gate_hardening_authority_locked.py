@@ -5,6 +5,7 @@ the due lock (stale answer) both turn it red; the shipped store passes."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from typing import Any
 
@@ -26,8 +27,13 @@ class OwnTransactionAuthority:
         self._h = h
 
     async def context(self, uow: Any, schedule: Any, revision: Any) -> Any:
+        # The locked transaction already holds the tenant's admission lock (the due lock
+        # takes it, ADR 2250): the side read must not ask for it again, or the two
+        # transactions of this one task wait on each other forever.
+        side = copy.copy(self._inner)
+        side.lock_admission = False
         async with self._h.scheduler.begin() as own:
-            authority = (await self._inner.context(own, schedule, revision)).authority
+            authority = (await side.context(own, schedule, revision)).authority
         return replace(await self._inner.context(uow, schedule, revision), authority=authority)
 
     def __getattr__(self, name: str) -> Any:
