@@ -11,6 +11,7 @@ again), so the counters can fail.
 
 from __future__ import annotations
 
+import logging
 import sys
 import tempfile
 from collections import Counter
@@ -30,6 +31,7 @@ from scheduling.domain.secrets import SecretScanner
 from scheduling.http.app import create_app
 from scheduling.http.models import CreateScheduleBody
 from scheduling.http.serving import running
+from scheduling.logs import ProcessLogHandler
 from scheduling.storage import PostgresStorage
 from scheduling.testing import PostgresUnitOfWorkFactory, TokenFile, issue_token
 from simulation.engine.clock import VirtualClock
@@ -109,6 +111,15 @@ async def counted(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
                 running(create_app(plane)) as url,
                 httpx.AsyncClient(base_url=url, timeout=30) as client,
             ):
+                # A CLI test earlier in this process may have installed the process log
+                # handler, whose redaction runs the scanner on every access-log line:
+                # this counts the request path, not the log's.
+                root = logging.getLogger()
+                monkeypatch.setattr(
+                    root,
+                    "handlers",
+                    [h for h in root.handlers if not isinstance(h, ProcessLogHandler)],
+                )
                 _count_parses(monkeypatch, counts)
                 _count_calls(monkeypatch, SecretScanner, "scan", counts, "secret_scans")
                 _count_calls(monkeypatch, ScheduleRevision, "__init__", counts, "revision_builds")
