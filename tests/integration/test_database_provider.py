@@ -338,8 +338,12 @@ def test_xdist_workers_share_one_server_and_pure_runs_start_none(
 
 HARNESS = textwrap.dedent(
     """
-    import json, sys, time
+    import json, signal, sys, time
     from simulation.provider import acquire_server
+
+    # Ctrl-C as in a terminal: a job a non-interactive shell starts in the background
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     server = acquire_server()
     url = server.create_database()
