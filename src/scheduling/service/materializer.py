@@ -565,7 +565,8 @@ class ScheduleMaterializer:
                 now=now,
                 next_fire_at=None,
             )
-        return type(updated).model_validate(updated.model_dump())
+        # ``model_copy(update=)`` and ``apply`` already re-validated it (ADR 2330).
+        return updated
 
     def _transition_events(
         self, before: Schedule, after: Schedule, now: datetime
