@@ -47,9 +47,23 @@ class RequestMetrics:
             registry=self.registry,
         )
 
+        # Label children by key, so a request costs two dict look-ups, not two
+        # ``labels()`` calls (each validates, joins and locks). The keys are bounded:
+        # methods from a fixed set, route templates, statuses.
+        self._counted: dict[tuple[str, str, int], Counter] = {}
+        self._timed: dict[tuple[str, str], Histogram] = {}
+
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.requests.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
+        counted = self._counted.get((method, route, status))
+        if counted is None:
+            counted = self._counted.setdefault(
+                (method, route, status), self.requests.labels(method, route, str(status))
+            )
+        timed = self._timed.get((method, route))
+        if timed is None:
+            timed = self._timed.setdefault((method, route), self.latency.labels(method, route))
+        counted.inc()
+        timed.observe(seconds)
 
 
 def _histogram(name: str, doc: str, value: Buckets | None) -> Iterable[Metric]:

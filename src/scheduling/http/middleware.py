@@ -2,8 +2,12 @@
 
 One access-log line per request: method, route template, status, latency, request id
 (and the non-secret token id when one authenticated). Never a body, a query string,
-an instruction or a token. Bodies above the byte limit answer 413 before the route
-runs, whether the client declared Content-Length or streamed chunks.
+an instruction or a token. A line whose request id the server generated holds no client
+text at all (an unknown method is written ``-``), so it is logged ``safe_fields`` and
+skips the log handler's secret scan; a client-offered request id is client text, and
+its line is scanned as every other line is (ADR 2300). Bodies above the byte limit
+answer 413 before the route runs, whether the client declared Content-Length or
+streamed chunks.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduling.http.codes import BODY_TOO_LARGE, INTERNAL
 from scheduling.http.errors import TOO_LARGE_FLAG, envelope
+from scheduling.logs import safe_fields
 
 access_log = logging.getLogger("scheduling.http.access")
 _log = logging.getLogger("scheduling.http")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""The methods an access line names; any other (a client's token) is written ``-``."""
 
 
 class _TooLarge(Exception):
@@ -57,7 +64,9 @@ class EdgeMiddleware:
             return
         started = time.perf_counter()
         offered = _header(scope, b"x-request-id")
-        request_id = offered if offered and _REQUEST_ID.match(offered) else self.new_request_id()
+        accepted = offered if offered and _REQUEST_ID.match(offered) else None
+        generated = accepted is None
+        request_id = self.new_request_id() if accepted is None else accepted
         scope.setdefault("state", {})["request_id"] = request_id
         status = 500
         sent_start = False
@@ -96,7 +105,7 @@ class EdgeMiddleware:
                 else:
                     await self._internal(send_with_id)
         finally:
-            self._log(scope, status, started, request_id)
+            self._log(scope, status, started, request_id, generated=generated)
 
     def _limited(self, scope: Scope, receive: Receive) -> Receive:
         seen = 0
@@ -127,22 +136,28 @@ class EdgeMiddleware:
         body = json.dumps(envelope(INTERNAL, message), separators=(",", ":")).encode()
         await _send_json(send, 500, body)
 
-    def _log(self, scope: Scope, status: int, started: float, request_id: str) -> None:
+    def _log(
+        self, scope: Scope, status: int, started: float, request_id: str, *, generated: bool
+    ) -> None:
         route = _route_template(scope)
         elapsed = time.perf_counter() - started
+        method = scope.get("method", "?")
+        method = method if method in _METHODS else "-"
         state: dict[str, Any] = scope.get("state", {})
         token = state.get("token_id")
-        access_log.info(
-            "%s %s %d %.1fms request_id=%s%s",
-            scope.get("method", "?"),
-            route,
-            status,
-            elapsed * 1000,
-            request_id,
-            f" token_id={token}" if token else "",
-        )
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                "%s %s %d %.1fms request_id=%s%s",
+                method,
+                route,
+                status,
+                elapsed * 1000,
+                request_id,
+                f" token_id={token}" if token else "",
+                extra=safe_fields() if generated else None,
+            )
         if self.observe is not None:
-            self.observe(scope.get("method", "?"), route, status, elapsed)
+            self.observe(method, route, status, elapsed)
 
 
 async def _send_json(send: Send, status: int, body: bytes) -> None:

@@ -279,6 +279,24 @@ class RevisionOut(Out):
 class ScheduleDetailOut(ScheduleOut):
     revision: RevisionOut
 
+    @classmethod
+    def of_read(cls, schedule: Schedule, revision: ScheduleRevision) -> ScheduleDetailOut:
+        """The point read's body, built once (not a ``ScheduleOut`` dumped and re-read)."""
+        return cls(
+            id=schedule.id,
+            state=schedule.state.value,
+            pause_reason=None if schedule.pause_reason is None else schedule.pause_reason.value,
+            current_revision=schedule.current_revision,
+            next_fire_at=schedule.next_fire_at,
+            consecutive_failures=schedule.consecutive_failures,
+            title=revision.title,
+            cadence=dict(revision.cadence),
+            timezone=revision.timezone,
+            created_at=schedule.created_at,
+            updated_at=schedule.updated_at,
+            revision=RevisionOut.of(revision),
+        )
+
 
 class ScheduleSummaryOut(Out):
     """One list row: metadata and a bounded preview, never the full instruction."""
@@ -296,7 +314,9 @@ class ScheduleSummaryOut(Out):
 
     @classmethod
     def of(cls, summary: ScheduleSummary) -> ScheduleSummaryOut:
-        return cls(
+        # Not validated (ADR 2300): every field is already the declared type, from the
+        # service's own summary; the response serializer writes it as a validated one.
+        return cls.model_construct(
             id=summary.schedule_id,
             title=summary.title,
             state=summary.state,

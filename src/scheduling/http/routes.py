@@ -23,7 +23,6 @@ from scheduling.http.models import (
     OccurrenceOut,
     OccurrencePage,
     RevisionGuard,
-    RevisionOut,
     RunOut,
     ScheduleDetailOut,
     ScheduleOut,
@@ -148,7 +147,7 @@ async def list_schedules(
     page = await plane_of(request).service.list(
         principal, limit=limit, cursor=cursor, states=states
     )
-    return SchedulePage(
+    return SchedulePage.model_construct(
         items=[ScheduleSummaryOut.of(item) for item in page.items], next_cursor=page.next_cursor
     )
 
@@ -165,8 +164,7 @@ async def get_schedule(
     principal: Annotated[Principal, Depends(requires(READ))],
 ) -> ScheduleDetailOut:
     detail = await plane_of(request).service.get(principal, schedule_id)
-    base = ScheduleOut.of(detail.schedule, detail.revision)
-    return ScheduleDetailOut(**base.model_dump(), revision=RevisionOut.of(detail.revision))
+    return ScheduleDetailOut.of_read(detail.schedule, detail.revision)
 
 
 @router.patch(
