@@ -44,6 +44,8 @@ from scheduling.adapters.postgres.migrations import (
     upgrade_to,
     upgrade_to_head,
 )
+from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
+from scheduling.adapters.postgres.repositories.outbox import PostgresOutboxRepository
 from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
 from scheduling.adapters.postgres.roles import RoleNames, role_names
 from scheduling.adapters.postgres.tables import (
@@ -59,6 +61,7 @@ from scheduling.adapters.system_ids import RandomIds
 from scheduling.adapters.token_file import TokenFile, digest_of, issue_token, read_entries
 from scheduling.bootstrap import ApiRole, SchedulerRole
 from scheduling.domain.identity import Principal
+from scheduling.domain.occurrence import ScheduleOccurrence
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.directories import (
     AgentRegistry,
@@ -66,7 +69,7 @@ from scheduling.ports.directories import (
     TenantConfiguration,
 )
 from scheduling.ports.keys import KeyRing
-from scheduling.ports.materialization import MaterializationStore, QueuedRun
+from scheduling.ports.materialization import Decision, MaterializationStore, QueuedRun
 from scheduling.ports.probe import Probe
 from scheduling.ports.readiness import Readiness
 from scheduling.ports.tool_ledger import ToolLedger
@@ -155,9 +158,10 @@ def storage_over(
 
 
 class SplitCommitRepository(PostgresMaterializationRepository):
-    """Wrong on purpose: commits the transaction right after the run's insert (the
-    occurrence, session and run then survive a crash at any later write), the
-    plausible mistake the durable lane must catch."""
+    """Wrong on purpose: writes a decision one statement at a time (as before ADR 2330)
+    and commits the transaction right after the run's insert (the occurrence, session
+    and run then survive a crash at any later point), the plausible mistake the durable
+    lane must catch."""
 
     def __init__(
         self, tx: Transaction, schedules: PostgresScheduleRepository, role: str | None
@@ -165,6 +169,17 @@ class SplitCommitRepository(PostgresMaterializationRepository):
         super().__init__(tx, schedules)
         self._split_tx = tx
         self._role = role
+
+    async def decide(self, decision: Decision) -> ScheduleOccurrence:
+        stored = await PostgresOccurrenceRepository(self._split_tx).insert(decision.occurrence)
+        if stored.id != decision.occurrence.id:
+            return stored
+        if decision.run is not None:
+            await self.create_run(decision.run)
+        await self.advance(decision.advance, decision.events)
+        if decision.outbox is not None:
+            await PostgresOutboxRepository(self._split_tx).append(decision.outbox)
+        return stored
 
     async def create_run(self, queued: QueuedRun) -> None:
         await super().create_run(queued)

@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from scheduling.adapters.postgres.admission import admission_lock_key
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork
-from scheduling.service.materializer import STEP_ADVANCED, MaterializeStatus
+from scheduling.service.materializer import STEP_DECIDED, MaterializeStatus
 from simulation.worlds.materialize import WHO, MaterializeWorld
 
 pytestmark = pytest.mark.postgres
@@ -72,7 +72,7 @@ async def test_the_carried_usage_sees_a_run_committed_while_waiting(pg_url: str)
         h.clock.advance_to(await h.next_fire(a) + timedelta(seconds=1))
         now = h.clock.now()
         # A parks after its last write, before COMMIT, holding its tenant lock.
-        pause = PauseBefore(STEP_ADVANCED)
+        pause = PauseBefore(STEP_DECIDED)
         first = asyncio.create_task(h.materializer(probe=pause).materialize(a))
         await asyncio.wait_for(pause.reached.wait(), 10)
         async with h.scheduler.begin() as uow:

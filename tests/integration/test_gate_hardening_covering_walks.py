@@ -26,7 +26,7 @@ from simulation.scenarios.overlap import RELEASE
 pytestmark = pytest.mark.postgres
 
 RESUMED = "service.resume.mutated"
-QUEUED_A = "materialize.run_queued[A]"
+QUEUED_A = "materialize.admission_locked[A]"  # only A's materialization reaches it
 
 
 def _sim(server: DatabaseServer, template: str) -> Simulator:

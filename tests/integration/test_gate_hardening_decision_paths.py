@@ -13,22 +13,31 @@ import pytest
 from sqlalchemy import text
 
 from gates.checks.test_materialize_paths import crash_sweep, simulator
-from scheduling.service.materializer import ScheduleMaterializer
+from scheduling.domain.occurrence import ScheduleOccurrence
+from scheduling.ports.firing import Decision
+from scheduling.service.materializer import STEP_DECIDED, ScheduleMaterializer
+from simulation.engine.faults import CLIENT_FAULT_KINDS
 from simulation.engine.scenario import WorkerContext
 from simulation.provider import DatabaseServer
 from simulation.scenarios import materialize as scenarios
-from simulation.scenarios.materialize_paths import PATH_SCENARIOS
+from simulation.scenarios.materialize_paths import NO_RUN_STEPS, PATH_SCENARIOS
 
 pytestmark = pytest.mark.postgres
 
 
 class SplitDecision(ScheduleMaterializer):
-    """Commits the occurrence, then advances and audits in a second transaction."""
+    """Commits the occurrence, then advances, audits and writes the outcome row in a
+    second transaction (the decision's one statement split in two)."""
 
-    async def _advance(self, uow: Any, *args: Any) -> Any:
+    async def _write(self, uow: Any, decision: Decision) -> ScheduleOccurrence:
+        stored: ScheduleOccurrence = await uow.occurrences.insert(decision.occurrence)
         await uow.tx.execute(text("COMMIT"))
         await uow.tx.execute(text("BEGIN"))
-        return await super()._advance(uow, *args)
+        await uow.materialization.advance(decision.advance, decision.events)
+        if decision.outbox is not None:
+            await uow.outbox.append(decision.outbox)
+        await self._probe.step(STEP_DECIDED)
+        return stored
 
 
 async def split_worker(ctx: WorkerContext) -> None:
@@ -52,8 +61,10 @@ async def test_the_right_materializer_passes_every_path(
         simulator(pg_server, pg_template, tmp_path), PATH_SCENARIOS["missed"], 3
     )
     assert not result.failures
-    assert result.executions == 1 + 4  # discovery + one fault after each of four steps
-    assert len(result.faults_fired) == 4
+    # Three steps, fewer than the four kinds: every kind after every step (quick too).
+    faults = len(NO_RUN_STEPS) * len(CLIENT_FAULT_KINDS)
+    assert result.executions == 1 + faults  # discovery + each fault
+    assert len(result.faults_fired) == faults
 
 
 async def test_a_missed_decision_split_over_two_transactions_is_caught(
@@ -67,7 +78,7 @@ async def test_a_missed_decision_split_over_two_transactions_is_caught(
     )
     result = await crash_sweep(simulator(pg_server, pg_template, tmp_path), mutant, 3)
     messages = [v.message for f in result.failures for v in f.violations]
-    # A fault after the advance or the events finds the MISSED occurrence committed
-    # without its coalescing event, advance and outbox row.
+    # A fault after the decision's write finds the MISSED occurrence committed without
+    # its coalescing event, advance and outbox row.
     assert any("left rows" in msg and "schedule_occurrences" in msg for msg in messages), messages
     assert any("events [], want" in msg or "did not advance" in msg for msg in messages), messages

@@ -22,7 +22,7 @@ from simulation.scenarios.durable import DURABLE, DURABLE_SPLIT
 
 pytestmark = pytest.mark.postgres
 
-CRASH = FaultSpec(m.STEP_ADVANCED, FaultKind.CRASH_SERVER, "a", 1)
+CRASH = FaultSpec(m.STEP_DECIDED, FaultKind.CRASH_SERVER, "a", 1)
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,9 @@
 
 * Without the row lock (a plain read instead of ``FOR UPDATE SKIP LOCKED``) and without
   the occurrence key, the exhaustive search of ``materialize.once`` finds a duplicate.
-* A materializer that commits half-way (after creating the run) leaves a partial
-  occurrence after a crash; the crash sweep of ``materialize.atomic`` reports it.
+* A materializer that commits half-way (the occurrence and its run, then the advance
+  and its events in a second transaction) leaves a partial occurrence after a crash;
+  the crash sweep of ``materialize.atomic`` reports it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import pytest
 from sqlalchemy import text
 
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from scheduling.domain.occurrence import ScheduleOccurrence
 from scheduling.domain.schedule import Schedule, ScheduleState
-from scheduling.service.materializer import ScheduleMaterializer
+from scheduling.ports.firing import Decision
+from scheduling.service.materializer import STEP_DECIDED, ScheduleMaterializer
 from simulation.engine import targets
 from simulation.engine.errors import FaultKind
 from simulation.engine.scenario import ScenarioWorld, WorkerContext
@@ -71,12 +74,18 @@ async def unlocked_worker(ctx: WorkerContext) -> None:
 
 
 class HalfCommitting(ScheduleMaterializer):
-    """Commits after creating the run, then carries on in a second transaction."""
+    """Writes the occurrence and its run, commits, then writes the advance and its
+    events in a second transaction (the decision's one statement split in two)."""
 
-    async def _create_run(self, uow: Any, *args: Any) -> None:
-        await super()._create_run(uow, *args)
+    async def _write(self, uow: Any, decision: Decision) -> ScheduleOccurrence:
+        stored: ScheduleOccurrence = await uow.occurrences.insert(decision.occurrence)
+        assert decision.run is not None
+        await uow.materialization.create_run(decision.run)
         await uow.tx.execute(text("COMMIT"))
         await uow.tx.execute(text("BEGIN"))
+        await uow.materialization.advance(decision.advance, decision.events)
+        await self._probe.step(STEP_DECIDED)
+        return stored
 
 
 async def half_committing_worker(ctx: WorkerContext) -> None:

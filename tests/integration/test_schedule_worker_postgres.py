@@ -19,7 +19,7 @@ from scheduling.adapters.postgres.notify import (
     to_libpq_url,
 )
 from scheduling.adapters.system_clock import SystemClock
-from scheduling.service.materializer import STEP_ADVANCED, MaterializeStatus
+from scheduling.service.materializer import STEP_DECIDED, MaterializeStatus
 from scheduling.service.schedule_worker import ScheduleWorker, WorkerSettings
 from simulation.worlds.materialize import MaterializeWorld
 
@@ -220,7 +220,7 @@ async def test_a_queued_run_notifies_run_workers_at_commit_and_never_on_rollback
         first, second = await h.create(key="a"), await h.create(key="b")
         h.clock.advance_to(await h.next_fire(first) + timedelta(seconds=1))
         with pytest.raises(RuntimeError, match="crash at"):
-            await h.materializer(probe=CrashAt(STEP_ADVANCED)).materialize(second)
+            await h.materializer(probe=CrashAt(STEP_DECIDED)).materialize(second)
         assert (await h.sql("SELECT count(*) AS n FROM runs"))[0]["n"] == 0
         result = await h.materializer().materialize(first)
         assert result.status is MaterializeStatus.DECIDED

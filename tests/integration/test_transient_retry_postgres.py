@@ -23,7 +23,7 @@ from scheduling.ports.repositories import COMMIT_OUTCOME_UNKNOWN, RETRY, UNAVAIL
 from scheduling.ports.retry import RetrySettings, TransientRetry, is_transient
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings as RunWorkerSettings
-from scheduling.service.materializer import STEP_OCCURRENCE, MaterializeStatus
+from scheduling.service.materializer import STEP_DECIDED, MaterializeStatus
 from simulation.engine.clock import VirtualClock
 from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.runtime import (
@@ -83,7 +83,7 @@ async def test_terminated_backend_mid_materialization_is_retried_on_time(pg_url:
     h = await MaterializeWorld.open(pg_url)
     try:
         sid = await _due_schedule(h)
-        probe = TerminateAt(pg_url, STEP_OCCURRENCE)
+        probe = TerminateAt(pg_url, STEP_DECIDED)
         worker = h.worker(h.materializer(probe=probe), **_settings(attempts=4))
         report = await worker.run_once()
         assert probe.terminated == 1, "the fault did not land inside the transaction"
@@ -109,7 +109,7 @@ async def test_without_retry_the_same_fault_ends_the_pass_and_sets_nothing_aside
     h = await MaterializeWorld.open(pg_url)
     try:
         sid = await _due_schedule(h)
-        probe = TerminateAt(pg_url, STEP_OCCURRENCE)
+        probe = TerminateAt(pg_url, STEP_DECIDED)
         worker = h.worker(h.materializer(probe=probe), expect_errors=True, **_settings(attempts=0))
         first = await worker.run_once()
         assert probe.terminated == 1

@@ -88,7 +88,7 @@ def test_cli_runs_and_replays_an_overlap_trace(
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "materialize.occurrence_inserted[A]" in out
+    assert "materialize.decision_written[A]" in out
     assert main(["replay", str(trace)]) == 0
     assert capsys.readouterr().out.count("identical, byte for byte") == 2
 

@@ -4,14 +4,15 @@
 write paths (scenarios in ``simulation.scenarios.materialize_paths``): MISSED beyond
 grace with five instants coalesced, AUTHORIZATION_FAILED (principal disabled; scope
 revoked), CONFIGURATION_FAILED (pinned agent version deleted, two instants coalesced).
-A fault after every write of each path (lock, occurrence, schedule advance, audit
-events, COMMIT) must leave either nothing or the whole decision; a retry decides it
-exactly once.
+A fault after every step of each path (the lock, the decision's one statement of
+occurrence, schedule advance, audit events and outcome row (ADR 2330), COMMIT) must
+leave either nothing or the whole decision; a retry decides it exactly once.
 
 Fault kinds: the deep profile fires every kind after every step. The quick profile
-fires one kind per step, rotated by the gate seed, so each path still meets every kind
-(five steps, four kinds) at a quarter of the cost; ``scheduling-sim run --scenario
-<name> --mode crash --seed N`` replays the full product. A declared step never reached
+fires one kind per step, rotated by the gate seed, when a path has at least as many
+steps as there are kinds; these paths have three steps and four kinds, so both
+profiles fire every kind after every step; ``scheduling-sim run --scenario <name>
+--mode crash --seed N`` replays the full product. A declared step never reached
 or a planned fault never fired is ``not_covered`` (ERROR), never PASS.
 """
 
@@ -40,13 +41,15 @@ async def crash_sweep(
     sim: Simulator, scenario: Scenario, seed: int, *, every_kind: bool = EVERY_KIND
 ) -> Exploration:
     """One discovery walk, then a fault after each step it reached: every client kind
-    (deep), or one kind per step rotated by the seed (quick)."""
+    (deep), or one kind per step rotated by the seed (quick) if the steps are enough
+    for the rotation to meet every kind."""
+    steps = scenario.eligible_fault_steps
     return await sim.explore(
         scenario,
         mode="crash",
         seed=seed,
         kinds=CLIENT_FAULT_KINDS,
-        rotate_kinds=not every_kind,
+        rotate_kinds=not every_kind and len(steps) >= len(CLIENT_FAULT_KINDS),
         replay_saved=False,
     )
 

@@ -1,8 +1,9 @@
 """The unit of work's materialization repository (spec "Materialization transaction";
-ADR 1700, 1750): the materializer's four steps inside the unit of work's own
-transaction. On PostgreSQL each is one statement; in memory each composes the ordinary
-repositories over the working tables. The authority and the agent version are read
-from the same store the durable directories read.
+ADR 1700, 1750, 2330): the materializer's steps inside the unit of work's own
+transaction. On PostgreSQL each is one statement (the decision's writes one together);
+in memory each composes the ordinary repositories over the working tables. The
+authority and the agent version are read from the same store the durable directories
+read.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from scheduling.domain.occurrence import ScheduleOccurrence
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot
+from scheduling.ports.outbox import OutboxMessage
 from scheduling.ports.records import (
     ProcessEvent,
     RunCheckpoint,
@@ -50,6 +53,20 @@ class QueuedRun:
     checkpoint: RunCheckpoint
 
 
+@dataclass(frozen=True)
+class Decision:
+    """Every write of one decided occurrence (ADR 2330), applied only if the occurrence
+    is new: with a run (MATERIALIZED) or with the outcome row (no run will finish)."""
+
+    occurrence: ScheduleOccurrence
+    run: QueuedRun | None
+    advance: ScheduleCommand
+    """The schedule's trusted compare-and-swap (next instant, failures, state)."""
+    events: Sequence[ProcessEvent]
+    """The decision's audit events."""
+    outbox: OutboxMessage | None
+
+
 class MaterializationRepository(Protocol):
     """See ``scheduling.ports.materialization.MaterializationStore`` (the same steps,
     bound to one unit of work)."""
@@ -69,6 +86,12 @@ class MaterializationRepository(Protocol):
         ``lock_admission`` the same read takes the tenant's admission lock (ADR 1750)."""
         ...
 
-    async def create_run(self, queued: QueuedRun) -> None: ...
+    async def create_run(self, queued: QueuedRun) -> None:
+        """The run's writes alone (the session, its events, run and checkpoint)."""
+        ...
+
+    async def decide(self, decision: Decision) -> ScheduleOccurrence:
+        """See ``MaterializationStore.decide``."""
+        ...
 
     async def advance(self, command: ScheduleCommand, events: Sequence[ProcessEvent]) -> None: ...

@@ -4,10 +4,13 @@ Every method runs inside the caller's schedule unit of work, so the lock, the
 authority, agent and overlap reads and the writes share one transaction. A store for a
 real database answers each method with one statement (one round trip): the lock with
 the current revision, one snapshot of authority, agent version and the latest
-materialized occurrence's run under that lock, the dedicated session with its three
-creation events, run and seed checkpoint as one write, and the schedule's audit events
-as one write. ``scheduling.service.firing.PortMaterializationStore`` composes the same
-from the ordinary ports and directories (in-memory tests, static directories).
+materialized occurrence's run under that lock, and the decision's writes (the
+occurrence; the dedicated session with its three creation events, run and seed
+checkpoint; the schedule's advance with its audit events; or the outcome row) as one
+write, applied only if the occurrence is new (ADR 2330). A schedule advance alone (an
+instant already decided, a repaired cache) is one write too.
+``scheduling.service.firing.PortMaterializationStore`` composes the same from the
+ordinary ports and directories (in-memory tests, static directories).
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from scheduling.domain.occurrence import ScheduleOccurrence
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
-from scheduling.ports.firing import FiringContext, QueuedRun
+from scheduling.ports.firing import Decision, FiringContext, QueuedRun
 from scheduling.ports.records import ProcessEvent
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
 
-__all__ = ["FiringContext", "MaterializationStore", "QueuedRun"]
+__all__ = ["Decision", "FiringContext", "MaterializationStore", "QueuedRun"]
 
 
 class MaterializationStore(Protocol):
@@ -41,8 +45,13 @@ class MaterializationStore(Protocol):
         """Current authority, pinned agent version and overlap state, one snapshot."""
         ...
 
-    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
-        """Write the session, its events, the run and its checkpoint."""
+    async def decide(self, uow: UnitOfWork, decision: Decision) -> ScheduleOccurrence:
+        """Insert the decision's occurrence unless its instant already has one; only if
+        it was inserted, write the run (or the outcome row), the schedule's advance and
+        the audit events, all in one statement on PostgreSQL (ADR 2330). Returns the
+        stored occurrence: ``decision.occurrence``, or the committed one of the same
+        instant (then nothing was written). A stale advance raises ``ConflictError``
+        after the writes, so the caller's transaction must not commit."""
         ...
 
     async def advance(

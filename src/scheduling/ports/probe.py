@@ -1,6 +1,6 @@
 """The probe port: named steps inside transactions, for the deterministic simulator.
 
-The product calls ``await probe.step("materialize.occurrence_inserted")`` right after
+The product calls ``await probe.step("materialize.decision_written")`` right after
 each named write. In production the probe returns at once; the simulator's probe parks
 the calling task there so a seeded scheduler decides who moves next, or injects a fault.
 """

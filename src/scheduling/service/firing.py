@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
 
-from scheduling.domain.occurrence import OccurrenceDisposition
+from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
 from scheduling.ports.directories import AgentRegistry, SchedulePrincipalDirectory
-from scheduling.ports.materialization import FiringContext, QueuedRun
+from scheduling.ports.materialization import Decision, FiringContext, QueuedRun
 from scheduling.ports.records import ProcessEvent
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
@@ -50,7 +50,21 @@ class PortMaterializationStore:
             status = (await uow.runs.get(latest.run_id, None)).status
         return FiringContext(authority, agent, status)
 
-    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
+    async def decide(self, uow: UnitOfWork, decision: Decision) -> ScheduleOccurrence:
+        # One write per port call, in the order before ADR 2330: occurrence, run,
+        # advance with its events, outcome row.
+        stored = await uow.occurrences.insert(decision.occurrence)
+        if stored.id != decision.occurrence.id:
+            return stored
+        if decision.run is not None:
+            await self._create_run(uow, decision.run)
+        await self.advance(uow, decision.advance, decision.events)
+        if decision.outbox is not None:
+            await uow.outbox.append(decision.outbox)
+        return stored
+
+    @staticmethod
+    async def _create_run(uow: UnitOfWork, queued: QueuedRun) -> None:
         # The order of the transaction before ADR 1700: session, its events, run,
         # checkpoint, then the events that name the run.
         await uow.sessions.create(queued.session)

@@ -10,28 +10,31 @@ Step for step, in one trusted unit of work, with ``now`` read once from the Cloc
    (pinned agent version exists with the pinned policy profile, tenant ceilings
    configured and not exceeded), grace, overlap, and finally admission (only when a
    run would be created);
-4. insert the unique occurrence (the idempotency key is (schedule_id, nominal_fire_at));
-5. for MATERIALIZED: the dedicated session with its reserved metadata, ``session.created``,
-   the context-only scheduler seed user message, the priority-10 QUEUED run
-   (``scheduled_for = now``, exactly the requested scopes, the pinned limits,
-   ``deadline_at = now + run_timeout_seconds``), its seed checkpoint and ``run.queued``;
-6. advance ``next_fire_at`` to the first future instant, count a failure disposition,
-   apply the one-time completion or the failure-limit pause, and append the schedule
-   events (one ``schedule.misfires_coalesced`` with only first/last/count) in the same
-   write;
-7. commit; the runs table's insert trigger has queued the run's notification, which
+4. write the decision at once (ADR 2330): insert the unique occurrence (the idempotency
+   key is (schedule_id, nominal_fire_at)) and, only if it is new,
+   a. for MATERIALIZED: the dedicated session with its reserved metadata,
+      ``session.created``, the context-only scheduler seed user message, the priority-10
+      QUEUED run (``scheduled_for = now``, exactly the requested scopes, the pinned
+      limits, ``deadline_at = now + run_timeout_seconds``), its seed checkpoint and
+      ``run.queued``; otherwise the outcome outbox row;
+   b. advance ``next_fire_at`` to the first future instant, count a failure
+      disposition, apply the one-time completion or the failure-limit pause, and append
+      the schedule events (one ``schedule.misfires_coalesced`` with only
+      first/last/count);
+   an instant already decided by a committed transaction writes nothing of this and
+   only advances the cadence (ALREADY_DECIDED);
+5. commit; the runs table's insert trigger has queued the run's notification, which
    PostgreSQL delivers at commit (ADR 1750).
 
 Each statement that writes (and the lock) is followed by
 ``await probe.step("materialize.<step>")`` (a no-op in production) so the simulator can
 interleave workers and crash after every write. The reads and writes go through a
-``MaterializationStore`` (ADR 1700, 1750, 2250): on PostgreSQL one statement per step
-(lock with revision and the tenant's admission lock; authority, agent, overlap and the
-tenant's usage in one snapshot under both locks; session, events, run and checkpoint in
-one INSERT; the advance with its audit events in one UPDATE), so a MATERIALIZED decision
-is 6 statements and 7 round trips in one transaction. No model, tool, network or
-identity-provider I/O happens inside the transaction; every read is local
-authoritative state.
+``MaterializationStore`` (ADR 1700, 1750, 2250, 2330): on PostgreSQL the lock with the
+revision and the tenant's admission lock; authority, agent, overlap and the tenant's
+usage in one snapshot under both locks; the whole decision in one statement, so a
+MATERIALIZED decision is 4 statements and 5 round trips in one transaction (BEGIN with
+its settings and COMMIT included). No model, tool, network or identity-provider I/O
+happens inside the transaction; every read is local authoritative state.
 """
 
 from __future__ import annotations
@@ -67,7 +70,12 @@ from scheduling.ports.directories import (
     TenantConfiguration,
 )
 from scheduling.ports.ids import IdGenerator
-from scheduling.ports.materialization import FiringContext, MaterializationStore, QueuedRun
+from scheduling.ports.materialization import (
+    Decision,
+    FiringContext,
+    MaterializationStore,
+    QueuedRun,
+)
 from scheduling.ports.probe import NullProbe, Probe
 from scheduling.ports.records import (
     TERMINAL_RUN_STATUSES,
@@ -131,16 +139,18 @@ OVERLAP = reason(
 # Every probe step of the transaction, in order (the simulator's declared steps).
 STEP_LOCKED = "materialize.locked"
 STEP_ADMISSION = "materialize.admission_locked"
-STEP_OCCURRENCE = "materialize.occurrence_inserted"
-STEP_RUN = "materialize.run_queued"
-"""After the one INSERT of the session, its three events, the run and its checkpoint."""
+STEP_DECIDED = "materialize.decision_written"
+"""After the one statement that writes the decision (ADR 2330): the occurrence and,
+only if it was new, the run (or the outcome row), the advance and its audit events.
+Before it, three statements with a step each (``occurrence_inserted``,
+``run_queued``, ``schedule_advanced``)."""
 STEP_ADVANCED = "materialize.schedule_advanced"
-"""After the one statement that advances the schedule and appends its audit events
-(ADR 1750; before it, two statements with a step each)."""
+"""After an advance without a new occurrence: the instant was already decided, or the
+cached ``next_fire_at`` was repaired."""
 STEP_COMMITTED = "materialize.committed"
 
-WRITE_STEPS = (STEP_OCCURRENCE, STEP_RUN, STEP_ADVANCED)
-"""The writes of a MATERIALIZED transaction (each followed by its probe step)."""
+WRITE_STEPS = (STEP_DECIDED,)
+"""The writes of a decision's transaction (each followed by its probe step)."""
 
 FAILURE_DISPOSITIONS = frozenset(
     {
@@ -352,26 +362,25 @@ class ScheduleMaterializer:
             links_erased_at=None,
             created_at=now,
         )
-        stored = await uow.occurrences.insert(occurrence)
-        await self._probe.step(STEP_OCCURRENCE)
+        run = None
+        if materialized:
+            assert authority is not None
+            run = self._queued_run(schedule, revision, occurrence, authority, now)
+        updated = self._advanced(schedule, revision, due, verdict.disposition, now)
+        events = self._audit_events(schedule, revision, due, verdict, occurrence, updated, now)
+        # No run will finish: the skipped/missed outcome row commits with the decision.
+        outbox = None if materialized else run_finished(schedule, revision, occurrence, now)
+        command = ScheduleCommand(expected=schedule, updated=updated)
+        records = [to_record(event) for event in events]
+        stored = await self._write(uow, Decision(occurrence, run, command, records, outbox))
         if stored.id != occurrence.id:
-            # The instant was decided by a committed transaction: no second effect.
+            # The instant was decided by a committed transaction: nothing was written
+            # but the cadence advances, with no failure counted and no event.
             updated = self._advanced(schedule, revision, due, None, now)
             await self._advance(uow, schedule, updated, [])
             return MaterializeResult(
                 schedule.id, MaterializeStatus.ALREADY_DECIDED, stored, updated.next_fire_at
             )
-        if materialized:
-            assert session_id is not None
-            assert run_id is not None
-            assert authority is not None
-            await self._create_run(uow, schedule, revision, occurrence, authority, now)
-        updated = self._advanced(schedule, revision, due, verdict.disposition, now)
-        events = self._audit_events(schedule, revision, due, verdict, occurrence, updated, now)
-        await self._advance(uow, schedule, updated, events)
-        if not materialized:
-            # No run will finish: the skipped/missed outcome row commits with the decision.
-            await uow.outbox.append(run_finished(schedule, revision, occurrence, now))
         return MaterializeResult(
             schedule.id,
             MaterializeStatus.DECIDED,
@@ -425,15 +434,23 @@ class ScheduleMaterializer:
             )
         return events + self._transition_events(schedule, updated, now)
 
-    async def _create_run(
-        self,
-        uow: UnitOfWork,
+    async def _write(self, uow: UnitOfWork, decision: Decision) -> ScheduleOccurrence:
+        """Every write of the decision at once (ADR 2330): one statement on PostgreSQL,
+        followed by the one probe step of a decision."""
+        stored = await self._store.decide(uow, decision)
+        await self._probe.step(STEP_DECIDED)
+        return stored
+
+    @staticmethod
+    def _queued_run(
         schedule: Schedule,
         revision: ScheduleRevision,
         occurrence: ScheduleOccurrence,
         authority: AuthoritySnapshot,
         now: datetime,
-    ) -> None:
+    ) -> QueuedRun:
+        """The dedicated session, its three creation events, the QUEUED run and its
+        seed checkpoint."""
         assert occurrence.session_id is not None
         assert occurrence.run_id is not None
         session_id, run_id = occurrence.session_id, occurrence.run_id
@@ -524,8 +541,7 @@ class ScheduleMaterializer:
             state={"kind": "seed", "session_id": str(session_id), "context_seq": 2},
             created_at=now,
         )
-        await self._store.create_run(uow, QueuedRun(session, events, run, checkpoint))
-        await self._probe.step(STEP_RUN)
+        return QueuedRun(session, events, run, checkpoint)
 
     async def _advance(
         self, uow: UnitOfWork, schedule: Schedule, updated: Schedule, events: list[ScheduleEvent]

@@ -273,7 +273,7 @@ CRASH_SCRIPTS: dict[str, Script] = {
 RACE_STEPS = (
     *service_steps("update", "pause", "resume", "cancel"),
     m.STEP_LOCKED,
-    m.STEP_OCCURRENCE,
+    m.STEP_DECIDED,
     m.STEP_COMMITTED,
 )
 CRASH_POINTS = service_steps("pause", "resume", "cancel")

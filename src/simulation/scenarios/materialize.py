@@ -54,14 +54,7 @@ from simulation.worlds.service import (
 )
 
 # The steps of a MATERIALIZED transaction, in the order the materializer reaches them.
-STEPS = (
-    m.STEP_LOCKED,
-    m.STEP_ADMISSION,
-    m.STEP_OCCURRENCE,
-    m.STEP_RUN,
-    m.STEP_ADVANCED,
-    m.STEP_COMMITTED,
-)
+STEPS = (m.STEP_LOCKED, m.STEP_ADMISSION, m.STEP_DECIDED, m.STEP_COMMITTED)
 BEFORE_COMMIT = STEPS[:-1]
 SCHEDULING_TABLES = (
     "schedules",
@@ -93,21 +86,15 @@ FOOTPRINTS = {
         ],
         writes=["admission_lock"],
     ),
-    m.STEP_ADMISSION: Footprint.of(reads=["runs"], writes=["schedule_occurrences"]),
-    # One INSERT: the session, its three events, the run and its checkpoint (or, for
-    # a decision without a run, the schedule's advance with its audit events).
-    m.STEP_OCCURRENCE: Footprint.of(
-        writes=[
-            "sessions",
-            "session_events",
-            "runs",
-            "run_checkpoints",
-            "schedules",
-            "process_events",
-        ]
+    # The usage read, then the decision in one statement (ADR 2330): the occurrence,
+    # session, its three events, run, checkpoint, the advance and its audit events.
+    m.STEP_ADMISSION: Footprint.of(
+        reads=["runs", "schedule_occurrences"], writes=[*SCHEDULING_TABLES]
     ),
-    # One statement: the schedule's advance with every audit event (ADR 1750).
-    m.STEP_RUN: Footprint.of(writes=["schedules", "process_events"]),
+    # The COMMIT (after an instant already decided, the advance first).
+    m.STEP_DECIDED: Footprint.of(
+        writes=[*SCHEDULING_TABLES, "admission_lock", "schedule_revisions"],
+    ),
     m.STEP_ADVANCED: Footprint.of(
         writes=[*SCHEDULING_TABLES, "admission_lock", "schedule_revisions"],
     ),

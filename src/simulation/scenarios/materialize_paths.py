@@ -42,8 +42,9 @@ from simulation.scenarios.materialize import (
 )
 from simulation.worlds.service import definition
 
-# The steps a decision without a run reaches, in order (no admission, no run INSERT).
-NO_RUN_STEPS = (m.STEP_LOCKED, m.STEP_OCCURRENCE, m.STEP_ADVANCED, m.STEP_COMMITTED)
+# The steps a decision without a run reaches, in order (no admission; the decision is
+# one statement, ADR 2330).
+NO_RUN_STEPS = (m.STEP_LOCKED, m.STEP_DECIDED, m.STEP_COMMITTED)
 DECISION_TABLES = (
     "schedule_occurrences",
     "sessions",

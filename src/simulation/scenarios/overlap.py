@@ -63,7 +63,7 @@ from simulation.worlds.service import (
 MaterializerFactory = Callable[[Storage, Clock, IdGenerator, Probe], ScheduleMaterializer]
 
 # The overlap-skip transaction writes only these (no admission, session or run).
-SKIP_STEPS = (m.STEP_LOCKED, m.STEP_OCCURRENCE, m.STEP_ADVANCED, m.STEP_COMMITTED)
+SKIP_STEPS = (m.STEP_LOCKED, m.STEP_DECIDED, m.STEP_COMMITTED)
 TABLES = (
     "schedules",
     "schedule_occurrences",
@@ -121,7 +121,7 @@ def _rows(label: str, *kinds: str) -> list[str]:
 def _footprints() -> dict[str, Footprint]:
     """What the code after each step may touch, per row group (over-approximated; see
     docs/simulator.md). ``committed`` is followed by the lock of the next due schedule,
-    whichever it is; ``locked`` and ``occurrence_inserted`` may take the skip path."""
+    whichever it is; after ``locked`` the skip path writes its decision (ADR 2330)."""
     every = [f"{k}:{x}" for x in LABELS for k in ("schedules", "occurrences")]
     # The lock reads the current revision in the same statement (ADR 1700) and takes
     # the tenant's admission lock after the row lock (ADR 2250).
@@ -136,20 +136,16 @@ def _footprints() -> dict[str, Footprint]:
         own += _rows(x, "checkpoints", "events")
         runs = [f"runs:{y}" for y in LABELS]
         out |= {
+            # The context read, then on the skip path the decision in one statement:
+            # occurrence, advance and audit events (ADR 2330).
             labelled(m.STEP_LOCKED, x): Footprint.of(
                 reads=[*shared, *runs, f"occurrences:{x}"],
-                writes=["admission_lock", f"occurrences:{x}"],
+                writes=["admission_lock", *_rows(x, "occurrences", "schedules", "events")],
             ),
-            labelled(m.STEP_ADMISSION, x): Footprint.of(reads=runs, writes=[f"occurrences:{x}"]),
-            # One INSERT of session, events, run and checkpoint follows (ADR 1700), or on
-            # the skip path the advance with its audit events (ADR 1750).
-            labelled(m.STEP_OCCURRENCE, x): Footprint.of(
-                writes=_rows(
-                    x, "sessions", "session_events", "runs", "checkpoints", "schedules", "events"
-                )
-            ),
-            labelled(m.STEP_RUN, x): Footprint.of(writes=_rows(x, "schedules", "events")),
-            # The COMMIT follows the advance: every write becomes visible, locks go.
+            # The usage read, then the decision with its run in one statement.
+            labelled(m.STEP_ADMISSION, x): Footprint.of(reads=runs, writes=own),
+            # The COMMIT follows the decision: every write becomes visible, locks go.
+            labelled(m.STEP_DECIDED, x): Footprint.of(writes=[*own, "admission_lock"]),
             labelled(m.STEP_ADVANCED, x): Footprint.of(writes=[*own, "admission_lock"]),
             labelled(m.STEP_COMMITTED, x): scan,
         }
@@ -559,10 +555,10 @@ RELEASE = register(
         },
         check=check_release,
         # Both outcomes are reached across the seeds: the skip (run in flight) and the
-        # materialization with its run (the run ended first).
+        # materialization with its run (the run ended first; only it reaches admission).
         steps=(
             *(labelled(step, "A") for step in SKIP_STEPS),
-            labelled(m.STEP_RUN, "A"),
+            labelled(m.STEP_ADMISSION, "A"),
             *RUN_STEPS,
         ),
         template=_template,

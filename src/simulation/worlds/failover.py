@@ -5,8 +5,8 @@ On a ``ReplicaPair`` (durable primary, streaming standby): a migrated database, 
 batch of due schedules, and one real schedule worker (the least-privilege scheduler
 role, built through the composition root) whose engine uses the pair's multi-host
 URL (``target_session_attrs=read-write``). After ``kill_after`` committed
-materializations, in the middle of the next transaction (after its occurrence
-insert), the probe SIGKILLs the primary's postmaster and promotes the standby. The
+materializations, in the middle of the next transaction (after its decision
+statement), the probe SIGKILLs the primary's postmaster and promotes the standby. The
 same worker object keeps running passes: the transient retry reconnects, and the
 pool's new connections land on the promoted server, the only read-write host left.
 
@@ -63,7 +63,7 @@ class FailoverOutcome:
 
 class FailOverAt:
     """A probe that, after ``after`` commits, kills the primary in the middle of the
-    next materialization (its occurrence row inserted, not committed) and promotes
+    next materialization (its decision written, not committed) and promotes
     the standby."""
 
     def __init__(self, pair: ReplicaPair, after: int) -> None:
@@ -73,7 +73,7 @@ class FailOverAt:
     async def step(self, name: str) -> None:
         if name == m.STEP_COMMITTED:
             self.commits += 1
-        elif name == m.STEP_OCCURRENCE and self.commits >= self.after and not self.killed:
+        elif name == m.STEP_DECIDED and self.commits >= self.after and not self.killed:
             self.killed = True
             self.pair.kill_primary()
             self.pair.promote()

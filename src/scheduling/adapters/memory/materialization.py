@@ -9,11 +9,12 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from scheduling.domain.occurrence import OccurrenceDisposition
+from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.domain.schedule import Schedule
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
-from scheduling.ports.firing import FiringContext, QueuedRun
+from scheduling.ports.firing import Decision, FiringContext, QueuedRun
+from scheduling.ports.outbox import OutboxRepository
 from scheduling.ports.records import ProcessEvent
 from scheduling.ports.repositories import (
     AgentRepository,
@@ -50,6 +51,9 @@ class _Repositories(Protocol):
 
     @property
     def events(self) -> ProcessEventRepository: ...
+
+    @property
+    def outbox(self) -> OutboxRepository: ...
 
 
 class MemoryMaterializationRepository:
@@ -117,6 +121,18 @@ class MemoryMaterializationRepository:
         for event in queued.events:
             if event.run_id is not None:
                 await uow.sessions.append_event(event)
+
+    async def decide(self, decision: Decision) -> ScheduleOccurrence:
+        # The order of the writes before ADR 2330; the unit of work rolls all back.
+        stored = await self._uow.occurrences.insert(decision.occurrence)
+        if stored.id != decision.occurrence.id:
+            return stored
+        if decision.run is not None:
+            await self.create_run(decision.run)
+        await self.advance(decision.advance, decision.events)
+        if decision.outbox is not None:
+            await self._uow.outbox.append(decision.outbox)
+        return stored
 
     async def advance(self, command: ScheduleCommand, events: Sequence[ProcessEvent]) -> None:
         await self._uow.schedules.mutate(command)

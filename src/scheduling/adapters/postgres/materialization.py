@@ -1,4 +1,4 @@
-"""The PostgreSQL ``MaterializationStore``: one statement per step (ADR 1700).
+"""The PostgreSQL ``MaterializationStore``: one statement per step (ADR 1700, 2330).
 
 Each statement is built once at import with bound parameters, so a call only binds
 values (SQLAlchemy's compiled cache keys on the same statement object; asyncpg keeps
@@ -13,11 +13,16 @@ the prepared statement per pooled connection):
   transaction (the scheduler role's trusted scope; no transaction of its own), and
   takes the tenant's admission lock in the same statement (ADR 1750), so admission
   sends no lock statement of its own;
-* ``QUEUE_RUN`` writes the session, the run and the seed checkpoint (data-modifying
-  CTEs) and the three session events in one INSERT; foreign keys are checked at the
-  end of the statement;
-* ``advance`` is the schedule's CAS UPDATE with every process event of the decision
-  as data-modifying CTEs: one statement (ADR 1750).
+* ``decision_statement`` writes the whole decision (ADR 2330): the occurrence INSERT
+  (``ON CONFLICT DO NOTHING``) first, and every other write as a data-modifying CTE
+  that selects its one row ``FROM`` the occurrence's RETURNING, so it writes only if
+  the occurrence was new: the session, its three events, the run and its checkpoint
+  (or the outcome row), the decision's process events and the schedule's CAS UPDATE.
+  All CTEs share one snapshot and run to completion; foreign keys are checked at the
+  end of the statement. It returns whether the occurrence and the advance were written;
+* ``QUEUE_RUN`` writes the run's rows alone, in one INSERT;
+* ``advance`` is the schedule's CAS UPDATE with every process event as data-modifying
+  CTEs: one statement (ADR 1750), for an advance without a new occurrence.
 
 Every statement runs through ``Transaction.fetch`` as a ``Prepared`` (ADR 1740):
 compiled once, sent by asyncpg directly, rows read as records.
@@ -33,6 +38,7 @@ from uuid import UUID
 
 from asyncpg import Record
 from sqlalchemy import (
+    CTE,
     BigInteger,
     Insert,
     Select,
@@ -46,6 +52,7 @@ from sqlalchemy import (
     select,
     true,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from scheduling.adapters.postgres.admission import (
     admission_lock_key,
@@ -54,6 +61,10 @@ from scheduling.adapters.postgres.admission import (
     usage_query,
 )
 from scheduling.adapters.postgres.prepared import Prepared
+from scheduling.adapters.postgres.repositories.occurrences import (
+    INSERT_OCCURRENCE,
+    occurrence_row,
+)
 from scheduling.adapters.postgres.repositories.schedules import (
     PostgresScheduleRepository,
     trusted_cas_params,
@@ -66,17 +77,18 @@ from scheduling.adapters.postgres.tables import (
     run_checkpoints,
     runs,
     schedule_occurrences,
+    schedule_outbox,
     schedule_revisions,
     schedules,
     session_events,
     sessions,
 )
 from scheduling.adapters.postgres.transaction import Transaction
-from scheduling.domain.occurrence import OccurrenceDisposition
+from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
-from scheduling.ports.firing import FiringContext, QueuedRun
+from scheduling.ports.firing import Decision, FiringContext, QueuedRun
 from scheduling.ports.records import ProcessEvent, RunStatus
 from scheduling.ports.repositories import ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork
@@ -216,12 +228,14 @@ QUEUE_RUN: Insert = _rows(session_events, "e", SESSION_EVENTS).add_cte(
 )
 
 _ADVANCES: dict[tuple[tuple[str, ...], int], Prepared] = {}
+_DECISIONS: dict[tuple[tuple[str, ...], int, bool, bool], Prepared] = {}
 _LOCK_DUE = Prepared(LOCK_DUE)
 _LOCK_DUE_ADMITTING = Prepared(LOCK_DUE_ADMITTING)
 _CONTEXT = Prepared(CONTEXT)
 _CONTEXT_WITH_USAGE = Prepared(CONTEXT_WITH_USAGE)
 _QUEUE_RUN = Prepared(QUEUE_RUN)
 _SCHEDULE_COLUMNS = tuple(c.name for c in schedules.columns)
+_OCCURRENCE_COLUMNS = tuple(c.name for c in schedule_occurrences.columns)
 
 
 def advance_statement(changed: tuple[str, ...], events: int) -> Prepared:
@@ -241,8 +255,86 @@ def advance_statement(changed: tuple[str, ...], events: int) -> Prepared:
     return prepared
 
 
+_new_occurrence = INSERT_OCCURRENCE.cte("occurrence")
+
+
+def _if_new(table: Table, prefix: str, *, statement: Any = insert) -> Any:
+    """One row into ``table`` selected ``FROM`` the occurrence CTE: written only if
+    the occurrence was inserted (a conflict returns no row, so this writes none)."""
+    bound = _bound(table, prefix)
+    rows = select(*bound.values()).select_from(_new_occurrence)
+    return statement(table).from_select(list(bound), rows)
+
+
+def _cte(write: Any, name: str) -> CTE:
+    cte: CTE = write.cte(name)
+    return cte
+
+
+def decision_statement(
+    changed: tuple[str, ...], events: int, *, run: bool, outbox: bool
+) -> Prepared:
+    """The decision in one statement (ADR 2330), built once per column set, event
+    count and shape: the occurrence, then (only if it was new) the run's rows or the
+    outcome row, ``events`` process events and the schedule's trusted CAS UPDATE.
+    Returns one row: ``inserted`` (0: the instant was already decided, nothing
+    written) and ``advanced`` (0 after an insert: a stale CAS, the caller raises and
+    the transaction never commits)."""
+    key = (changed, events, run, outbox)
+    prepared = _DECISIONS.get(key)
+    if prepared is not None:
+        return prepared
+    writes = [_new_occurrence]
+    if run:
+        writes.append(_cte(_if_new(sessions, "s_"), "queued_session"))
+        writes += [
+            _cte(_if_new(session_events, f"e{i}_"), f"session_event_{i}")
+            for i in range(SESSION_EVENTS)
+        ]
+        writes.append(_cte(_if_new(runs, "r_"), "queued_run"))
+        writes.append(_cte(_if_new(run_checkpoints, "c_"), "queued_checkpoint"))
+    if outbox:
+        outcome = _if_new(schedule_outbox, "o_", statement=pg_insert)
+        writes.append(_cte(outcome.on_conflict_do_nothing(index_elements=["id"]), "outcome"))
+    writes += [_cte(_if_new(process_events, f"p{i}_"), f"event_{i}") for i in range(events)]
+    cas = trusted_cas_statement(changed).where(select(_new_occurrence.c.id).exists())
+    advanced = _cte(cas, "advanced")
+    writes.append(advanced)
+    statement = select(
+        select(func.count()).select_from(_new_occurrence).scalar_subquery().label("inserted"),
+        select(func.count()).select_from(advanced).scalar_subquery().label("advanced"),
+    ).add_cte(*writes)
+    return _DECISIONS.setdefault(key, Prepared(statement))
+
+
+_DECIDED = Prepared(
+    select(schedule_occurrences).where(
+        _occ.schedule_id == bindparam("schedule_id", type_=_occ.schedule_id.type),
+        _occ.nominal_fire_at == bindparam("nominal_fire_at", type_=_occ.nominal_fire_at.type),
+    )
+)
+"""The committed occurrence of an instant a decision found already decided."""
+
+
 def _schedule(row: Record) -> Schedule:
     return Schedule(**{name: row[name] for name in _SCHEDULE_COLUMNS})
+
+
+def _trusted(command: ScheduleCommand) -> None:
+    if command.principal is not None or command.revision is not None:
+        raise ValueError("the materializer advances in the trusted scope, no revision")
+
+
+def _run_values(queued: QueuedRun, params: dict[str, Any]) -> None:
+    if len(queued.events) != SESSION_EVENTS:
+        raise ValueError(f"a queued run has exactly {SESSION_EVENTS} session events")
+    _values(queued.session, "s_", params)
+    _values(queued.run, "r_", params)
+    params["r_status"] = queued.run.status.value
+    params["r_requested_scopes"] = sorted(queued.run.requested_scopes)
+    _values(queued.checkpoint, "c_", params)
+    for i, event in enumerate(queued.events):
+        _values(event, f"e{i}_", params)
 
 
 def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -344,21 +436,43 @@ class PostgresMaterializationRepository:
         return FiringContext(authority, agent, status)
 
     async def create_run(self, queued: QueuedRun) -> None:
-        if len(queued.events) != SESSION_EVENTS:
-            raise ValueError(f"a queued run has exactly {SESSION_EVENTS} session events")
         params: dict[str, Any] = {}
-        _values(queued.session, "s_", params)
-        _values(queued.run, "r_", params)
-        params["r_status"] = queued.run.status.value
-        params["r_requested_scopes"] = sorted(queued.run.requested_scopes)
-        _values(queued.checkpoint, "c_", params)
-        for i, event in enumerate(queued.events):
-            _values(event, f"e{i}_", params)
+        _run_values(queued, params)
         await self._tx.fetch(_QUEUE_RUN, params)
 
+    async def decide(self, decision: Decision) -> ScheduleOccurrence:
+        occurrence, command = decision.occurrence, decision.advance
+        _trusted(command)
+        changed, params = trusted_cas_params(command)
+        params.update(occurrence_row(occurrence))
+        if decision.run is not None:
+            _run_values(decision.run, params)
+        if decision.outbox is not None:
+            _values(decision.outbox, "o_", params)
+        for i, event in enumerate(decision.events):
+            _values(event, f"p{i}_", params)
+        statement = decision_statement(
+            changed,
+            len(decision.events),
+            run=decision.run is not None,
+            outbox=decision.outbox is not None,
+        )
+        ((inserted, advanced),) = await self._tx.fetch(statement, params)
+        if not inserted:
+            # A committed transaction decided the instant; this one wrote nothing. The
+            # next statement's snapshot (READ COMMITTED) sees that row.
+            key = {
+                "schedule_id": occurrence.schedule_id,
+                "nominal_fire_at": occurrence.nominal_fire_at,
+            }
+            (row,) = await self._tx.fetch(_DECIDED, key)
+            return ScheduleOccurrence(**{name: row[name] for name in _OCCURRENCE_COLUMNS})
+        if not advanced:
+            await self._schedules.raise_stale(command)
+        return occurrence
+
     async def advance(self, command: ScheduleCommand, events: Sequence[ProcessEvent]) -> None:
-        if command.principal is not None or command.revision is not None:
-            raise ValueError("the materializer advances in the trusted scope, no revision")
+        _trusted(command)
         if not events:
             await self._schedules.mutate(command)
             return
@@ -391,8 +505,8 @@ class PostgresMaterializationStore:
             schedule, revision, lock_admission=self.lock_admission
         )
 
-    async def create_run(self, uow: UnitOfWork, queued: QueuedRun) -> None:
-        await uow.materialization.create_run(queued)
+    async def decide(self, uow: UnitOfWork, decision: Decision) -> ScheduleOccurrence:
+        return await uow.materialization.decide(decision)
 
     async def advance(
         self, uow: UnitOfWork, command: ScheduleCommand, events: Sequence[ProcessEvent]

@@ -8,6 +8,7 @@ from uuid import UUID
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql.dml import ReturningInsert
 
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import owned_by
@@ -41,21 +42,21 @@ def to_occurrence(row: Any) -> ScheduleOccurrence:
     )
 
 
-def _insert_statement() -> Prepared:
-    """The hot-path INSERT, built once (ADR 1740): a conflict on the idempotency key
-    inserts nothing and returns no row."""
+def _insert_statement() -> ReturningInsert[Any]:
     bound = {c.name: bindparam(c.name, type_=c.type) for c in schedule_occurrences.columns}
-    return Prepared(
-        statement=(
-            insert(schedule_occurrences)
-            .values(bound)
-            .on_conflict_do_nothing(index_elements=["schedule_id", "nominal_fire_at"])
-            .returning(_occ.id)
-        )
+    return (
+        insert(schedule_occurrences)
+        .values(bound)
+        .on_conflict_do_nothing(index_elements=["schedule_id", "nominal_fire_at"])
+        .returning(_occ.id)
     )
 
 
-_INSERT = _insert_statement()
+INSERT_OCCURRENCE = _insert_statement()
+"""The hot-path INSERT, built once (ADR 1740): a conflict on the idempotency key
+inserts nothing and returns no row. Bound by column name (``occurrence_row``); the
+materializer's decision statement starts with it (ADR 2330)."""
+_INSERT = Prepared(INSERT_OCCURRENCE)
 
 
 def _visible(principal: Principal | None) -> Any:
