@@ -33,7 +33,7 @@ from scheduling.adapters.postgres.directories import (
 )
 from scheduling.adapters.postgres.keys import PostgresKeyRing
 from scheduling.adapters.postgres.materialization import PostgresMaterializationStore
-from scheduling.adapters.postgres.notify import PostgresNotifier, PostgresWakeListener
+from scheduling.adapters.postgres.notify import PostgresWakeListener
 from scheduling.adapters.postgres.readiness import SchemaReadiness
 from scheduling.adapters.postgres.role_gauges import PostgresRunGauges, PostgresSchedulerGauges
 from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, RoleNames, role_names
@@ -121,6 +121,8 @@ class Storage(ABC):
         return None
 
     def notifier(self, role: Role = "api") -> ScheduleNotifier | None:
+        """An observer told after each committed create, update and resume: none. The
+        wake-up itself rides the writing unit of work (``uow.wakeups``, ADR 2310)."""
         return None
 
     def wake_listener(self, clock: Clock, role: Role = "scheduler") -> WakeListener | None:
@@ -317,11 +319,6 @@ class PostgresStorage(Storage):
         self, clock: Clock, ceilings: TenantCeilings | None, role: Role = "trusted"
     ) -> RunGauges | None:
         return PostgresRunGauges(self.factory(role), clock, ceilings)
-
-    def notifier(self, role: Role = "api") -> ScheduleNotifier | None:
-        url = self.url_of(role)
-        name = self.application_name(role)
-        return None if url is None else PostgresNotifier(url, application_name=name)
 
     def wake_listener(self, clock: Clock, role: Role = "scheduler") -> WakeListener | None:
         url = self.url_of(role)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 import pytest
 
+from scheduling.adapters.postgres.notify import SCHEDULE_CHANNEL
 from scheduling.domain.errors import NotFoundError, UnavailableError
 from scheduling.ports.outbox import RUN_FINISHED, OutboxMessage
 from scheduling.ports.records import IdempotencyEntry, PrincipalRecord, ProcessEvent, RunStatus
@@ -19,6 +23,74 @@ AGENT = UUID("00000000-0000-4000-8000-00000000a9e1")  # seeded by conftest
 
 class _Boom(Exception):
     pass
+
+
+Delivered = Callable[[int], Awaitable[list[str]]]
+
+
+@pytest.fixture
+async def delivered(
+    request: pytest.FixtureRequest, uow_factory: UnitOfWorkFactory
+) -> AsyncIterator[Delivered]:
+    """The wake-ups delivered so far, as each adapter delivers them: the memory store's
+    list, or a LISTEN connection on PostgreSQL's channel. ``delivered(n)`` waits (5 s
+    at most) for ``n`` and then a moment for any that should not come."""
+    if request.node.callspec.params["uow_factory"] == "memory":
+        store: Any = getattr(uow_factory, "store")  # noqa: B009 - the memory adapter's own
+
+        async def from_store(expected: int) -> list[str]:
+            return [str(u) for u in store.wakeups]
+
+        yield from_store
+        return
+    conn = await asyncpg.connect(request.getfixturevalue("pg_url"))
+    heard: list[str] = []
+    await conn.add_listener(SCHEDULE_CHANNEL, lambda *args: heard.append(str(args[-1])))
+
+    async def listened(expected: int) -> list[str]:
+        for _ in range(100):
+            if len(heard) >= expected:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        return list(heard)
+
+    try:
+        yield listened
+    finally:
+        await conn.close()
+
+
+class TestScheduleWakeupsContract:
+    async def test_a_wake_up_is_delivered_when_its_unit_of_work_commits(
+        self, uow_factory: UnitOfWorkFactory, build: Any, delivered: Delivered
+    ) -> None:
+        first, second = UUID(int=11), UUID(int=12)
+        async with uow_factory.begin(build.alice) as uow:
+            await uow.wakeups.schedule_changed(first)
+            await uow.wakeups.schedule_changed(second)
+            await uow.wakeups.schedule_changed(first)  # the same one twice: one delivery
+            assert await delivered(0) == []  # nothing before the commit
+            await uow.commit()
+        assert await delivered(2) == [str(first), str(second)]
+
+    async def test_a_wake_up_is_dropped_when_its_unit_of_work_rolls_back(
+        self, uow_factory: UnitOfWorkFactory, build: Any, delivered: Delivered
+    ) -> None:
+        schedule, revision = build.schedule()
+        async with uow_factory.begin(build.alice) as uow:
+            await uow.schedules.create(schedule, revision)
+            await uow.wakeups.schedule_changed(schedule.id)
+            await uow.rollback()
+
+        async def wake_then_fail() -> None:
+            async with uow_factory.begin(build.alice) as uow:
+                await uow.wakeups.schedule_changed(schedule.id)
+                raise _Boom
+
+        with pytest.raises(_Boom):
+            await wake_then_fail()
+        assert await delivered(1) == []
 
 
 class TestUnitOfWorkContract:
@@ -99,6 +171,7 @@ class TestUnitOfWorkContract:
             await uow.runs.create(run)
             await uow.occurrences.insert(build.materialized(schedule, build.t0, session.id, run.id))
             await uow.events.append(event)
+            await uow.wakeups.schedule_changed(schedule.id)
             outcome = OutboxMessage(
                 UUID(int=77), "tenant-a", "alice", schedule.id, UUID(int=78), RUN_FINISHED,
                 {"title": "t", "nominal_fire_at": "2026-03-01T12:00:00Z"}, build.t0,

@@ -139,14 +139,15 @@ async def _create(world: Counted, key: str, **overrides: Any) -> httpx.Response:
     )
 
 
-async def test_create_reads_the_principal_once_in_three_units_of_work(counted: Counted) -> None:
+async def test_create_reads_the_principal_once_in_two_units_of_work(counted: Counted) -> None:
     await _create(counted, "warm")  # first-use costs (pool, key ring) are not the path's
     counted.reset()
     answer = await _create(counted, "once")
     assert answer.status_code == 201, answer.text
     assert counted.counts["principal_reads"] == 1
-    # The authentication read, the pinned agent's read, the write (replay look-up first).
-    assert counted.counts["transactions"] == 3
+    # The authentication read; the write (replay look-up, pinned agent's read, inserts;
+    # its wake-up rides the COMMIT, ADR 2310).
+    assert counted.counts["transactions"] == 2
     assert counted.counts["cadence_parse"] == 1
     assert counted.counts["secret_scans"] == 2  # one scan of the text: title, instruction
     assert counted.counts["revision_builds"] == 1
@@ -160,8 +161,8 @@ async def test_a_replayed_create_reads_nothing_twice(counted: Counted) -> None:
     assert replay.status_code == 200
     assert replay.json()["id"] == first.json()["id"]
     assert counted.counts["principal_reads"] == 1
-    # Authentication, agent pin, the write that finds the key and reads its revision.
-    assert counted.counts["transactions"] == 3
+    # Authentication, the write that finds the key and reads its revision.
+    assert counted.counts["transactions"] == 2
     assert counted.counts["cadence_parse"] <= 2  # the request's, the stored revision's
 
 
@@ -199,8 +200,23 @@ async def test_the_counters_see_a_second_principal_read(counted: Counted) -> Non
     from_tool = CreateScheduleBody.model_validate(body(title="counted")).to_definition()
     await counted.plane.service.create(OWNER, "tool-path", from_tool)
     assert counted.counts["principal_reads"] == 1  # no edge read here: the service's own
-    assert counted.counts["transactions"] == 3
+    assert counted.counts["transactions"] == 2
     counted.reset()
     await counted.plane.service.create(OWNER, "tool-path-2", from_tool, authority=principal)
     assert counted.counts["principal_reads"] == 0
-    assert counted.counts["transactions"] == 2
+    assert counted.counts["transactions"] == 1
+
+
+async def test_the_counters_see_the_agent_pinned_in_its_own_unit_of_work(
+    counted: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Test of the test: a registry that ignores the write's unit of work (``joined``
+    returns itself, so the pin opens its own transaction, as before ADR 2310) shows as
+    a third unit of work."""
+    await _create(counted, "warm")
+    registry = counted.plane.api.agents
+    monkeypatch.setattr(registry, "joined", lambda agents: registry)
+    counted.reset()
+    answer = await _create(counted, "pinned-apart")
+    assert answer.status_code == 201, answer.text
+    assert counted.counts["transactions"] == 3

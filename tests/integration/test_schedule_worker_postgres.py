@@ -117,9 +117,9 @@ async def sleeping_worker(h: MaterializeWorld, listener: PostgresWakeListener) -
 async def test_notify_wakes_a_sleeping_worker(pg_url: str) -> None:
     h = await MaterializeWorld.open(pg_url)
     listener = PostgresWakeListener(pg_url, clock=SystemClock())
-    await listener.start()
     try:
         worker = await sleeping_worker(h, listener)
+        await listener.start()  # after the create, whose own wake-up is not this test's
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
         assert await wait_for(lambda: worker.passes == 1, 5)

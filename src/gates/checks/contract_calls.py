@@ -34,6 +34,7 @@ PORT_ATTRIBUTES = (
     "admission",
     "materialization",
     "pending_accounts",
+    "wakeups",
 )
 
 Call = tuple[str, str, str, str]

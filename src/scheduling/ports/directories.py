@@ -16,6 +16,7 @@ from uuid import UUID
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.revision import RunLimits
 from scheduling.domain.tenancy import TenantCeilings
+from scheduling.ports.repositories import AgentRepository
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,12 @@ class AgentRegistry(Protocol):
     async def get(self, agent_id: UUID, version: str) -> AgentSpec | None: ...
 
     async def active(self, agent_id: UUID) -> AgentSpec | None: ...
+
+    def joined(self, agents: AgentRepository) -> AgentRegistry:
+        """This registry reading through ``agents``, an open unit of work's agent
+        repository, so a create pins its agent inside its own write (ADR 2310); a
+        registry whose versions live in no database returns itself."""
+        ...
 
 
 class BrowserProfileState(StrEnum):

@@ -19,6 +19,7 @@ from typing import Protocol, Self
 
 from scheduling.domain.identity import Principal
 from scheduling.ports.firing import MaterializationRepository
+from scheduling.ports.notifier import ScheduleWakeups
 from scheduling.ports.outbox import OutboxRepository
 from scheduling.ports.repositories import (
     AdmissionRepository,
@@ -74,6 +75,11 @@ class UnitOfWork(Protocol):
 
     @property
     def materialization(self) -> MaterializationRepository: ...
+
+    @property
+    def wakeups(self) -> ScheduleWakeups:
+        """Scheduler wake-ups delivered iff this unit of work commits (ADR 2310)."""
+        ...
 
     async def commit(self) -> None:
         """Make every write durable at once. Deferred constraints are checked here; a

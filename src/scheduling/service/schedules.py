@@ -163,9 +163,10 @@ class ScheduleService:
         """Create a schedule and revision 1; replay an identical keyed request.
 
         Each thing once (ADR 2240): one text scan, one cadence parse, one revision
-        build, and two transactions besides the edge's authentication read (the pinned
-        agent's read, then the write, whose first statement is the replay look-up).
-        ``authority`` is the caller's snapshot the edge already read for this request."""
+        build, and one transaction besides the edge's authentication read (ADR 2310):
+        the replay look-up, the pinned agent's read, the write and the wake-up, which
+        PostgreSQL delivers iff it commits. ``authority`` is the caller's snapshot the
+        edge already read for this request."""
         require_scope(principal, WRITE)
         key = check_idempotency_key(idempotency_key)
         # Unstorable text (NUL, lone surrogates) and then credential-shaped text fail
@@ -178,41 +179,21 @@ class ScheduleService:
         schedule_id = self._ids.new_uuid()
         now = self._clock.now()
         try:
+            # Outside the write: a directory read never holds a second connection while
+            # the write holds one (the edge's snapshot makes it no read at all).
             snapshot = await self._validator.authority(principal, WRITE, authority)
-            valid = await self._validator.validate(
-                principal,
-                snapshot,
-                definition,
-                now=now,
-                require_future=True,
-                cadence=cadence,
-                scanned=True,
-                schedule_id=schedule_id,
-            )
         except SchedulingError:
-            # An identical request that committed earlier replays, whatever changed since
-            # (its one-time instant passed, its agent version went away): the ledger is
-            # read here on the failure path, and inside the write on the happy path.
+            # An identical request that committed earlier replays, whatever changed since.
             replay = await self._replay(principal, key, digest)
             if replay is not None:
                 return replay
             raise
-        revision = valid.build(schedule_id, 1, principal.principal_id, now)
-        schedule = Schedule(
-            id=schedule_id,
-            tenant_id=principal.tenant_id,
-            principal_id=principal.principal_id,
-            state=ScheduleState.ACTIVE,
-            pause_reason=None,
-            current_revision=1,
-            next_fire_at=next_after(valid.cadence, now),
-            consecutive_failures=0,
-            created_at=now,
-            updated_at=now,
-        )
         async with self._uow.begin(principal) as uow:
             entry = await uow.idempotency.lookup(principal, key)
             if entry is not None:
+                # Looked up before validating: an identical request that committed
+                # earlier replays whatever changed since (its one-time instant passed,
+                # its agent version went away).
                 if entry.request_hash != digest:
                     raise ConflictError(
                         KEY_REUSED, "the idempotency key was used for another request"
@@ -222,6 +203,30 @@ class ScheduleService:
                     existing.id, existing.current_revision, principal
                 )
                 return ScheduleResult(existing, replayed=True, changed=False, revision=current)
+            valid = await self._validator.validate(
+                principal,
+                snapshot,
+                definition,
+                now=now,
+                require_future=True,
+                cadence=cadence,
+                scanned=True,
+                schedule_id=schedule_id,
+                agents=uow.agents,
+            )
+            revision = valid.build(schedule_id, 1, principal.principal_id, now)
+            schedule = Schedule(
+                id=schedule_id,
+                tenant_id=principal.tenant_id,
+                principal_id=principal.principal_id,
+                state=ScheduleState.ACTIVE,
+                pause_reason=None,
+                current_revision=1,
+                next_fire_at=next_after(valid.cadence, now),
+                consecutive_failures=0,
+                created_at=now,
+                updated_at=now,
+            )
             await uow.schedules.create(schedule, revision)
             await self._probe.step("service.create.inserted")
             stored = await uow.idempotency.record(self._entry(principal, key, digest, schedule_id))
@@ -237,9 +242,10 @@ class ScheduleService:
                 uow, ScheduleEventType.CREATED, None, schedule, actor_of(principal), now
             )
             await self._probe.step("service.create.event_appended")
+            await uow.wakeups.schedule_changed(schedule_id)
             await uow.commit()
         await self._probe.step("service.create.committed")
-        await self._wake(schedule_id)
+        await self._observe(schedule_id)
         return ScheduleResult(schedule, replayed=False, changed=True, revision=revision)
 
     # ------------------------------------------------------------------ update / patch
@@ -393,9 +399,10 @@ class ScheduleService:
                 uow, ScheduleEventType.UPDATED, schedule, updated, actor_of(principal), now
             )
             await self._probe.step("service.update.event_appended")
+            await uow.wakeups.schedule_changed(schedule_id)
             await uow.commit()
         await self._probe.step("service.update.committed")
-        await self._wake(schedule_id)
+        await self._observe(schedule_id)
         return ScheduleResult(updated, replayed=False, changed=True)
 
     # ------------------------------------------------------------------ pause / resume / cancel
@@ -414,7 +421,7 @@ class ScheduleService:
         require_scope(principal, WRITE)
         result = await self._transition(principal, schedule_id, expected_revision, Action.RESUME)
         if result.changed:
-            await self._wake(schedule_id)
+            await self._observe(schedule_id)
         return result
 
     async def cancel(
@@ -448,6 +455,8 @@ class ScheduleService:
             await self._probe.step(f"service.{op}.mutated")
             await self._emit(uow, _EVENT_FOR[action], schedule, updated, actor_of(principal), now)
             await self._probe.step(f"service.{op}.event_appended")
+            if action is Action.RESUME:  # a resumed schedule is due again: wake schedulers
+                await uow.wakeups.schedule_changed(schedule_id)
             await uow.commit()
         await self._probe.step(f"service.{op}.committed")
         return ScheduleResult(updated, replayed=False, changed=True)
@@ -635,12 +644,13 @@ class ScheduleService:
         )
         await uow.events.append(to_record(event))
 
-    async def _wake(self, schedule_id: UUID) -> None:
-        # Best effort after commit: the scheduler's table scan is the correctness path.
+    async def _observe(self, schedule_id: UUID) -> None:
+        # The observer told after the commit (the wake-up itself rode the unit of work);
+        # its failure never fails the request that already committed.
         try:
             await self._notifier.schedule_changed(schedule_id)
-        except Exception:  # a lost wake-up only delays the scheduler until its poll
-            _log.warning("schedule wake-up notification failed", exc_info=False)
+        except Exception:
+            _log.warning("schedule change observer failed", exc_info=False)
 
 
 def patch_digest(schedule_id: UUID, expected_revision: int, patch: SchedulePatch) -> str:

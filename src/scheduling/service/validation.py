@@ -34,6 +34,7 @@ from scheduling.ports.directories import (
     SchedulePrincipalDirectory,
     TenantConfiguration,
 )
+from scheduling.ports.repositories import AgentRepository
 from scheduling.service.values import ScheduleDefinition, SchedulePatch
 
 PRINCIPAL_UNAVAILABLE = reason(
@@ -268,6 +269,7 @@ class DefinitionValidator:
         cadence: Cadence | None = None,
         scanned: bool = False,
         schedule_id: UUID | None = None,
+        agents: AgentRepository | None = None,
     ) -> ValidatedDefinition:
         """Every rule, in order; returns the normalized revision fields, which pin
         ``authority.authority_version`` (the version the owner approves under).
@@ -275,7 +277,9 @@ class DefinitionValidator:
         A caller that already scanned the text (``scanned``) and parsed the cadence
         (``cadence``) passes them, so neither happens twice; with ``schedule_id`` the
         revision built to apply the domain's rules is revision 1 of that schedule at
-        ``now`` (a create's own, returned by ``build``)."""
+        ``now`` (a create's own, returned by ``build``). With ``agents``, the agent
+        repository of the caller's open unit of work, the agent is pinned inside that
+        transaction (the registry ``joined`` to it, ADR 2310) instead of one of its own."""
         if not scanned:
             self.scan_text(definition.title, definition.instruction)
         if cadence is None:
@@ -284,7 +288,8 @@ class DefinitionValidator:
         limits = raw_limits if isinstance(raw_limits, RunLimits) else RunLimits(**raw_limits)
         self._check_scopes(principal, authority, definition.requested_scopes)
         await self._check_browser(principal, definition)
-        version, profile = await self._pin_agent(definition)
+        registry = self._agents if agents is None else self._agents.joined(agents)
+        version, profile = await _pin_agent(registry, definition)
         ceilings = await self._tenants.ceilings(principal.tenant_id)
         if ceilings is None:
             raise UnavailableError(TENANT_NOT_CONFIGURED, "scheduling is not configured")
@@ -355,16 +360,17 @@ class DefinitionValidator:
         if profile.state is not BrowserProfileState.READY:
             raise ValidationError(BROWSER_PROFILE_NOT_READY, "the browser profile is not ready")
 
-    async def _pin_agent(self, definition: ScheduleDefinition) -> tuple[str, str]:
-        if definition.agent_version is None:
-            spec = await self._agents.active(definition.agent_id)
-            if spec is None:
-                raise ValidationError(AGENT_UNKNOWN, "the agent has no active version")
-        else:
-            spec = await self._agents.get(definition.agent_id, definition.agent_version)
-            if spec is None:
-                raise ValidationError(AGENT_VERSION_UNKNOWN, "the agent version does not exist")
-        profile = definition.policy_profile
-        if profile is not None and profile != spec.policy_profile:
-            raise ValidationError(POLICY_MISMATCH, "policy_profile differs from the agent's")
-        return spec.version, spec.policy_profile
+
+async def _pin_agent(agents: AgentRegistry, definition: ScheduleDefinition) -> tuple[str, str]:
+    if definition.agent_version is None:
+        spec = await agents.active(definition.agent_id)
+        if spec is None:
+            raise ValidationError(AGENT_UNKNOWN, "the agent has no active version")
+    else:
+        spec = await agents.get(definition.agent_id, definition.agent_version)
+        if spec is None:
+            raise ValidationError(AGENT_VERSION_UNKNOWN, "the agent version does not exist")
+    profile = definition.policy_profile
+    if profile is not None and profile != spec.policy_profile:
+        raise ValidationError(POLICY_MISMATCH, "policy_profile differs from the agent's")
+    return spec.version, spec.policy_profile

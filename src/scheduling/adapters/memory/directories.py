@@ -21,6 +21,7 @@ from scheduling.ports.directories import (
     BrowserProfile,
     authority_version,
 )
+from scheduling.ports.repositories import AgentRepository
 
 
 class StaticPrincipalDirectory:
@@ -78,6 +79,9 @@ class StaticAgentRegistry:
     async def active(self, agent_id: UUID) -> AgentSpec | None:
         version = self._active.get(agent_id)
         return None if version is None else self._versions.get((agent_id, version))
+
+    def joined(self, agents: AgentRepository) -> StaticAgentRegistry:
+        return self  # held in memory, in no unit of work
 
 
 class ConfiguredBrowserProfiles:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import TracebackType
 from typing import Self
+from uuid import UUID
 
 from scheduling.adapters.memory.admission import (
     MemoryAdmissionRepository,
@@ -40,6 +41,18 @@ class MemoryStore:
     def __init__(self) -> None:
         self.tables = Tables()
         self.version = 0
+        self.wakeups: list[UUID] = []
+        """Scheduler wake-ups delivered by committed units of work, in commit order."""
+
+
+class MemoryWakeups:
+    """``ScheduleWakeups`` of one memory unit of work: held until it commits."""
+
+    def __init__(self) -> None:
+        self.pending: list[UUID] = []
+
+    async def schedule_changed(self, schedule_id: UUID) -> None:
+        self.pending.append(schedule_id)
 
 
 class MemoryUnitOfWork:
@@ -63,6 +76,7 @@ class MemoryUnitOfWork:
         self.admission = MemoryAdmissionRepository(self)
         self.pending_accounts = MemoryPendingAccountsRepository(self)
         self.materialization = MemoryMaterializationRepository(self)
+        self.wakeups = MemoryWakeups()
 
     def tables(self) -> Tables:
         if self._working is None:
@@ -85,9 +99,12 @@ class MemoryUnitOfWork:
             raise ConflictError(RETRY, "another unit of work committed first; retry")
         self._store.tables = working
         self._store.version += 1
+        self._store.wakeups.extend(dict.fromkeys(self.wakeups.pending))
+        self.wakeups.pending.clear()
 
     async def rollback(self) -> None:
         self._working = None
+        self.wakeups.pending.clear()
 
     async def __aexit__(
         self,
@@ -96,6 +113,7 @@ class MemoryUnitOfWork:
         tb: TracebackType | None,
     ) -> None:
         self._working = None
+        self.wakeups.pending.clear()
 
 
 def _check_deferred(t: Tables) -> None:

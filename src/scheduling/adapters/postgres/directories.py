@@ -5,6 +5,8 @@ With the PostgreSQL unit-of-work factory these read the ``principals``,
 store requests use), each in a short read-only transaction of its own, so no external
 identity provider is ever called while a schedule transaction is open. The principal
 is read in its own principal scope, so row-level security applies to the read too.
+``joined`` reads the agent tables inside a unit of work already open instead (a
+create's own write, ADR 2310).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
 from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
+from scheduling.ports.repositories import AgentRepository
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 
 
@@ -66,10 +69,30 @@ class DurableAgentRegistry:
 
     async def get(self, agent_id: UUID, version: str) -> AgentSpec | None:
         async with self._uow.begin() as uow:
-            record = await uow.agents.get_version(agent_id, version)
-        return None if record is None else spec_of(record)
+            return await JoinedAgentRegistry(uow.agents).get(agent_id, version)
 
     async def active(self, agent_id: UUID) -> AgentSpec | None:
         async with self._uow.begin() as uow:
-            record = await uow.agents.active(agent_id)
+            return await JoinedAgentRegistry(uow.agents).active(agent_id)
+
+    def joined(self, agents: AgentRepository) -> JoinedAgentRegistry:
+        return JoinedAgentRegistry(agents)
+
+
+class JoinedAgentRegistry:
+    """The same tables read through an open unit of work's agent repository: no
+    transaction of its own (a create's pin inside its write, ADR 2310)."""
+
+    def __init__(self, agents: AgentRepository) -> None:
+        self._agents = agents
+
+    async def get(self, agent_id: UUID, version: str) -> AgentSpec | None:
+        record = await self._agents.get_version(agent_id, version)
         return None if record is None else spec_of(record)
+
+    async def active(self, agent_id: UUID) -> AgentSpec | None:
+        record = await self._agents.active(agent_id)
+        return None if record is None else spec_of(record)
+
+    def joined(self, agents: AgentRepository) -> JoinedAgentRegistry:
+        return JoinedAgentRegistry(agents)

@@ -1,12 +1,13 @@
 """LISTEN/NOTIFY wake-ups (spec "Configuration and deployment"): best effort only.
 
-``PostgresNotifier`` sends on fixed channels: ``scheduling_schedule_changed`` (create,
-update, resume: wake schedule workers; sent after ``commit()`` on a connection of its
-own) and ``scheduling_run_queued`` (wake run workers). A run's notification is not sent
-by the materializer at all: the ``runs`` insert trigger (revision 0007, ADR 1750)
-queues it inside the inserting transaction, so PostgreSQL delivers it at commit, drops
-it on rollback, and neither a statement nor a connection is spent on it. A failure of
-a post-commit send is logged and swallowed. ``PostgresWakeListener`` LISTENs on a
+Two fixed channels: ``scheduling_schedule_changed`` (create, update, resume: wake
+schedule workers) and ``scheduling_run_queued`` (wake run workers). Neither costs a
+connection. A schedule's wake-up is ``PostgresWakeups`` (``uow.wakeups``): its
+``pg_notify`` rides the writing transaction's ``COMMIT`` round trip (ADR 2310), so
+PostgreSQL delivers it iff that commits and not one statement more is sent. A run's is
+the ``runs`` insert trigger's (revision 0007, ADR 1750), queued inside the inserting
+transaction the same way. ``PostgresNotifier`` sends one notification on a connection
+of its own (tests, tools); a failure is logged and swallowed. ``PostgresWakeListener`` LISTENs on a
 channel and sets an ``asyncio.Event``; a dropped LISTEN connection is re-established
 with a bounded backoff on the Clock (ADR 1913), and until then only latency is lost,
 because every worker keeps its bounded table-scan fallback.
@@ -22,6 +23,8 @@ from uuid import UUID
 
 import asyncpg
 
+from scheduling.adapters.postgres.errors import classify
+from scheduling.adapters.postgres.transaction import Transaction, literal
 from scheduling.instance import current
 from scheduling.ports.clock import Clock
 
@@ -34,6 +37,27 @@ _log = logging.getLogger(__name__)
 def to_libpq_url(url: str) -> str:
     """asyncpg wants ``postgresql://``; accept SQLAlchemy's ``postgresql+asyncpg://`` too."""
     return url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+MAX_QUEUE_USAGE = 0.5
+"""Above this share of the server's notification queue a wake-up is skipped: a full
+queue fails the ``COMMIT`` that notifies, and a wake-up must never fail a write."""
+
+
+class PostgresWakeups:
+    """``ScheduleWakeups`` over the unit of work's own transaction (ADR 2310)."""
+
+    def __init__(self, tx: Transaction, *, max_queue_usage: float = MAX_QUEUE_USAGE) -> None:
+        self._tx = tx
+        self._guard = repr(float(max_queue_usage))
+
+    async def schedule_changed(self, schedule_id: UUID) -> None:
+        # Only fixed text and a UUID's canonical form: nothing a caller wrote.
+        payload = literal(str(UUID(str(schedule_id))))
+        self._tx.at_commit(
+            f"SELECT pg_notify({literal(SCHEDULE_CHANNEL)}, {payload})"
+            f" WHERE pg_notification_queue_usage() < {self._guard}"
+        )
 
 
 class PostgresNotifier:
@@ -54,8 +78,15 @@ class PostgresNotifier:
                 await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
             finally:
                 await conn.close()
-        except (OSError, asyncpg.PostgresError):
-            _log.warning("notification on %s was not sent", channel, exc_info=True)
+        except (OSError, asyncpg.PostgresError) as exc:
+            fault = classify(exc)
+            # A connection fault is one line; anything else keeps its traceback.
+            _log.warning(
+                "notification on %s was not sent%s",
+                channel,
+                "" if fault is None else f": {fault}",
+                exc_info=fault is None,
+            )
 
 
 @dataclass(frozen=True)
@@ -140,10 +171,18 @@ class PostgresWakeListener:
             await self._clock.sleep(self._reconnect.delay(attempt))
             try:
                 await self._connect()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
                 attempt += 1
                 self.failed_reconnects += 1
-                _log.warning("wake listener reconnect %d failed", attempt, exc_info=True)
+                # A classified connection fault (the expected case while the server is
+                # away) is one WARNING line without a traceback; anything else keeps it.
+                fault = "timeout" if isinstance(exc, TimeoutError) else classify(exc)
+                _log.warning(
+                    "wake listener reconnect %d failed%s",
+                    attempt,
+                    "" if fault is None else f": {fault}",
+                    exc_info=fault is None,
+                )
                 continue
             self.reconnects += 1
             _log.warning("wake listener on %s reconnected", self.channel)

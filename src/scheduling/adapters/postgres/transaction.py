@@ -96,6 +96,7 @@ class Transaction:
         self.advisory_locks: set[int] = set()
         """Transaction-scoped advisory-lock keys taken so far (held until it ends)."""
         self._usage: tuple[str, datetime, TenantUsage] | None = None
+        self._at_commit: list[str] = []
 
     @property
     def is_open(self) -> bool:
@@ -108,6 +109,13 @@ class Transaction:
         self._open = False
         self.advisory_locks = set()
         self._usage = None
+        self._at_commit = []
+
+    def at_commit(self, sql: str) -> None:
+        """Send ``sql`` (fixed text, values quoted) in the ``COMMIT``'s own round trip,
+        just before it: it takes effect iff the transaction commits, and a rollback never
+        sends it (the in-transaction wake-up, ADR 2310)."""
+        self._at_commit.append(sql)
 
     def carry_usage(self, tenant_id: str, now: datetime, usage: TenantUsage) -> None:
         """Keep a tenant's usage that a statement read after the tenant's admission lock
@@ -181,13 +189,21 @@ class Transaction:
         if not self._open:
             return
         self._open = False
+        before, self._at_commit = self._at_commit, []
         if conn.invalidated:  # discarded after an error: the server ended it already
             return
+        prefixed = bool(before) and sql == "COMMIT"
+        if prefixed:
+            sql = "; ".join([*before, sql])
         driver = await self._driver_of(conn)
         try:
             await driver.execute(sql)
         except DRIVER_ERRORS as error:
             self._driver = None
+            if prefixed:
+                # A statement before the COMMIT failed: the transaction is still open
+                # (aborted) on the server, so the connection never returns to the pool.
+                await _invalidate(conn)
             raise DBAPIError(sql, (), error) from error
         except BaseException:
             self._driver = None

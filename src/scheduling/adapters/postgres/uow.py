@@ -22,6 +22,7 @@ from scheduling.adapters.postgres.admission import PostgresAdmissionRepository
 from scheduling.adapters.postgres.errors import CONNECT_ERRORS, broken_connection, translate
 from scheduling.adapters.postgres.materialization import PostgresMaterializationRepository
 from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.notify import PostgresWakeups
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.adapters.postgres.transaction import (
@@ -94,6 +95,7 @@ class PostgresUnitOfWork:
         self.admission = PostgresAdmissionRepository(self.tx)
         self.pending_accounts = PostgresPendingAccountsRepository(self.tx)
         self.materialization = PostgresMaterializationRepository(self.tx, repos.schedules)
+        self.wakeups = PostgresWakeups(self.tx)
 
     async def __aenter__(self) -> Self:
         if self._used:
