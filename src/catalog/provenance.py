@@ -57,23 +57,17 @@ def shipped_file_in(checkout: Path, name: str) -> Path:
     return legacy if not current.exists() and legacy.is_file() else current
 
 
-def _counted(path: Path) -> bool:
+def counted(path: Path) -> bool:
+    """Whether a digest counts ``path``: a file, not bytecode or a cache."""
     return path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
-def check_file_digests(checks_dir: Path, root: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``checks_dir``, keyed by its path relative to
-    ``root`` (the form pytest node ids use)."""
-    files = sorted(p for p in checks_dir.rglob("*") if _counted(p))
-    return {p.relative_to(root).as_posix(): sha256_file(p) for p in files}
-
-
-def untracked_files(checks_dir: Path, root: Path) -> list[str] | None:
-    """Files under ``checks_dir`` git does not track (ignored ones included); None
-    without git."""
+def git_lines(root: Path, *args: str) -> list[str] | None:
+    """The non-empty lines ``git ARGS`` prints with ``root`` as its working directory;
+    None without git, outside a repository, on a failure or after 10 s."""
     try:
         proc = subprocess.run(
-            ["git", "ls-files", "--others", "--", str(checks_dir)],
+            ["git", *args],
             cwd=root,
             capture_output=True,
             text=True,
@@ -84,8 +78,21 @@ def untracked_files(checks_dir: Path, root: Path) -> list[str] | None:
         return None
     if proc.returncode != 0:
         return None
-    found = [line for line in proc.stdout.splitlines() if line]
-    return sorted(f for f in found if _counted(root / f))
+    return [line for line in proc.stdout.splitlines() if line]
+
+
+def check_file_digests(checks_dir: Path, root: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``checks_dir``, keyed by its path relative to
+    ``root`` (the form pytest node ids use)."""
+    files = sorted(p for p in checks_dir.rglob("*") if counted(p))
+    return {p.relative_to(root).as_posix(): sha256_file(p) for p in files}
+
+
+def untracked_files(checks_dir: Path, root: Path) -> list[str] | None:
+    """Files under ``checks_dir`` git does not track (ignored ones included); None
+    without git."""
+    found = git_lines(root, "ls-files", "--others", "--", str(checks_dir))
+    return None if found is None else sorted(f for f in found if counted(root / f))
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ environment it runs in (ADR 2150).
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from importlib import metadata
 from pathlib import Path
+
+from catalog.provenance import counted, git_lines, sha256_file
 
 PRODUCT_RELATIVE = Path("src/scheduling")
 """Where a checkout keeps the product (relative to its root)."""
@@ -22,19 +23,15 @@ PRODUCT_RELATIVE = Path("src/scheduling")
 _NOT_DEPENDENCIES = frozenset({"pip"})
 
 
-def _counted(path: Path) -> bool:
-    return path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
-
-
 def product_tree_digest(root: Path) -> str:
     """SHA-256 over the product tree under ``root``: for each file in sorted path order,
     its relative path, a NUL, its SHA-256, a newline. An absent tree digests as empty."""
     tree = root / PRODUCT_RELATIVE
-    files = sorted((p.relative_to(tree).as_posix(), p) for p in tree.rglob("*") if _counted(p))
+    files = sorted((p.relative_to(tree).as_posix(), p) for p in tree.rglob("*") if counted(p))
     digest = hashlib.sha256()
     for relative, path in files:
         digest.update(relative.encode("utf-8") + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).hexdigest().encode("ascii") + b"\n")
+        digest.update(sha256_file(path).encode("ascii") + b"\n")
     return digest.hexdigest()
 
 
@@ -71,17 +68,4 @@ def dependency_changes(recorded: list[str], installed: list[str]) -> list[str]:
 def tracked_changes(root: Path) -> list[str] | None:
     """``git status --porcelain`` lines for tracked files (untracked ignored); None
     without git or outside a repository."""
-    try:
-        proc = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
-        return None
-    return [line for line in proc.stdout.splitlines() if line]
+    return git_lines(root, "status", "--porcelain", "--untracked-files=no")
