@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 
+from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import schedule_idempotency_keys
 from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.errors import ConflictError
@@ -16,12 +17,28 @@ from scheduling.ports.records import IdempotencyEntry
 from scheduling.ports.repositories import KEY_REUSED
 
 _keys = schedule_idempotency_keys.c
+_NAMES = tuple(c.name for c in schedule_idempotency_keys.columns)
+
+# Every create and keyed update looks its key up and records it: prepared on the driver
+# connection (ADR 1740), as the principal and agent reads (ADR 2240, 2310).
+_LOOKUP = Prepared(
+    select(schedule_idempotency_keys).where(
+        *(
+            _keys[n] == bindparam(n, type_=_keys[n].type)
+            for n in ("tenant_id", "principal_id", "key")
+        )
+    )
+)
+_RECORD = Prepared(
+    insert(schedule_idempotency_keys)
+    .values({n: bindparam(n, type_=_keys[n].type) for n in _NAMES})
+    .on_conflict_do_nothing(index_elements=["tenant_id", "principal_id", "key"])
+    .returning(_keys.key)
+)
 
 
 def _to_entry(row: Any) -> IdempotencyEntry:
-    return IdempotencyEntry(
-        **{c.name: getattr(row, c.name) for c in schedule_idempotency_keys.columns}
-    )
+    return IdempotencyEntry(**{name: row[name] for name in _NAMES})
 
 
 class PostgresIdempotencyLedger:
@@ -32,20 +49,12 @@ class PostgresIdempotencyLedger:
         return await self._get(principal.tenant_id, principal.principal_id, key)
 
     async def _get(self, tenant_id: str, principal_id: str, key: str) -> IdempotencyEntry | None:
-        query = select(schedule_idempotency_keys).where(
-            _keys.tenant_id == tenant_id, _keys.principal_id == principal_id, _keys.key == key
-        )
-        row = (await self._tx.execute(query)).first()
-        return None if row is None else _to_entry(row)
+        params = {"tenant_id": tenant_id, "principal_id": principal_id, "key": key}
+        rows = await self._tx.fetch(_LOOKUP, params)
+        return _to_entry(rows[0]) if rows else None
 
     async def record(self, entry: IdempotencyEntry) -> IdempotencyEntry:
-        statement = (
-            insert(schedule_idempotency_keys)
-            .values(asdict(entry))
-            .on_conflict_do_nothing(index_elements=["tenant_id", "principal_id", "key"])
-            .returning(_keys.key)
-        )
-        if (await self._tx.execute(statement)).first() is not None:
+        if await self._tx.fetch(_RECORD, asdict(entry)):
             return entry
         stored = await self._get(entry.tenant_id, entry.principal_id, entry.key)
         if stored is None or stored.request_hash != entry.request_hash:

@@ -72,6 +72,15 @@ _AGENT_VERSION = Prepared(
 )
 
 
+# Every schedule change appends one: prepared (ADR 1740), the payload's JSON through the
+# column's own bind processor.
+_APPEND_EVENT = Prepared(
+    insert(process_events).values(
+        {c.name: bindparam(c.name, type_=c.type) for c in process_events.columns}
+    )
+)
+
+
 class PostgresPrincipalRepository:
     def __init__(self, tx: Transaction) -> None:
         self._tx = tx
@@ -270,7 +279,7 @@ class PostgresProcessEventRepository:
         self._tx = tx
 
     async def append(self, event: ProcessEvent) -> ProcessEvent:
-        await self._tx.execute(insert(process_events).values(asdict(event)))
+        await self._tx.fetch(_APPEND_EVENT, asdict(event))
         return event
 
     async def append_once(self, event: ProcessEvent) -> bool:
