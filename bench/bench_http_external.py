@@ -53,10 +53,12 @@ READ_P99_MS_AT_8 = 50.0
 
 WRK_SCRIPT = r"""
 local counter = 0
-local tid = 0
+-- Each thread's own number: a global set by setup in the thread's state (a chunk-level
+-- local here would shadow it, every thread would read 0 and send the same keys).
+local threads = 0
 function setup(thread)
-  tid = tid + 1
-  thread:set("tid", tid)
+  threads = threads + 1
+  thread:set("tid", threads)
 end
 function init(args)
   prefix = args[1] .. "-" .. tostring(tid)
