@@ -15,6 +15,13 @@ per decision, with the load average around each round); ``drain`` and ``pgbench.
 hold the round whose ratio is the median, in the shape ``bench/table.py`` reads.
 A burst (``--burst``) of schedules due at one instant is drained by one worker with
 the configured in-worker concurrency. Numbers on a shared 2-core machine are noisy.
+
+``--durable`` runs the same rounds (anchor and drains) again on a private cluster with
+production durability (fsync, synchronous_commit and full_page_writes on) in a data
+directory on disk under ``--durable-dir`` (default the temp dir; tmpfs is refused), and
+reports it under ``durable`` in the same shape. The provider's server (fsync off,
+usually on tmpfs) shows the client's own cost; the durable one is the production-shaped
+ratio (ADR 2340). Each server's settings (``SHOW``) are recorded under ``server``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -47,6 +55,9 @@ from materialize_world import (
 )
 
 from simulation.provider import DatabaseServer, acquire_server
+from simulation.provider._cluster import BASE_DIR_ENV
+from simulation.provider._info import on_shm
+from simulation.provider._private import private_cluster
 from simulation.provider.templates import build_migrated, migrated_template_key
 
 PGBENCH = Path("/usr/lib/postgresql/15/bin/pgbench")
@@ -209,6 +220,101 @@ def _range(rounds: list[dict[str, Any]], workers: int) -> dict[str, Any]:
     }
 
 
+SETTINGS = (
+    "fsync",
+    "synchronous_commit",
+    "full_page_writes",
+    "wal_level",
+    "wal_sync_method",
+    "shared_buffers",
+    "max_connections",
+)
+
+
+def server_settings(server: DatabaseServer) -> dict[str, Any]:
+    """What decides a commit's cost on ``server``: the durability and WAL settings it
+    runs with (``SHOW``) and whether its data directory is on tmpfs."""
+
+    async def read() -> dict[str, Any]:
+        conn = await asyncpg.connect(server.info.dsn)
+        try:
+            shown = {name: str(await conn.fetchval(f"SHOW {name}")) for name in SETTINGS}
+        finally:
+            await conn.close()
+        cluster_dir = server.info.to_dict().get("cluster_dir")
+        shown["data_on_tmpfs"] = None if cluster_dir is None else on_shm(cluster_dir)
+        shown["cluster_dir"] = cluster_dir
+        return shown
+
+    return asyncio.run(read())
+
+
+def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]) -> dict[str, Any]:
+    """``--rounds`` of pgbench then the drains on ``server``, and the ranges over them."""
+    template = server.ensure_template(migrated_template_key(), build_migrated)
+    rounds = []
+    for _ in range(max(1, args.rounds)):
+        load_before = os.getloadavg()
+        tps = pgbench(server, clients, args.pgbench_seconds, args.pgbench_scale)
+        ran = [drain_run(server, template, args.schedules, args.tenants, n, {}) for n in clients]
+        for d in ran:
+            d["ratio_to_pgbench"] = round(d["rate_per_second"] / tps[d["workers"]], 4)
+        rounds.append(
+            {
+                "load_average_before": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                "tps": tps,
+                "drain": ran,
+            }
+        )
+    chosen = _median_round(rounds, clients[0])
+    return {
+        "template": template,
+        "server": {
+            "source": server.info.source,
+            "version": server.info.version,
+            "durability": server.info.durability,
+            "settings": server_settings(server),
+        },
+        "pgbench": {
+            "mode": "tpcb-like, simple protocol, -n, -j = -c",
+            "scale": args.pgbench_scale,
+            "seconds": args.pgbench_seconds,
+            "tps": {str(k): v for k, v in chosen["tps"].items()},
+        },
+        "drain": chosen["drain"],
+        "range": {str(n): _range(rounds, n) for n in clients},
+        "rounds": [
+            {
+                "load_average_before": r["load_average_before"],
+                "load_average_after": r["load_average_after"],
+                "pgbench_tps": {str(k): v for k, v in r["tps"].items()},
+                "drain": [_brief(d) for d in r["drain"]],
+            }
+            for r in rounds
+        ],
+    }
+
+
+def durable_base(directory: Path) -> Path:
+    """Where the durable cluster goes: on disk, never tmpfs (a commit's fsync is the
+    point of that server)."""
+    if on_shm(directory.resolve()):
+        raise SystemExit(f"--durable-dir {directory} is on tmpfs; give a directory on disk")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def measure_durable(args: argparse.Namespace, clients: list[int]) -> dict[str, Any]:
+    """The same rounds on a private cluster with production durability (fsync,
+    synchronous_commit, full_page_writes on) whose data directory is on disk."""
+    base = durable_base(args.durable_dir)
+    with private_cluster(durable=True, environ={**os.environ, BASE_DIR_ENV: str(base)}) as private:
+        measured = measure(private.server, args, clients)
+    measured.pop("template")
+    return measured
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=Path("bench/results/materialize.json"))
@@ -222,30 +328,24 @@ def main() -> int:
     parser.add_argument(
         "--admission-history", default="1000,1000000", help="historical runs (small,large)"
     )
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="also run the rounds on a durable on-disk server (reported under 'durable')",
+    )
+    parser.add_argument(
+        "--durable-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()),
+        help="parent directory of the durable cluster (on disk, not /dev/shm)",
+    )
     args = parser.parse_args()
     clients = [int(w) for w in args.workers.split(",")]
+    if args.durable:
+        durable_base(args.durable_dir)  # refuse tmpfs before anything runs
     with acquire_server() as server:
-        template = server.ensure_template(migrated_template_key(), build_migrated)
-        rounds = []
-        for _ in range(max(1, args.rounds)):
-            load_before = os.getloadavg()
-            tps = pgbench(server, clients, args.pgbench_seconds, args.pgbench_scale)
-            ran = [
-                drain_run(server, template, args.schedules, args.tenants, n, {}) for n in clients
-            ]
-            for d in ran:
-                d["ratio_to_pgbench"] = round(d["rate_per_second"] / tps[d["workers"]], 4)
-            rounds.append(
-                {
-                    "load_average_before": [round(x, 2) for x in load_before],
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()],
-                    "tps": tps,
-                    "drain": ran,
-                }
-            )
-        chosen = _median_round(rounds, clients[0])
-        anchor = chosen["tps"]
-        drains = chosen["drain"]
+        measured = measure(server, args, clients)
+        template = measured.pop("template")
         burst = None
         if args.burst:
             burst = drain_run(server, template, args.burst, args.tenants, 1, {})
@@ -256,35 +356,16 @@ def main() -> int:
                 admission.append(asyncio.run(admission_cost(url, history, NOW, 300)))
             finally:
                 server.drop_database(url)
-        report: dict[str, Any] = {
-            "python": sys.version.split()[0],
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "server": {
-                "source": server.info.source,
-                "version": server.info.version,
-                "durability": server.info.durability,
-            },
-            "pgbench": {
-                "mode": "tpcb-like, simple protocol, -n, -j = -c",
-                "scale": args.pgbench_scale,
-                "seconds": args.pgbench_seconds,
-                "tps": {str(k): v for k, v in anchor.items()},
-            },
-            "drain": drains,
-            "range": {str(n): _range(rounds, n) for n in clients},
-            "rounds": [
-                {
-                    "load_average_before": r["load_average_before"],
-                    "load_average_after": r["load_average_after"],
-                    "pgbench_tps": {str(k): v for k, v in r["tps"].items()},
-                    "drain": [_brief(d) for d in r["drain"]],
-                }
-                for r in rounds
-            ],
-            "burst": burst,
-            "admission": admission,
-        }
+    report: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        **measured,
+        "burst": burst,
+        "admission": admission,
+    }
+    if args.durable:
+        report["durable"] = measure_durable(args, clients)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

@@ -1,7 +1,8 @@
 """One Markdown table of every benchmark target, each figure beside its anchor from the
 same run: python bench/table.py bench/results (writes bench/results/table.md).
 
-Reads materialize.json (bench_materialize.py), recurrence.json (bench_recurrence.py) and
+Reads materialize.json (bench_materialize.py; with ``--durable`` its drain ranges on both
+servers), recurrence.json (bench_recurrence.py) and
 accounting.json (bench_accounting.py).
 Targets are issue 14's ratios; a missing input is reported as "not measured".
 """
@@ -113,6 +114,47 @@ def materialize_rows(m: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _span(values: list[float], fmt: str) -> str:
+    low, high = values
+    return format(low, fmt) if low == high else f"{low:{fmt}}-{high:{fmt}}"
+
+
+def range_rows(m: dict[str, Any], label: str) -> list[str]:
+    """Issue 26's drain targets judged on the range over the rounds (the worst round):
+    ratio to pgbench(1) ≥ 0.8 and client CPU ≤ 0.6 ms per decision, on one server."""
+    rows = []
+    settings = m["server"].get("settings", m["server"]["durability"])
+    where = (
+        f"{label}: fsync {settings['fsync']}, synchronous_commit {settings['synchronous_commit']}"
+    )
+    for n, r in sorted((int(k), v) for k, v in (m.get("range") or {}).items()):
+        ratio = r["ratio_to_pgbench"]
+        cpu = r["client_cpu_ms_per_materialization"]
+        load = _span(r["load_average_1min"], ".1f")
+        rows.append(
+            _row(
+                f"drain, {n} worker(s), {r['rounds']} rounds ({where})",
+                f"{_span(r['rate_per_second'], '.0f')}/s"
+                f" (ratio {_span(ratio, '.3f')}, load {load})",
+                f"pgbench({n}) {_span(r['pgbench_tps'], '.0f')} TPS",
+                ratio[0],
+                "≥ 0.8",
+                ratio[0] >= 0.8,
+            )
+        )
+        rows.append(
+            _row(
+                f"client CPU per decision, {n} worker(s) ({label})",
+                f"{_span(cpu, '.3f')} ms",
+                "—",
+                None,
+                "≤ 0.6 ms",
+                cpu[1] <= 0.6,
+            )
+        )
+    return rows
+
+
 def recurrence_rows(r: dict[str, Any]) -> list[str]:
     rows = []
     for kind, row in r["throughput"].items():
@@ -159,6 +201,14 @@ def table(directory: Path) -> str:
     m = _load(directory, "materialize.json")
     r = _load(directory, "recurrence.json")
     lines += materialize_rows(m) if m else ["| materialization | not measured | | | | |"]
+    if m:
+        lines += range_rows(m, "provider server")
+        durable = m.get("durable")
+        lines += (
+            range_rows(durable, "durable server")
+            if durable
+            else ["| drain on a durable server | not measured (--durable) | | | | |"]
+        )
     lines += recurrence_rows(r) if r else ["| recurrence | not measured | | | | |"]
     a = _load(directory, "accounting.json")
     lines += accounting_rows(a) if a else ["| accounting lag | not measured | | | | |"]
