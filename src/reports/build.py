@@ -1,4 +1,4 @@
-"""Assemble a GateReport from the catalog, the ledger and the checks' results."""
+"""Assemble a GateReport from the catalog, the declared milestones and the checks' results."""
 
 from __future__ import annotations
 

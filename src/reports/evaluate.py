@@ -21,6 +21,23 @@ from reports.model import (
     Requirements,
 )
 
+UNKNOWN_NOTE = "neither verified by this suite nor in the declared milestones"
+# What a report made before the rename (ADR 2210) says in its notes and the ceiling's
+# reason: the same claims, so verify reads them as today's words (ADR 2360).
+_FORMER_WORDS = (
+    ("neither verified by this suite nor listed in the ledger", UNKNOWN_NOTE),
+    ("the milestone ledger says", "the declared milestones say"),
+    ("(not in the suite or the ledger)", "(not in the suite or the declared milestones)"),
+)
+
+
+def in_current_words(text: str) -> str:
+    """``text`` with the former milestone-ledger phrases in today's words."""
+    for former, current in _FORMER_WORDS:
+        text = text.replace(former, current)
+    return text
+
+
 # When facets disagree, the worst one names the gate's status.
 _WORST_FIRST = (GateStatus.FAIL, GateStatus.ERROR, GateStatus.MISSING, GateStatus.PASS)
 
@@ -105,7 +122,7 @@ def milestone_results(
                     number=number,
                     source="none",
                     state=MilestoneState.UNKNOWN,
-                    note="neither verified by this suite nor listed in the ledger",
+                    note=UNKNOWN_NOTE,
                 )
             )
     return results
@@ -120,9 +137,9 @@ def compute_ceiling(milestones: Iterable[MilestoneResult]) -> Ceiling:
             if m.source == "suite":
                 why = f"{m.gates_passing} of {m.gates_total} gates pass"
             elif m.source == "ledger":
-                why = f"the milestone ledger says {m.state.value.replace('_', ' ')}"
+                why = f"the declared milestones say {m.state.value.replace('_', ' ')}"
             else:
-                why = "its status is unknown (not in the suite or the ledger)"
+                why = "its status is unknown (not in the suite or the declared milestones)"
             return Ceiling(
                 milestone=reached,
                 label=label,

@@ -2,9 +2,9 @@
 
 In order: the ceiling and what holds it; whether the run's ``--require-*`` bar was
 set and met; each milestone's state, consecutive milestones of the same source and
-state collapsed into ranges ("M1-M9 complete (ledger)", with an en dash); then, per catalog section,
-the items that do not pass with why and what to do, then the passing ones with a
-one-line evidence summary per check.
+state collapsed into ranges ("M1-M9 complete (declared)", with an en dash); then, per
+catalog section, the items that do not pass with why and what to do, then the passing
+ones with a one-line evidence summary per check.
 
 A section is one catalog of verified items (the gates today). Another catalog with
 the same statuses (e.g. spec rules) becomes one more ``Section`` appended by
@@ -35,7 +35,7 @@ NOT_PASSING_ORDER = (GateStatus.FAIL, GateStatus.ERROR, GateStatus.MISSING, Gate
 class MilestoneLine:
     first: int
     last: int
-    source: str  # suite | ledger | none
+    source: str  # suite | ledger (declared) | none
     state: MilestoneState
     text: str
 
@@ -70,7 +70,7 @@ def _range(first: int, last: int) -> str:
 
 
 def milestone_lines(milestones: Sequence[MilestoneResult]) -> list[MilestoneLine]:
-    """Suite milestones one per line; ledger and unknown ones collapsed into ranges."""
+    """Suite milestones one per line; declared and unknown ones collapsed into ranges."""
     lines: list[MilestoneLine] = []
     run: list[MilestoneResult] = []
 
@@ -79,7 +79,9 @@ def milestone_lines(milestones: Sequence[MilestoneResult]) -> list[MilestoneLine
             return
         first, last, m = run[0].number, run[-1].number, run[0]
         state = m.state.value.replace("_", " ")
-        where = "ledger" if m.source == "ledger" else "not in the suite or the ledger"
+        where = (
+            "declared" if m.source == "ledger" else "not in the suite or the declared milestones"
+        )
         lines.append(
             MilestoneLine(
                 first, last, m.source, m.state, f"{_range(first, last)} {state} ({where})"

@@ -4,7 +4,7 @@ The merged report is built from the parts' check results by the same functions a
 single run uses, so its statuses, ceiling, rules and provenance equal a single run's
 with the same seed on the same commit. Parts that could not come from one run are
 refused with a stable code (``MergeError.code``): different seeds, commits, catalogs,
-ledgers, check files, selections or bars, a shard given twice or missing, or checks
+milestone files, check files, selections or bars, a shard given twice or missing, or checks
 that no part ran or that two parts ran.
 """
 
@@ -86,7 +86,7 @@ def merge_parts(
     _same(ordered, "gates.merge.seed_mismatch", "seeds", lambda r: r.seed)
     _same(ordered, "gates.merge.commit_mismatch", "commits", lambda r: (r.commit, r.commit_dirty))
     _same(ordered, "gates.merge.catalog_mismatch", "catalog digests", _provenance("catalog_sha256"))
-    _same(ordered, "gates.merge.ledger_mismatch", "ledgers", _ledger_of)
+    _same(ordered, "gates.merge.ledger_mismatch", "milestone files", _ledger_of)
     _same(ordered, "gates.merge.checks_mismatch", "check files", _provenance("check_files"))
     _same(ordered, "gates.merge.checks_mismatch", "inventories", _inventory_of)
     _same(ordered, "gates.merge.checks_mismatch", "check directories", _provenance("checks_dir"))

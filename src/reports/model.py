@@ -38,7 +38,7 @@ class MilestoneState(StrEnum):
     INCOMPLETE = "incomplete"  # suite milestone with a gate not PASS
     IN_PROGRESS = "in_progress"
     NOT_STARTED = "not_started"
-    UNKNOWN = "unknown"  # neither in the suite nor in the ledger
+    UNKNOWN = "unknown"  # neither in the suite nor in the declared milestones
 
 
 class _Model(BaseModel):
@@ -89,7 +89,7 @@ class RuleResult(_Model):
 
 class MilestoneResult(_Model):
     number: int
-    source: Literal["suite", "ledger", "none"]
+    source: Literal["suite", "ledger", "none"]  # "ledger": declared (the format's word)
     state: MilestoneState
     gates_total: int = 0
     gates_passing: int = 0
@@ -120,7 +120,7 @@ class Provenance(_Model):
     """What decided the verdicts (see src/catalog/provenance.py)."""
 
     catalog_sha256: str
-    ledger_sha256: str
+    ledger_sha256: str  # of the declared-milestones file ("ledger": the format's word)
     ledger_shipped: bool
     checks_dir: str  # relative to the project root, e.g. src/gates/checks
     check_files: dict[str, str]  # path relative to the project root -> SHA-256
@@ -190,7 +190,7 @@ class RunMetadata(_Model):
     postgres: PostgresInfo
     profile: Literal["quick", "deep"]
     seed: int
-    ledger: str
+    ledger: str  # which declared-milestones file the run used
     selection: dict[str, list[str]]
     command: str
     pytest_exit_code: int | None

@@ -1,5 +1,5 @@
-"""Refuse a report whose checks, selection or ledger do not match where it says it
-came from (its recorded provenance, and optionally a checkout of the commit)."""
+"""Refuse a report whose checks, selection or milestone file do not match where it says
+it came from (its recorded provenance, and optionally a checkout of the commit)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ HARNESS_ERROR_PREFIX = "<collection of "
 
 @dataclass(frozen=True)
 class VerifyContext:
-    """What the verifier itself holds: the ledger it was given (None: shipped) and,
+    """What the verifier itself holds: the milestone file it was given (None: shipped) and,
     optionally, a checkout to recompute digests from."""
 
     milestones_path: Path | None = None
@@ -50,7 +50,7 @@ class VerifyContext:
 def provenance_problems(report: GateReport, catalog: Catalog, ctx: VerifyContext) -> list[str]:
     p = report.run.provenance
     if p is None:
-        return ["the report records no provenance (catalog, ledger and check digests)"]
+        return ["the report records no provenance (catalog, milestone file and check digests)"]
     problems: list[str] = []
     problems += _catalog_and_ledger(report, p, ctx)
     problems += _checks_match_inventory(report, p)
@@ -117,16 +117,16 @@ def _catalog_and_ledger(report: GateReport, p: Provenance, ctx: VerifyContext) -
         problems.append("the report's catalog digest is not the catalog's")
     names_shipped = report.run.ledger == ctx.shipped_milestones_origin
     if p.ledger_shipped != names_shipped:
-        problems.append("the report's ledger name and its shipped-ledger flag disagree")
+        problems.append("the report's milestone file name and its shipped-milestones flag disagree")
     shipped = milestones_digest(None)
     if (p.ledger_shipped or names_shipped) and p.ledger_sha256 != shipped:
         problems.append(
-            "the report names the shipped ledger but its ledger digest is another ledger's"
+            "the report names the shipped milestone file but its digest is another file's"
         )
     used = milestones_digest(ctx.milestones_path)
     if p.ledger_sha256 != used:
         problems.append(
-            "the run's ledger is not the ledger verify used "
+            "the run's milestone file is not the one verify used "
             f"(run {p.ledger_sha256[:12]}, verify {used[:12]}): pass the run's --milestone-file"
         )
     return problems
@@ -222,7 +222,9 @@ def _against_checkout(report: GateReport, p: Provenance, checkout: Path) -> list
     if p.ledger_shipped and (
         not ledger_file.is_file() or sha256_file(ledger_file) != p.ledger_sha256
     ):
-        problems.append(f"the shipped ledger in {checkout} is not the one the report records")
+        problems.append(
+            f"the shipped milestone file in {checkout} is not the one the report records"
+        )
     checks_dir = checkout / p.checks_dir
     actual = check_file_digests(checks_dir, checkout) if checks_dir.is_dir() else {}
     for path in sorted(set(p.check_files) | set(actual)):

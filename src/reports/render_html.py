@@ -185,7 +185,7 @@ def render_html(report: GateReport) -> str:
         f"{body}"
         f"{_rules(report)}"
         f"<h2>Run</h2><p class='meta'>Command: <code>{escape(run.command)}</code> · "
-        f"ledger: {escape(run.ledger)} · platform {escape(run.platform)} · "
+        f"milestones: {escape(run.ledger)} · platform {escape(run.platform)} · "
         f"tool {escape(run.tool_version or 'unknown')} · schema {escape(report.schema_version)}</p>"
         "</body></html>\n"
     )

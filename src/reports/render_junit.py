@@ -8,7 +8,7 @@ A gate's case fails when its status can fail the run: FAIL is a ``failure`` and
 ERROR an ``error`` always; MISSING is a ``failure`` when no ``--require-*`` bar is
 set (then any gate not passing fails the run) or when the bar covers the gate's
 milestone, else ``skipped``; NOT_RUN is ``skipped``. When a bar is set, one more
-case, ``requirements``, fails iff the bar was not met (a ledger milestone can hold
+case, ``requirements``, fails iff the bar was not met (a declared milestone can hold
 the ceiling with every gate green).
 """
 

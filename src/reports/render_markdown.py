@@ -78,7 +78,7 @@ def _provenance(report: GateReport) -> list[str]:
         return []
     untracked = f" · **untracked: {', '.join(p.untracked)}**" if p.untracked else ""
     return [
-        f"Provenance: catalog `{p.catalog_sha256[:12]}` · ledger `{p.ledger_sha256[:12]}`"
+        f"Provenance: catalog `{p.catalog_sha256[:12]}` · milestones `{p.ledger_sha256[:12]}`"
         f"{' (shipped)' if p.ledger_shipped else ''} · {len(p.check_files)} check files "
         f"digested · {len(p.inventory)} bound checks collected{untracked} "
         "(`scheduling-gates verify --checkout DIR` recomputes them)",

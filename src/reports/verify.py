@@ -15,6 +15,7 @@ from reports.evaluate import (
     compute_ceiling,
     evaluate_facets,
     gate_status,
+    in_current_words,
     milestone_results,
     requirements_met,
 )
@@ -39,8 +40,9 @@ def verify_report(
     declared: Milestones,
     context: VerifyContext | None = None,
 ) -> list[str]:
-    """Every way the report contradicts the catalog, the ledger or its own checks; with
-    a ``context``, also its provenance (and a checkout, when the context names one)."""
+    """Every way the report contradicts the catalog, the declared milestones or its own
+    checks; with a ``context``, also its provenance (and a checkout, when the context
+    names one)."""
     problems: list[str] = []
     shard = report.run.shard
     if shard is not None:
@@ -88,18 +90,30 @@ def verify_report(
     if problems:
         return problems
     milestones = milestone_results(catalog, statuses, declared)
-    if milestones != report.milestones:
-        problems.append("milestone states do not follow from the gates and the ledger")
+    worded = _in_current_words(report)
+    if milestones != worded.milestones:
+        problems.append("milestone states do not follow from the gates and the declared milestones")
     ceiling = compute_ceiling(milestones)
-    if ceiling != report.ceiling:
+    if ceiling != worded.ceiling:
         problems.append(
-            f"ceiling {report.ceiling.label} is wrong: the gates and ledger give {ceiling.label}"
+            f"ceiling {report.ceiling.label} is wrong: "
+            f"the gates and the declared milestones give {ceiling.label}"
         )
     if summarize(report.gates) != report.summary:
         problems.append("summary counts do not match the gates")
     if requirements_met(report.requirements, ceiling, milestones) != report.requirements.met:
         problems.append("requirements.met does not follow from the bar and the milestones")
     return problems + rule_problems(report)
+
+
+def _in_current_words(report: GateReport) -> GateReport:
+    """The report with the notes and ceiling reason of a report made before the rename
+    of the milestone ledger (ADR 2210) in today's words: the claims are the same."""
+    milestones = [
+        m.model_copy(update={"note": in_current_words(m.note)}) for m in report.milestones
+    ]
+    ceiling = report.ceiling.model_copy(update={"reason": in_current_words(report.ceiling.reason)})
+    return report.model_copy(update={"milestones": milestones, "ceiling": ceiling})
 
 
 def rule_problems(report: GateReport) -> list[str]:

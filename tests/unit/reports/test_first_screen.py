@@ -13,12 +13,12 @@ from reports.render_markdown import render_markdown
 from testsupport.reports import check, report_of
 
 
-def test_ledger_milestones_collapse_into_ranges_and_suite_ones_stay() -> None:
+def test_declared_milestones_collapse_into_ranges_and_suite_ones_stay() -> None:
     texts = [m.text for m in milestone_lines(report_of([]).milestones)]
-    assert texts[0] == "M1\u2013M9 complete (ledger)"
-    assert texts[1] == "M10 in progress (ledger)"
+    assert texts[0] == "M1\u2013M9 complete (declared)"
+    assert texts[1] == "M10 in progress (declared)"
     assert texts[2].startswith("M11 incomplete: 0 of 23 gates pass")
-    assert "M13\u2013M18 unknown (not in the suite or the ledger)" in texts
+    assert "M13\u2013M18 unknown (not in the suite or the declared milestones)" in texts
     assert len(texts) < 12  # 23 milestones, a handful of lines
 
 
@@ -69,7 +69,7 @@ def test_markdown_reads_in_first_screen_order() -> None:
     order = [
         "Verified gate ceiling: M9",
         "NOT MET: M11 is incomplete",
-        "M1\u2013M9 complete (ledger)",
+        "M1\u2013M9 complete (declared)",
         "## Gates not passing (45 of 46)",
         "## Gates passing (1)",
         "`gate.schedule.civil_time`",

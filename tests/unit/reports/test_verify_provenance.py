@@ -251,7 +251,7 @@ def test_a_custom_ledger_named_as_the_shipped_one_is_refused(
 
     # The verifier handed the custom ledger (the ceiling follows from it) ...
     found = problems(edited(raw, rename), ledger=custom)
-    assert any("shipped ledger" in p for p in found), found
+    assert any("shipped milestone file" in p for p in found), found
     # ... or the shipped one (then the ledger is not the run's).
     found = problems(edited(raw, rename))
     assert found
@@ -352,7 +352,7 @@ def test_a_report_without_provenance_is_refused(honest: dict[str, Any]) -> None:
         raw["run"].pop("provenance")
 
     assert problems(edited(honest, strip)) == [
-        "the report records no provenance (catalog, ledger and check digests)"
+        "the report records no provenance (catalog, milestone file and check digests)"
     ]
 
 
