@@ -81,6 +81,12 @@ def git_lines(root: Path, *args: str) -> list[str] | None:
     return [line for line in proc.stdout.splitlines() if line]
 
 
+def head_commit(root: Path) -> str | None:
+    """The commit checked out at ``root``; None without git or outside a repository."""
+    lines = git_lines(root, "rev-parse", "HEAD")
+    return lines[0] if lines else None
+
+
 def check_file_digests(checks_dir: Path, root: Path) -> dict[str, str]:
     """SHA-256 of every file under ``checks_dir``, keyed by its path relative to
     ``root`` (the form pytest node ids use)."""

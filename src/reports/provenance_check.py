@@ -4,7 +4,6 @@ it came from (its recorded provenance, and optionally a checkout of the commit).
 from __future__ import annotations
 
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from catalog.provenance import (
     SHIPPED_MILESTONES,
     check_file_digests,
     gate_markers,
+    head_commit,
     milestones_digest,
     nodeid_function,
     sha256_file,
@@ -243,7 +243,7 @@ def _against_checkout(report: GateReport, p: Provenance, checkout: Path) -> list
         problems.append(f"{path}::{function} is bound to {gate} in the checkout, not collected")
     for path, function, gate in sorted(collected - markers):
         problems.append(f"{path}::{function} is not bound to {gate} in the checkout")
-    head = _head(checkout)
+    head = head_commit(checkout)
     if (
         report.run.commit
         and head
@@ -254,18 +254,3 @@ def _against_checkout(report: GateReport, p: Provenance, checkout: Path) -> list
             f"the checkout is at {head[:12]}, the report's run at {report.run.commit[:12]}"
         )
     return problems
-
-
-def _head(checkout: Path) -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=checkout,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None

@@ -21,6 +21,7 @@ from catalog import Catalog, load_catalog
 from catalog.milestones import load_milestones
 from catalog.provenance import (
     check_file_digests,
+    head_commit,
     milestones_digest,
     sha256_text,
     shipped_text,
@@ -42,7 +43,12 @@ from reports.model import (
     RunMetadata,
     ShardInfo,
 )
-from reports.origin import dependency_digest, dependency_set, product_tree_digest
+from reports.origin import (
+    dependency_digest,
+    dependency_set,
+    product_tree_digest,
+    tracked_changes,
+)
 from reports.writer import write_part, write_reports
 from scheduling.testing import SystemClock
 from scheduling.tzdata_info import tzdata_version
@@ -114,7 +120,7 @@ def run_gates(options: RunOptions) -> tuple[GateReport, int]:
     untracked = untracked_files(options.checks_dir.resolve(), root)
     product = product_tree_digest(root)
     dependencies = dependency_set()
-    commit = _git(root, "rev-parse", "HEAD")
+    commit = head_commit(root)
     dirty = _dirty(root)
     # One pytest process collects the inventory and runs the chosen checks (ADR 1710).
     outcome = _run_pytest(chosen, options, seed, _environment(options.profile, seed), root)
@@ -399,19 +405,9 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, check=False, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
 def _dirty(root: Path) -> bool | None:
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
-    return None if status is None else bool(status)
+    changes = tracked_changes(root)
+    return None if changes is None else bool(changes)
 
 
 def command_line(argv: Sequence[str]) -> str:

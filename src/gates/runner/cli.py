@@ -12,6 +12,7 @@ from pathlib import Path
 
 from catalog import load_catalog
 from catalog.milestones import MilestonesError, load_milestones
+from catalog.provenance import head_commit
 from catalog.rules import load_rules
 from gates.runner import RunOptions, SelectionError, command_line, rerun, run_gates
 from gates.runner.diff_cli import add_parser as add_diff_parser
@@ -24,7 +25,7 @@ from gates.runner.inventory import (
 )
 from gates.runner.merge_cli import add_parser as add_merge_parser
 from gates.runner.merge_cli import cmd_merge
-from gates.runner.mutate import coverage, head_commit, load_mutants, result_payload, run_all
+from gates.runner.mutate import coverage, load_mutants, result_payload, run_all
 from gates.runner.shard import Shard, ShardError, parse_shard
 from gates.runner.sweep import add_parser as add_sweep_parser
 from gates.runner.sweep import cmd_sweep

@@ -158,17 +158,6 @@ def coverage(mutants: Sequence[Mutant], ids: Iterable[str]) -> list[str]:
     return [i for i in ids if i not in declared]
 
 
-def head_commit(root: Path) -> str | None:
-    """The commit the mutated tree was copied from (None without git)."""
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
 def result_payload(
     results: Sequence[MutantResult],
     uncovered: Sequence[str],

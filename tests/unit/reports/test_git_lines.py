@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from catalog.provenance import git_lines, untracked_files
+from catalog.provenance import git_lines, head_commit, untracked_files
 from reports.origin import tracked_changes
 
 Reader = Callable[[Path], list[str] | None]
@@ -90,3 +90,11 @@ def test_the_checks_above_tell_a_wrapper_that_hides_failure(outside: Path, repo:
     assert git_lines(outside, "status", "--porcelain") is None
     assert _empty_on_failure(repo, "no-such-subcommand") == []
     assert git_lines(repo, "no-such-subcommand") is None
+
+
+def test_the_head_commit_or_none(repo: Path, outside: Path) -> None:
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert head_commit(repo) == head
+    assert head_commit(outside) is None
