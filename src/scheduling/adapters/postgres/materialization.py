@@ -337,10 +337,17 @@ def _run_values(queued: QueuedRun, params: dict[str, Any]) -> None:
         _values(event, f"e{i}_", params)
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
-    """Shallow field values of a record dataclass (``asdict`` deep-copies payloads)."""
-    for f in fields(record):
-        out[prefix + f.name] = getattr(record, f.name)
+    """Shallow field values of a record dataclass (``asdict`` deep-copies payloads).
+    The names are read once per class: ``fields`` per record was 3 % of a drain's CPU."""
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES.setdefault(type(record), tuple(f.name for f in fields(record)))
+    for name in names:
+        out[prefix + name] = getattr(record, name)
 
 
 class PostgresMaterializationRepository:
