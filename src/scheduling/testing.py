@@ -10,9 +10,11 @@ for direct SQL - is named here, so a change behind it is one edit.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import IO
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduling import logs
 from scheduling.adapters.memory.directories import (
     ConfiguredBrowserProfiles,
     ConfiguredTenantConfiguration,
@@ -62,6 +64,7 @@ from scheduling.adapters.token_file import TokenFile, digest_of, issue_token, re
 from scheduling.bootstrap import ApiRole, SchedulerRole
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import ScheduleOccurrence
+from scheduling.instance import declare
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.directories import (
     AgentRegistry,
@@ -106,6 +109,7 @@ __all__ = [
     "Storage",
     "SystemClock",
     "TokenFile",
+    "configure_process_logs",
     "current_revision",
     "digest_of",
     "downgrade_to",
@@ -128,6 +132,16 @@ __all__ = [
     "upgrade_to",
     "upgrade_to_head",
 ]
+
+
+def configure_process_logs(
+    role: str, instance_id: str, stream: IO[str], *, level: str = "WARNING"
+) -> None:
+    """A harness process (a soak worker) logs as a role does (ADRs 2270, 2271): its
+    declared identity on every line, UTC, repeated failures once and then counted; the
+    text form, which the harness parses."""
+    declare(role, instance_id)
+    logs.configure(stream, kind="text", level=level)
 
 
 def open_storage(

@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import logging
 import random
 import re
 import sys
@@ -67,7 +66,7 @@ from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import WorkerSettings as RunSettings
 from scheduling.service.schedule_worker import ScheduleWorker
 from scheduling.storage import Storage
-from scheduling.testing import SystemClock, open_storage
+from scheduling.testing import SystemClock, configure_process_logs, open_storage
 from simulation.engine.checkers import check_ledger
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
@@ -113,7 +112,7 @@ CEILINGS = TenantCeilings(
 )
 
 
-PROCESS_LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+WORKER_ROLE = "soak-worker"
 WITNESS_SECONDS = 0.25
 
 
@@ -163,8 +162,10 @@ def schedule_worker(storage: Storage, clock: Clock, ids: SeededIds, poll: float)
 
 async def worker_process(plan: WorkerPlan) -> dict[str, Any]:
     """One soak process: a schedule worker loop and a run worker slot until sim_end.
-    WARNING and worse go to stderr as ``LEVEL logger: message`` (the soak counts them)."""
-    logging.basicConfig(level=logging.WARNING, format=PROCESS_LOG_FORMAT, stream=sys.stderr)
+    WARNING and worse go to stderr through the product's process handler, as a role's
+    log does (``<UTC> LEVEL soak-worker@<name> logger: message``, a repeated failure
+    once and then counted); the soak counts them."""
+    configure_process_logs(WORKER_ROLE, plan.name, sys.stderr)
     storage = open_storage(plan.url, pool_size=4)
     clock = ScaledClock(
         SystemClock(), datetime.fromisoformat(plan.wall_base), SIM_START, plan.speed
@@ -531,7 +532,10 @@ class CommitWitness:
 
 
 _PG_LINE = re.compile(r"\b(ERROR|FATAL|PANIC):\s+(.*)")
-_PROCESS_LINE = re.compile(r"^(ERROR|CRITICAL|WARNING) (\S+): (.*)")
+# A line of the product's text log (scheduling.logs.TextFormatter): time, level,
+# role@instance, logger, message; a repeat summary ends with its count.
+_PROCESS_LINE = re.compile(r"^\S+Z (ERROR|CRITICAL|WARNING) \S+@\S+ (\S+): (.*)")
+_REPEATED = re.compile(r" \[repeated (\d+) times? from \S+ to \S+\]$")
 _PGBOUNCER_LINE = re.compile(r"\b(ERROR|WARNING|FATAL)\s+(.*)")
 _VARYING = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|\d+"
@@ -543,21 +547,40 @@ def _category(text: str, limit: int = 100) -> str:
     return _VARYING.sub("N", text.strip())[:limit]
 
 
+def _process_record(line: str) -> tuple[str, str, int | None] | None:
+    """A worker's WARNING-or-worse line: its level, its category and, for a repeat
+    summary, how many records it stands for; None for any other line."""
+    match = _PROCESS_LINE.match(line)
+    if match is None:
+        return None
+    level, logger, message = match.groups()
+    repeated = _REPEATED.search(message)
+    if repeated is not None:
+        message = message[: repeated.start()]
+    count = None if repeated is None else int(repeated.group(1))
+    return level, f"{level} {logger}: {_category(message)}", count
+
+
 def error_lines(
     process_logs: dict[str, str], server_logs: dict[str, str]
 ) -> dict[str, dict[str, int]]:
-    """ERROR (and worse) lines by category: ``processes`` (the workers' stderr, also
-    WARNING under ``process_warnings``) and one entry per server log."""
+    """ERROR (and worse) records by category: ``processes`` (the workers' stderr, also
+    WARNING under ``process_warnings``; a repeat summary counts the records it stands
+    for, so these count what happened, not what was written), ``process_log`` (the
+    lines written and how many of them were summaries) and one entry per server log."""
     out: dict[str, dict[str, int]] = {"processes": {}, "process_warnings": {}}
+    written = summaries = 0
     for log in process_logs.values():
         for line in log.splitlines():
-            match = _PROCESS_LINE.match(line)
-            if match is None:
+            record = _process_record(line)
+            if record is None:
                 continue
-            level, logger, message = match.groups()
+            level, cat, count = record
+            written += 1
+            summaries += count is not None
             key = "process_warnings" if level == "WARNING" else "processes"
-            cat = f"{level} {logger}: {_category(message)}"
-            out[key][cat] = out[key].get(cat, 0) + 1
+            out[key][cat] = out[key].get(cat, 0) + (count or 1)
+    out["process_log"] = {"lines": written, "repeat_summaries": summaries}
     for name, log in server_logs.items():
         counts: dict[str, int] = {}
         pattern = _PGBOUNCER_LINE if name == "pgbouncer" else _PG_LINE
@@ -577,11 +600,10 @@ def error_examples(process_logs: dict[str, str], lines: int = 6) -> dict[str, li
     for log in process_logs.values():
         rows = log.splitlines()
         for i, line in enumerate(rows):
-            match = _PROCESS_LINE.match(line)
-            if match is None or match.group(1) == "WARNING":
+            record = _process_record(line)
+            if record is None or record[0] == "WARNING":
                 continue
-            cat = f"{match.group(1)} {match.group(2)}: {_category(match.group(3))}"
-            examples.setdefault(cat, rows[i : i + lines])
+            examples.setdefault(record[1], rows[i : i + lines])
     return examples
 
 
