@@ -220,3 +220,23 @@ async def test_the_counters_see_the_agent_pinned_in_its_own_unit_of_work(
     answer = await _create(counted, "pinned-apart")
     assert answer.status_code == 201, answer.text
     assert counted.counts["transactions"] == 3
+
+
+async def test_update_locks_validates_and_writes_in_one_unit_of_work(counted: Counted) -> None:
+    made = await _create(counted, "to-update")
+    assert made.status_code == 201, made.text
+    counted.reset()
+    answer = await counted.client.patch(
+        f"/v1/schedules/{made.json()['id']}",
+        json={**body(title="Renamed"), "expected_revision": 1},
+        headers={**counted.auth, "Idempotency-Key": "update-once"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert counted.counts["principal_reads"] == 1
+    # Authentication; the keyed replay look-up; the write (row lock, the look-up again
+    # under it, current revision, agent pin, CAS, revision, key, event, wake-up at
+    # COMMIT; ADR 2310), whose revision answers the response. Before: 6 (an unlocked
+    # read, the agent read and the response's revision read of their own).
+    assert counted.counts["transactions"] == 3
+    assert answer.json()["current_revision"] == 2
+    assert answer.json()["title"] == "Renamed"

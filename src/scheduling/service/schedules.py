@@ -334,38 +334,22 @@ class ScheduleService:
         authority: AuthoritySnapshot | None = None,
         scanned: bool = False,
     ) -> ScheduleResult:
+        # The caller's authority outside the write (the edge's snapshot: no read); then one
+        # unit of work (ADR 2310): the row lock, the replay look-up, the state rules, the
+        # current revision, validation with the agent pinned inside it, and the write.
         authority = await self._validator.authority(principal, WRITE, authority)
-        # Fail fast on a stale revision or terminal state before validating.
-        try:
-            async with self._uow.begin(principal) as uow:
-                schedule = await self._get(uow, schedule_id, principal)
-                decide(Action.UPDATE, schedule.state, schedule.current_revision, expected_revision)
-                current = await uow.schedules.get_revision(
-                    schedule_id, schedule.current_revision, principal
-                )
-        except ConflictError:
-            # An identical request may have committed since our first replay look-up and
-            # advanced the revision: that is a replay, not a conflict.
-            replay = await self._replay(principal, key, digest) if key and digest else None
-            if replay is None:
-                raise
-            return replay
-        definition = make(current)
-        now = self._clock.now()
-        valid = await self._validator.validate(
-            principal, authority, definition, now=now, require_future=True, scanned=scanned
-        )
         async with self._uow.begin(principal) as uow:
             schedule = await self._get(uow, schedule_id, principal, lock=True)
             await self._probe.step("service.update.locked")
             if key is not None and digest is not None:
-                # An identical request that committed while we waited for the row lock
-                # replays instead of failing on the revision it advanced.
+                # An identical request that committed since our replay look-up (it may
+                # have advanced the revision) replays instead of failing on it.
                 entry = await uow.idempotency.lookup(principal, key)
                 if entry is not None:
                     if entry.request_hash != digest:
                         raise ConflictError(KEY_REUSED, "the idempotency key was used before")
                     return ScheduleResult(schedule, replayed=True, changed=False)
+            # A stale revision or a terminal state fails before anything is validated.
             decision = decide(
                 Action.UPDATE, schedule.state, schedule.current_revision, expected_revision
             )
@@ -373,6 +357,15 @@ class ScheduleService:
                 schedule_id, schedule.current_revision, principal
             )
             now = max(self._clock.now(), schedule.updated_at)
+            valid = await self._validator.validate(
+                principal,
+                authority,
+                make(current),
+                now=now,
+                require_future=True,
+                scanned=scanned,
+                agents=uow.agents,
+            )
             revision = valid.build(
                 schedule_id, schedule.current_revision + 1, principal.principal_id, now
             )
@@ -383,7 +376,7 @@ class ScheduleService:
                     await self._probe.step("service.update.key_recorded")
                     await uow.commit()
                     await self._probe.step("service.update.committed")
-                return ScheduleResult(schedule, replayed=False, changed=False)
+                return ScheduleResult(schedule, replayed=False, changed=False, revision=current)
             fire = next_after(valid.cadence, now)
             if schedule.state is ScheduleState.ACTIVE and fire is None:
                 raise_no_future()
@@ -403,7 +396,8 @@ class ScheduleService:
             await uow.commit()
         await self._probe.step("service.update.committed")
         await self._observe(schedule_id)
-        return ScheduleResult(updated, replayed=False, changed=True)
+        # The revision in hand answers the response (no read of it, as for a create).
+        return ScheduleResult(updated, replayed=False, changed=True, revision=revision)
 
     # ------------------------------------------------------------------ pause / resume / cancel
 
