@@ -22,7 +22,6 @@ reported each decision.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -50,7 +49,7 @@ from simulation.engine.scenario import (
 )
 from simulation.provider.templates import migrated_template
 from simulation.scenarios import register
-from simulation.scenarios.materialize import STEPS, build_materializer, storage_on
+from simulation.scenarios.materialize import STEPS, build_materializer, rows_of, storage_on
 from simulation.worlds.runtime import UNACCOUNTED, run_worker
 from simulation.worlds.service import (
     build_world,
@@ -64,15 +63,6 @@ MaterializerFactory = Callable[[Storage, Clock, IdGenerator, Probe], ScheduleMat
 
 # The overlap-skip transaction writes only these (no admission, session or run).
 SKIP_STEPS = (m.STEP_LOCKED, m.STEP_DECIDED, m.STEP_COMMITTED)
-TABLES = (
-    "schedules",
-    "schedule_occurrences",
-    "sessions",
-    "session_events",
-    "runs",
-    "run_checkpoints",
-    "process_events",
-)
 LABELS = ("A", "B")
 
 
@@ -303,23 +293,6 @@ async def quiet_rescan(world: ScenarioWorld, view: ExecutionView) -> None:
     world.vars["quiet"] = summarize(report, _labels(world.vars))
 
 
-async def read_rows(world: ScenarioWorld) -> dict[str, list[dict[str, Any]]]:
-    conn = await world.connect()
-    try:
-        out: dict[str, list[dict[str, Any]]] = {}
-        for table in TABLES:
-            out[table] = [dict(r) for r in await conn.fetch(f"SELECT * FROM {table}")]  # noqa: S608
-        for row in out["sessions"]:
-            row["metadata"] = _json(row["metadata"])
-        return out
-    finally:
-        await conn.close()
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def check_overlap(rows: dict[str, list[dict[str, Any]]], v: dict[str, Any]) -> list[Violation]:
     """The ledger the no_overlap gate demands (see module docstring)."""
     a, b, first, second = v["a"], v["b"], v["first"], v["second"]
@@ -376,7 +349,7 @@ def check_overlap(rows: dict[str, list[dict[str, Any]]], v: dict[str, Any]) -> l
 
 
 async def check(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
-    found = check_overlap(await read_rows(world), world.vars)
+    found = check_overlap(await rows_of(world), world.vars)
     if view.faults_fired:
         return found
     # Without faults the concurrent phase decided everything, each decision once.
@@ -512,7 +485,7 @@ class ReleaseModel:
 
 async def check_release(world: ScenarioWorld, view: ExecutionView) -> list[Violation]:
     """Exactly one decision for A's instant, consistent with when the run finished."""
-    rows = await read_rows(world)
+    rows = await rows_of(world)
     v = world.vars
     a, first, second = v["a"], v["first"], v["second"]
     found = check_ledger(
