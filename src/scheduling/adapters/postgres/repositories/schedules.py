@@ -10,6 +10,7 @@ from uuid import UUID
 
 from sqlalchemy import (
     Select,
+    Table,
     Update,
     and_,
     bindparam,
@@ -238,6 +239,20 @@ def _revision_of(record: Any) -> ScheduleRevision:
     )
 
 
+def _insert(table: Table) -> Prepared:
+    """``table``'s INSERT of every column, prepared (ADR 1740): each create writes a
+    schedule and its first revision. Two statements, not one: the revision's row-level
+    policy looks its schedule up, which a data-modifying CTE of the same statement would
+    not show it (ADR 2310)."""
+    return Prepared(
+        insert(table).values({c.name: bindparam(c.name, type_=c.type) for c in table.columns})
+    )
+
+
+_INSERT_SCHEDULE = _insert(schedules)
+_INSERT_REVISION = _insert(schedule_revisions)
+
+
 class PostgresScheduleRepository:
     def __init__(self, tx: Transaction) -> None:
         self._tx = tx
@@ -245,8 +260,8 @@ class PostgresScheduleRepository:
     async def create(self, schedule: Schedule, revision: ScheduleRevision) -> Schedule:
         if revision.schedule_id != schedule.id or revision.revision != schedule.current_revision:
             raise ValidationError(INVALID_COMMAND, "the revision does not belong to the schedule")
-        await self._tx.execute(insert(schedules).values(schedule_row(schedule)))
-        await self._tx.execute(insert(schedule_revisions).values(revision_row(revision)))
+        await self._tx.fetch(_INSERT_SCHEDULE, schedule_row(schedule))
+        await self._tx.fetch(_INSERT_REVISION, revision_row(revision))
         return schedule
 
     async def get(
