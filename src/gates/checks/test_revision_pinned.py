@@ -17,39 +17,19 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.domain.canonical import content_hash
 from scheduling.domain.revision import RunLimits
-from scheduling.ports.records import AgentVersionRecord
 from simulation.worlds.materialize import WHO, MaterializeWorld
-from simulation.worlds.service import AGENT_ID, LIMITS, START, definition
+from simulation.worlds.service import (
+    LIMITS,
+    activate_agent_version,
+    definition,
+    seed_agent_version,
+)
 
 pytestmark = pytest.mark.postgres
 
 LIMITS_2 = RunLimits(max_steps=7, max_model_calls=6, max_tool_calls=5, max_cost=Decimal("1.25"))
 CADENCE_2 = {"kind": "DAILY", "local_time": "18:30", "timezone": "Europe/Paris"}
-
-
-async def add_agent_version(h: MaterializeWorld, version: str, profile: str) -> None:
-    spec = {"model": "scripted", "tools": [], "version": version}
-    async with h.admin.begin() as uow:
-        await uow.agents.put_version(
-            AgentVersionRecord(
-                agent_id=AGENT_ID,
-                version=version,
-                policy_profile=profile,
-                spec=spec,
-                limits=LIMITS.to_json(),
-                content_hash=content_hash(spec),
-                created_at=START,
-            )
-        )
-        await uow.commit()
-
-
-async def rotate(h: MaterializeWorld, version: str) -> None:
-    async with h.admin.begin() as uow:
-        await uow.agents.set_active(AGENT_ID, version, h.clock.now())
-        await uow.commit()
 
 
 @pytest.mark.gate("gate.schedule.revision_pinned")
@@ -66,8 +46,8 @@ async def test_first_occurrence_keeps_revision_one(
         run_1 = before.runs[0]
         rev_1 = (await h.sql("SELECT * FROM schedule_revisions WHERE schedule_id = :i", i=sid))[0]
 
-        await add_agent_version(h, "v2", "strict")
-        await add_agent_version(h, "v3", "default")
+        await seed_agent_version(h.admin, "v2", "strict")
+        await seed_agent_version(h.admin, "v3", "default")
         await h.world.service.update(
             WHO,
             sid,
@@ -82,7 +62,7 @@ async def test_first_occurrence_keeps_revision_one(
                 policy_profile="strict",
             ),
         )
-        await rotate(h, "v3")
+        await activate_agent_version(h.admin, "v3", h.clock.now())
         # Occurrence 1's run ends (no overlap with occurrence 2).
         await h.sql(
             "UPDATE runs SET status = 'COMPLETED', finished_at = :t WHERE id = :i",

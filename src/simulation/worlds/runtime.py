@@ -20,10 +20,9 @@ from typing import Any
 from uuid import UUID
 
 from scheduling.bootstrap import build_run_worker
-from scheduling.domain.canonical import content_hash
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.probe import Probe
-from scheduling.ports.records import AgentVersionRecord, RunRecord
+from scheduling.ports.records import RunRecord
 from scheduling.ports.runtime import QueueCapacity, RunPriority, RunTerminalHook
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.runtime import RunSubmitter, RunWorker, Submission, WorkerSettings
@@ -31,7 +30,14 @@ from scheduling.storage import Storage
 from scheduling.testing import PostgresUnitOfWorkFactory, storage_over
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
-from simulation.worlds.service import AGENT_ID, AGENT_VERSION, LIMITS, POLICY, world_settings
+from simulation.worlds.service import (
+    AGENT_ID,
+    AGENT_VERSION,
+    LIMITS,
+    POLICY,
+    seed_agent_version,
+    world_settings,
+)
 
 # An agent version that declares tools (the service_support agent declares none).
 TOOL_AGENT_VERSION = "v-tools"
@@ -103,21 +109,8 @@ class Autojump:
 
 async def seed_tool_agent(admin: UnitOfWorkFactory, at: datetime) -> None:
     """An agent version declaring ``DECLARED_TOOLS`` (same agent id and policy)."""
-    async with admin.begin() as uow:
-        if await uow.agents.get_version(AGENT_ID, TOOL_AGENT_VERSION) is None:
-            spec = {"model": "scripted", "tools": list(DECLARED_TOOLS)}
-            await uow.agents.put_version(
-                AgentVersionRecord(
-                    agent_id=AGENT_ID,
-                    version=TOOL_AGENT_VERSION,
-                    policy_profile=POLICY,
-                    spec=spec,
-                    limits=LIMITS.to_json(),
-                    content_hash=content_hash(spec),
-                    created_at=at,
-                )
-            )
-        await uow.commit()
+    spec = {"model": "scripted", "tools": list(DECLARED_TOOLS)}
+    await seed_agent_version(admin, TOOL_AGENT_VERSION, POLICY, at=at, spec=spec)
 
 
 def submission(

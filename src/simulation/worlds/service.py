@@ -202,11 +202,13 @@ async def seed_agent_version(
     *,
     at: datetime = START,
     limits: RunLimits = LIMITS,
+    spec: dict[str, Any] | None = None,
 ) -> None:
-    """Write one more version of the default agent (not activated; idempotent)."""
+    """Write one more version of the default agent (not activated; idempotent); its
+    ``spec`` is a scripted model without tools unless given."""
     async with admin.begin() as uow:
         if await uow.agents.get_version(AGENT_ID, version) is None:
-            spec = {"model": "scripted", "tools": [], "version": version}
+            spec = spec or {"model": "scripted", "tools": [], "version": version}
             await uow.agents.put_version(
                 AgentVersionRecord(
                     agent_id=AGENT_ID,
