@@ -7,6 +7,7 @@ injected into the check's seam; the product is unchanged."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -54,32 +55,33 @@ async def test_the_old_yearly_bound_let_a_walking_calculator_pass(pg_url: str) -
     assert old_span["ops"] < OLD_ABSOLUTE_BOUND
 
 
-async def test_the_hardened_yearly_check_catches_the_walk(pg_url: str) -> None:
+@pytest.mark.parametrize(
+    ("cadence", "short_years", "long_years", "late", "materialized"),
+    [
+        (misfire.YEARLY, 12, 4000, timedelta(days=3), False),
+        (misfire.MONTHLY, 1, 1000, timedelta(minutes=3), True),
+    ],
+    ids=["yearly", "monthly"],
+)
+async def test_the_hardened_check_catches_the_walk(
+    pg_url: str,
+    cadence: dict[str, Any],
+    short_years: int,
+    long_years: int,
+    late: timedelta,
+    materialized: bool,
+) -> None:
     short, long = await misfire.two_outages(
         pg_url,
-        misfire.YEARLY,
-        misfire.days(12),
-        misfire.days(4000),
-        long_late=timedelta(days=3),
+        cadence,
+        misfire.days(short_years),
+        misfire.days(long_years),
+        long_late=late,
         calculators=walking,
     )
     # Everything else about the scan is still right ...
-    misfire.assert_one_scan(long, materialized=False)
+    misfire.assert_one_scan(long, materialized=materialized)
     # ... but the relative bound is not met.
-    with pytest.raises(AssertionError):
-        misfire.assert_bounded(short, long)
-
-
-async def test_a_walking_calculator_fails_the_monthly_bound(pg_url: str) -> None:
-    short, long = await misfire.two_outages(
-        pg_url,
-        misfire.MONTHLY,
-        misfire.days(1),
-        misfire.days(1000),
-        long_late=timedelta(minutes=3),
-        calculators=walking,
-    )
-    misfire.assert_one_scan(long, materialized=True)
     with pytest.raises(AssertionError):
         misfire.assert_bounded(short, long)
 
