@@ -28,6 +28,7 @@ from scheduling.config import Settings
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import definition, principal, seed_durable
+from testsupport.production_env import production_env_at
 
 pytestmark = pytest.mark.postgres
 
@@ -37,25 +38,9 @@ WHO = principal("cli-owner")
 
 def production_env(admin_url: str, scheduler_url: str, run_worker_url: str = "") -> dict[str, str]:
     env = {
-        "AGENT_SCHEDULE_RUN_WORKER_DATABASE_URL": run_worker_url,
-        "AGENT_SCHEDULE_ENVIRONMENT": "production",
-        "AGENT_SCHEDULE_API_ENABLED": "1",
-        "AGENT_SCHEDULE_WORKER_ENABLED": "1",
-        "AGENT_SCHEDULE_DATABASE_URL": admin_url,
-        "AGENT_SCHEDULE_SCHEDULER_DATABASE_URL": scheduler_url,
-        "AGENT_SCHEDULE_TENANTS": WHO.tenant_id,
+        **production_env_at(admin_url, scheduler_url, run_worker_url, WHO.tenant_id),
         # A long poll: a prompt exit on SIGTERM shows the sleep wakes on the stop request.
         "AGENT_SCHEDULE_FALLBACK_POLL_SECONDS": "60",
-        "AGENT_SCHEDULE_TENANT_MAX_RUN_TIMEOUT_SECONDS": "3600",
-        "AGENT_SCHEDULE_TENANT_MAX_MISFIRE_GRACE_SECONDS": "7200",
-        "AGENT_SCHEDULE_TENANT_MAX_STEPS": "100",
-        "AGENT_SCHEDULE_TENANT_MAX_MODEL_CALLS": "100",
-        "AGENT_SCHEDULE_TENANT_MAX_TOOL_CALLS": "100",
-        "AGENT_SCHEDULE_TENANT_MAX_COST_PER_RUN": "10",
-        "AGENT_SCHEDULE_TENANT_MAX_ACTIVE_RUNS": "5",
-        "AGENT_SCHEDULE_TENANT_MAX_MATERIALIZATIONS_PER_MINUTE": "60",
-        "AGENT_SCHEDULE_TENANT_MAX_DAILY_COST": "100",
-        "AGENT_SCHEDULE_TENANT_MAX_MONTHLY_COST": "1000",
     }
     return {**{k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}, **env}
 

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from scheduling.adapters.postgres.release_check import connection_pooling
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.cli.release import release_problems
 from scheduling.config import Settings, problem_codes
 from simulation.provider._pgbouncer import Pgbouncer, find_pgbouncer, pgbouncer_in_front
 from simulation.provider._private import PrivateCluster, private_cluster
+from testsupport.logins import role_logins
 from testsupport.production_env import GOOD
 
 pytestmark = [
@@ -33,8 +30,6 @@ pytestmark = [
         reason="pgbouncer is not installed (apt-get install pgbouncer; .ci/ha-soak does)",
     ),
 ]
-
-ROLES = role_names()
 
 
 @pytest.fixture(scope="module")
@@ -88,27 +83,10 @@ def test_transaction_pooling_is_found_while_other_clients_are_busy(
         assert asyncio.run(run()) == ["transaction"] * 5
 
 
-async def _sql(url: str, statement: str) -> None:
-    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-    try:
-        async with admin.engine.begin() as conn:
-            await conn.execute(text(statement))
-    finally:
-        await admin.dispose()
-
-
 @pytest.fixture
 async def logins(pg_url: str) -> AsyncIterator[dict[str, str]]:
-    suffix = secrets.token_hex(4)
-    names = {"scheduler": f"pb_sched_{suffix}", "run_worker": f"pb_run_{suffix}"}
-    await _sql(pg_url, f"CREATE ROLE {names['scheduler']} LOGIN IN ROLE {ROLES.scheduler}")
-    await _sql(pg_url, f"CREATE ROLE {names['run_worker']} LOGIN IN ROLE {ROLES.run_worker}")
-    try:
+    async with role_logins(pg_url, "pb") as names:
         yield names
-    finally:
-        for name in names.values():
-            await _sql(pg_url, f"DROP OWNED BY {name}")
-            await _sql(pg_url, f"DROP ROLE {name}")
 
 
 def _settings(pg_url: str, pooled: Pgbouncer, logins: dict[str, str]) -> Settings:

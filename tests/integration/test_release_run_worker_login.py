@@ -10,27 +10,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from scheduling.adapters.postgres.roles import role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.cli.release import release_problems
 from scheduling.config import Settings, problem_codes
+from testsupport.logins import ROLES, execute, role_logins
 from testsupport.production_env import GOOD
 
 pytestmark = pytest.mark.postgres
-
-ROLES = role_names()
-
-
-async def sql(url: str, statement: str) -> None:
-    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-    try:
-        async with admin.engine.begin() as conn:
-            await conn.execute(text(statement))
-    finally:
-        await admin.dispose()
 
 
 def as_login(url: str, login: str) -> str:
@@ -40,16 +27,8 @@ def as_login(url: str, login: str) -> str:
 @pytest.fixture
 async def logins(pg_url: str) -> AsyncIterator[dict[str, str]]:
     """A scheduler login and a run-worker login, each only in its group role."""
-    suffix = secrets.token_hex(4)
-    names = {"scheduler": f"rc_sched_{suffix}", "run_worker": f"rc_run_{suffix}"}
-    await sql(pg_url, f"CREATE ROLE {names['scheduler']} LOGIN IN ROLE {ROLES.scheduler}")
-    await sql(pg_url, f"CREATE ROLE {names['run_worker']} LOGIN IN ROLE {ROLES.run_worker}")
-    try:
+    async with role_logins(pg_url, "rc") as names:
         yield names
-    finally:
-        for name in names.values():
-            await sql(pg_url, f"DROP OWNED BY {name}")
-            await sql(pg_url, f"DROP ROLE {name}")
 
 
 def settings(pg_url: str, logins: dict[str, str], **env: Any) -> Settings:
@@ -79,8 +58,8 @@ async def test_a_missing_run_worker_login_fails(pg_url: str, logins: dict[str, s
 async def test_an_over_privileged_run_worker_login_fails(
     pg_url: str, logins: dict[str, str]
 ) -> None:
-    await sql(pg_url, f"GRANT {ROLES.scheduler} TO {logins['run_worker']}")
-    await sql(pg_url, f"GRANT UPDATE (limits) ON runs TO {logins['run_worker']}")
+    await execute(pg_url, f"GRANT {ROLES.scheduler} TO {logins['run_worker']}")
+    await execute(pg_url, f"GRANT UPDATE (limits) ON runs TO {logins['run_worker']}")
     problems = await release_problems(settings(pg_url, logins))
     assert set(problem_codes(problems)) == {"schedule.config.run_worker_privileges"}, problems
     assert any(ROLES.scheduler in p for p in problems), problems

@@ -33,3 +33,25 @@ GOOD: dict[str, str] = {
     "AGENT_SCHEDULE_FALLBACK_POLL_SECONDS": "30",
     "AGENT_SCHEDULE_ADMISSION_BACKOFF_SECONDS": "30",
 }
+
+TENANT_CEILINGS: dict[str, str] = {
+    k: v for k, v in GOOD.items() if k.startswith("AGENT_SCHEDULE_TENANT_MAX_")
+}
+"""The tenant ceilings of ``GOOD`` alone, for an environment with real URLs."""
+
+
+def production_env_at(
+    admin_url: str, scheduler_url: str, run_worker_url: str, tenant: str
+) -> dict[str, str]:
+    """A production process's settings against real URLs: both roles enabled, one
+    tenant with ``TENANT_CEILINGS``."""
+    return {
+        "AGENT_SCHEDULE_RUN_WORKER_DATABASE_URL": run_worker_url,
+        "AGENT_SCHEDULE_ENVIRONMENT": "production",
+        "AGENT_SCHEDULE_API_ENABLED": "1",
+        "AGENT_SCHEDULE_WORKER_ENABLED": "1",
+        "AGENT_SCHEDULE_DATABASE_URL": admin_url,
+        "AGENT_SCHEDULE_SCHEDULER_DATABASE_URL": scheduler_url,
+        "AGENT_SCHEDULE_TENANTS": tenant,
+        **TENANT_CEILINGS,
+    }
