@@ -10,7 +10,6 @@ import re
 import shutil
 import stat
 import subprocess
-from datetime import UTC, datetime
 from itertools import combinations
 from math import comb
 from pathlib import Path
@@ -30,8 +29,6 @@ from reports.model import (
     CheckResult,
     GateReport,
     GateStatus,
-    PostgresInfo,
-    RunMetadata,
 )
 from reports.origin import (
     dependency_changes,
@@ -48,6 +45,7 @@ from reports.signing import (
     sign,
     signature_problems,
 )
+from testsupport.reports import run_metadata
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "report-format.md"
 REPORT: dict[str, Any] = {"schema_version": "1.0", "gates": [{"id": "g", "status": "PASS"}]}
@@ -238,24 +236,11 @@ def _report(checks: int, fabricated: int) -> tuple[GateReport, set[str]]:
     gates = build_gate_results(
         catalog, {"gate.schedule.civil_time"}, {"gate.schedule.civil_time": results}, 1, "quick"
     )
-    when = datetime(2026, 12, 1, tzinfo=UTC)
-    run = RunMetadata(
-        tool_version="0",
-        started_at=when,
-        finished_at=when,
-        duration_s=0,
-        commit=None,
-        commit_dirty=False,
-        python="3.11",
-        platform="test",
-        tzdata=None,
-        postgres=PostgresInfo(),
-        profile="quick",
-        seed=1,
-        ledger=ledger.origin,
-        selection={"gates": ["gate.schedule.civil_time"], "milestones": []},
-        command="test",
-        pytest_exit_code=0,
+    run = run_metadata(seed=1).model_copy(
+        update={
+            "commit": None,
+            "selection": {"gates": ["gate.schedule.civil_time"], "milestones": []},
+        }
     )
     return build_report(catalog, ledger, gates, run), {f"f.py::t[{i}]" for i in range(fabricated)}
 

@@ -3,8 +3,6 @@ ceiling, render in each report, and ``verify`` refuses a flipped rule status."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from catalog import load_catalog
 from catalog.milestones import load_milestones
 from catalog.rules import load_rules
@@ -14,12 +12,11 @@ from reports.model import (
     CheckResult,
     GateReport,
     GateStatus,
-    PostgresInfo,
-    RunMetadata,
 )
 from reports.render_html import render_html
 from reports.render_markdown import render_markdown
 from reports.verify import verify_report
+from testsupport.reports import run_metadata
 
 CATALOG = load_catalog()
 LEDGER = load_milestones(None, CATALOG.milestones())
@@ -27,25 +24,7 @@ RULES = load_rules()
 LOCK = "rule.admission.tenant_lock"
 
 
-WHEN = datetime(2026, 12, 1, tzinfo=UTC)
-RUN = RunMetadata(
-    tool_version="0",
-    started_at=WHEN,
-    finished_at=WHEN,
-    duration_s=0.0,
-    commit=None,
-    commit_dirty=None,
-    python="3.11",
-    platform="test",
-    tzdata=None,
-    postgres=PostgresInfo(),
-    profile="quick",
-    seed=3,
-    ledger=LEDGER.origin,
-    selection={"gates": [], "milestones": []},
-    command="test",
-    pytest_exit_code=0,
-)
+RUN = run_metadata(seed=3)
 
 
 def with_rules(outcome: CheckOutcome) -> GateReport:

@@ -1,7 +1,6 @@
 """``verify`` refuses any report whose claims do not follow from its checks."""
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -9,12 +8,12 @@ import pytest
 from catalog import load_catalog
 from catalog.milestones import load_milestones, parse_milestones
 from reports.build import build_gate_results, build_report
-from reports.model import CheckOutcome, CheckResult, GateReport, PostgresInfo, RunMetadata
+from reports.model import CheckOutcome, CheckResult, GateReport
 from reports.verify import verify_report
+from testsupport.reports import run_metadata
 
 CATALOG = load_catalog()
 LEDGER = load_milestones(None, CATALOG.milestones())
-WHEN = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def honest_report() -> GateReport:
@@ -27,24 +26,7 @@ def honest_report() -> GateReport:
         ],
     }
     gates = build_gate_results(CATALOG, set(CATALOG.ids), checks, seed=3, profile="quick")
-    run = RunMetadata(
-        tool_version="0",
-        started_at=WHEN,
-        finished_at=WHEN,
-        duration_s=0.0,
-        commit=None,
-        commit_dirty=None,
-        python="3.11",
-        platform="test",
-        tzdata=None,
-        postgres=PostgresInfo(),
-        profile="quick",
-        seed=3,
-        ledger=LEDGER.origin,
-        selection={"gates": [], "milestones": []},
-        command="test",
-        pytest_exit_code=1,
-    )
+    run = run_metadata(seed=3).model_copy(update={"pytest_exit_code": 1})
     return build_report(CATALOG, LEDGER, gates, run)
 
 
