@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import bindparam, select
@@ -54,7 +53,8 @@ class PostgresIdempotencyLedger:
         return _to_entry(rows[0]) if rows else None
 
     async def record(self, entry: IdempotencyEntry) -> IdempotencyEntry:
-        if await self._tx.fetch(_RECORD, asdict(entry)):
+        # Shallow (``asdict`` copies recursively): the fields are the columns.
+        if await self._tx.fetch(_RECORD, {name: getattr(entry, name) for name in _NAMES}):
             return entry
         stored = await self._get(entry.tenant_id, entry.principal_id, entry.key)
         if stored is None or stored.request_hash != entry.request_hash:

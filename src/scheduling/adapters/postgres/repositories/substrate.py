@@ -74,6 +74,7 @@ _AGENT_VERSION = Prepared(
 
 # Every schedule change appends one: prepared (ADR 1740), the payload's JSON through the
 # column's own bind processor.
+_EVENT = tuple(f.name for f in fields(ProcessEvent))
 _APPEND_EVENT = Prepared(
     insert(process_events).values(
         {c.name: bindparam(c.name, type_=c.type) for c in process_events.columns}
@@ -279,7 +280,8 @@ class PostgresProcessEventRepository:
         self._tx = tx
 
     async def append(self, event: ProcessEvent) -> ProcessEvent:
-        await self._tx.fetch(_APPEND_EVENT, asdict(event))
+        # Shallow: ``asdict`` deep-copies the payload, a tenth of the append's cost.
+        await self._tx.fetch(_APPEND_EVENT, {name: getattr(event, name) for name in _EVENT})
         return event
 
     async def append_once(self, event: ProcessEvent) -> bool:
