@@ -155,10 +155,9 @@ def create_args(**overrides: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------ 1. approval bypass
 
 
-async def test_a_crashed_approved_call_does_not_run_a_changed_view(tools: Tools) -> None:
-    tools.profile(P1, "https://one.example")
-    tools.profile(P2, "https://two.example")
-    tools.websites.bind(WHO, SESSION, WebsiteBinding(P1, ("https://one.example",)))
+def crash_the_first_create(tools: Tools) -> None:
+    """The service's next create raises ``Crash`` (the process died after the approval
+    committed); the ones after it run."""
     assert tools.role.api is not None
     service = tools.role.api.service
     real_create = service.create
@@ -171,6 +170,13 @@ async def test_a_crashed_approved_call_does_not_run_a_changed_view(tools: Tools)
         return await real_create(*args, **kwargs)
 
     service.create = crash_once  # type: ignore[method-assign]
+
+
+async def test_a_crashed_approved_call_does_not_run_a_changed_view(tools: Tools) -> None:
+    tools.profile(P1, "https://one.example")
+    tools.profile(P2, "https://two.example")
+    tools.websites.bind(WHO, SESSION, WebsiteBinding(P1, ("https://one.example",)))
+    crash_the_first_create(tools)
     arguments = create_args(use_website=True)
     with pytest.raises(Crash):
         await tools.call("schedule.create", arguments, "site-1", version="1.2.0")
@@ -197,18 +203,7 @@ async def test_a_crashed_approved_call_does_not_run_a_changed_view(tools: Tools)
 async def test_a_crashed_approved_call_resumes_its_unchanged_view(tools: Tools) -> None:
     tools.profile(P1, "https://one.example")
     tools.websites.bind(WHO, SESSION, WebsiteBinding(P1, ("https://one.example",)))
-    assert tools.role.api is not None
-    service = tools.role.api.service
-    real_create = service.create
-    crashed: list[bool] = []
-
-    async def crash_once(*args: Any, **kwargs: Any) -> Any:
-        if not crashed:
-            crashed.append(True)
-            raise Crash("died")
-        return await real_create(*args, **kwargs)
-
-    service.create = crash_once  # type: ignore[method-assign]
+    crash_the_first_create(tools)
     arguments = create_args(use_website=True)
     with pytest.raises(Crash):
         await tools.call("schedule.create", arguments, "site-2", version="1.2.0")
