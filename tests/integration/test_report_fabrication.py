@@ -37,6 +37,7 @@ from gates.runner.mutate import apply, load_mutants
 from reports.build import build_gate_results, build_report
 from reports.model import CheckOutcome, CheckResult, GateReport, GateStatus
 from reports.origin import product_tree_digest
+from testsupport.git import git
 
 GATES = ["gate.schedule.calendar_recurrence"]
 KEPT_CHECKS = {"test_calendar.py"}  # the check file of GATES
@@ -45,17 +46,6 @@ SEED = 5
 ROOT = project_root(default_checks_dir())
 COPIED = ("src", "pyproject.toml", "alembic.ini")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-
-
-def _git(root: Path, *args: str) -> str:
-    proc = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return proc.stdout.strip()
 
 
 def _checkout(destination: Path) -> Path:
@@ -70,9 +60,9 @@ def _checkout(destination: Path) -> Path:
         if check.name not in KEPT_CHECKS:
             check.unlink()
     (destination / ".gitignore").write_text(".hypothesis/\n.simulation/\n")
-    _git(destination, "init", "-q")
-    _git(destination, "add", "-A")
-    _git(destination, "commit", "-qm", "base")
+    git(destination, "init", "-q")
+    git(destination, "add", "-A")
+    git(destination, "commit", "-qm", "base")
     return destination
 
 
@@ -127,7 +117,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
             buggy = root / "buggy"
             shutil.copytree(base, buggy)
             _plant(buggy)  # the next commit: the base with the planted bug committed
-            _git(buggy, "commit", "-qam", "with the bug")
+            git(buggy, "commit", "-qam", "with the bug")
             assert main(["keygen", str(root / "ci.key"), str(root / "ci.pub")]) == 0
             honest = _run(base, root / "honest", "--sign", str(root / "ci.key"))
             assert {g["status"] for g in honest["gates"] if g["selected"]} == {"PASS"}
@@ -342,7 +332,7 @@ def test_an_old_commits_report_replayed_on_a_new_commit_is_refused(
     assert "the checkout is at" in text
     assert "product tree" in text
     raw = _load(honest)
-    raw["run"]["commit"] = _git(buggy, "rev-parse", "HEAD")
+    raw["run"]["commit"] = git(buggy, "rev-parse", "HEAD")
     raw["run"]["provenance"]["product_sha256"] = product_tree_digest(buggy)
     replayed = _write(raw, tmp_path / "gate-report.json")
     code, text = _verify(capsys, "--checkout", str(buggy), str(replayed))

@@ -12,17 +12,9 @@ import pytest
 
 from catalog.provenance import git_lines, head_commit, untracked_files
 from reports.origin import tracked_changes
+from testsupport.git import git
 
 Reader = Callable[[Path], list[str] | None]
-
-
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture
@@ -31,9 +23,9 @@ def repo(tmp_path: Path) -> Path:
     (root / "checks" / "__pycache__").mkdir(parents=True)
     (root / "checks" / "test_tracked.py").write_text("x = 1\n")
     (root / "notes.txt").write_text("a\n")
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "scratch")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "scratch")
     return root
 
 

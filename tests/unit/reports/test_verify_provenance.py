@@ -23,6 +23,7 @@ from gates.runner.cli import main
 from reports.model import GateReport
 from reports.provenance_check import VerifyContext
 from reports.verify import verify_report
+from testsupport.git import git
 
 CATALOG = load_catalog()
 SHIPPED = load_milestones(None, CATALOG.milestones())
@@ -53,15 +54,6 @@ CUSTOM_LEDGER = "\n".join(
 )
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
-
-
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("checkout")
@@ -75,9 +67,9 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\naddopts = ["--import-mode=importlib"]\n'
     )
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "scratch")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "scratch")
     return root
 
 
