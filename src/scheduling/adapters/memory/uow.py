@@ -8,6 +8,7 @@ lost updates cannot hide in application tests.
 
 from __future__ import annotations
 
+from collections import deque
 from types import TracebackType
 from typing import Self
 from uuid import UUID
@@ -34,6 +35,8 @@ from scheduling.domain.identity import Principal
 from scheduling.ports.repositories import CLOSED, MISSING_REFERENCE, RETRY
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 
+WAKEUPS_KEPT = 1024
+
 
 class MemoryStore:
     """Committed state shared by every unit of work of one factory."""
@@ -41,8 +44,9 @@ class MemoryStore:
     def __init__(self) -> None:
         self.tables = Tables()
         self.version = 0
-        self.wakeups: list[UUID] = []
-        """Scheduler wake-ups delivered by committed units of work, in commit order."""
+        self.wakeups: deque[UUID] = deque(maxlen=WAKEUPS_KEPT)
+        """Scheduler wake-ups delivered by committed units of work, in commit order (the
+        latest ``WAKEUPS_KEPT``: a long-lived memory stack must not grow without bound)."""
 
 
 class MemoryWakeups:
