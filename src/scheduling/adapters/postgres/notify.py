@@ -7,10 +7,10 @@ connection. A schedule's wake-up is ``PostgresWakeups`` (``uow.wakeups``): its
 PostgreSQL delivers it iff that commits and not one statement more is sent. A run's is
 the ``runs`` insert trigger's (revision 0007, ADR 1750), queued inside the inserting
 transaction the same way. ``PostgresNotifier`` sends one notification on a connection
-of its own (tests, tools); a failure is logged and swallowed. ``PostgresWakeListener`` LISTENs on a
-channel and sets an ``asyncio.Event``; a dropped LISTEN connection is re-established
-with a bounded backoff on the Clock (ADR 1913), and until then only latency is lost,
-because every worker keeps its bounded table-scan fallback.
+of its own (tests, tools); a failure is logged and swallowed. ``PostgresWakeListener``
+LISTENs on a channel and sets an ``asyncio.Event``; a dropped LISTEN connection is
+re-established with a bounded backoff on the Clock (ADR 1913), and until then only
+latency is lost, because every worker keeps its bounded table-scan fallback.
 """
 
 from __future__ import annotations
