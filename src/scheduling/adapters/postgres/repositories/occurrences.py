@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Integer, bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.sql.dml import ReturningInsert
 
@@ -42,6 +42,20 @@ def to_occurrence(row: Any) -> ScheduleOccurrence:
     )
 
 
+def _by_name(record: Any) -> ScheduleOccurrence:
+    """``to_occurrence`` of an asyncpg record (read by name, not by attribute)."""
+    return ScheduleOccurrence(**{c.name: record[c.name] for c in schedule_occurrences.columns})
+
+
+def _page(fetched: list[ScheduleOccurrence], page: PageRequest) -> Page[ScheduleOccurrence]:
+    """The first ``page.limit`` of ``fetched`` (one more than a page was asked for)."""
+    items = fetched[: page.limit]
+    cursor = None
+    if len(fetched) > page.limit:
+        cursor = encode_cursor(_CURSOR, [items[-1].nominal_fire_at.isoformat()])
+    return Page(items=items, next_cursor=cursor)
+
+
 def _insert_statement() -> ReturningInsert[Any]:
     bound = {c.name: bindparam(c.name, type_=c.type) for c in schedule_occurrences.columns}
     return (
@@ -57,6 +71,23 @@ INSERT_OCCURRENCE = _insert_statement()
 inserts nothing and returns no row. Bound by column name (``occurrence_row``); the
 materializer's decision statement starts with it (ADR 2330)."""
 _INSERT = Prepared(INSERT_OCCURRENCE)
+
+
+_OWNED_ID = Prepared(
+    select(schedules.c.id).where(
+        schedules.c.id == bindparam("schedule_id", type_=schedules.c.id.type),
+        schedules.c.tenant_id == bindparam("tenant_id", type_=schedules.c.tenant_id.type),
+        schedules.c.principal_id == bindparam("principal_id", type_=schedules.c.principal_id.type),
+    )
+)
+"""``owned_by`` the principal, bound: whether the page's schedule is the caller's."""
+_FIRST_PAGE = Prepared(
+    select(schedule_occurrences)
+    .where(_occ.schedule_id == bindparam("schedule_id", type_=_occ.schedule_id.type))
+    .order_by(_occ.nominal_fire_at.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+"""A page without a cursor (an inbox's first look): prepared (ADR 2300)."""
 
 
 def _visible(principal: Principal | None) -> Any:
@@ -86,24 +117,28 @@ class PostgresOccurrenceRepository:
     async def list(
         self, schedule_id: UUID, principal: Principal, page: PageRequest
     ) -> Page[ScheduleOccurrence]:
-        owner = select(schedules.c.id).where(schedules.c.id == schedule_id, owned_by(principal))
-        if (await self._tx.execute(owner)).first() is None:
+        owner = {
+            "schedule_id": schedule_id,
+            "tenant_id": principal.tenant_id,
+            "principal_id": principal.principal_id,
+        }
+        if not await self._tx.fetch(_OWNED_ID, owner):
             raise NotFoundError(NOT_FOUND, "schedule not found", {"schedule_id": str(schedule_id)})
+        if page.cursor is None:
+            records = await self._tx.fetch(
+                _FIRST_PAGE, {"schedule_id": schedule_id, "limit": page.limit + 1}
+            )
+            return _page([_by_name(r) for r in records], page)
+        (nominal,) = decode_cursor(_CURSOR, page.cursor, 1)
+        try:
+            after = datetime.fromisoformat(nominal)
+        except ValueError:
+            raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None
         query = select(schedule_occurrences).where(_occ.schedule_id == schedule_id)
-        if page.cursor is not None:
-            (nominal,) = decode_cursor(_CURSOR, page.cursor, 1)
-            try:
-                after = datetime.fromisoformat(nominal)
-            except ValueError:
-                raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None
-            query = query.where(_occ.nominal_fire_at < after)
+        query = query.where(_occ.nominal_fire_at < after)
         query = query.order_by(_occ.nominal_fire_at.desc()).limit(page.limit + 1)
         rows = (await self._tx.execute(query)).all()
-        items = [to_occurrence(r) for r in rows[: page.limit]]
-        cursor = None
-        if len(rows) > page.limit:
-            cursor = encode_cursor(_CURSOR, [items[-1].nominal_fire_at.isoformat()])
-        return Page(items=items, next_cursor=cursor)
+        return _page([to_occurrence(r) for r in rows[: page.limit + 1]], page)
 
     async def latest(
         self, schedule_id: UUID, disposition: OccurrenceDisposition | None = None

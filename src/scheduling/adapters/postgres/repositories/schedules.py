@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from sqlalchemy import (
+    Integer,
     Select,
     Table,
     Update,
@@ -121,19 +122,20 @@ def listed_schedule(row: Any) -> Schedule:
     """A list row's ``Schedule`` built without validation (ADR 2300): the row is our own
     ``schedules`` row, whose CHECK constraints hold the state, pause-reason and counter
     invariants, and a page only displays it (no decision or write follows from it).
-    Validating each of 50 rows was a quarter of a list request's CPU."""
-    pause_reason = row.pause_reason
+    Validating each of 50 rows was a quarter of a list request's CPU. ``row`` is read by
+    name (an asyncpg record or a SQLAlchemy row's mapping)."""
+    pause_reason = row["pause_reason"]
     return Schedule.model_construct(
-        id=row.id,
-        tenant_id=row.tenant_id,
-        principal_id=row.principal_id,
-        state=ScheduleState(row.state),
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        principal_id=row["principal_id"],
+        state=ScheduleState(row["state"]),
         pause_reason=None if pause_reason is None else PauseReason(pause_reason),
-        current_revision=row.current_revision,
-        next_fire_at=row.next_fire_at,
-        consecutive_failures=row.consecutive_failures,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        current_revision=row["current_revision"],
+        next_fire_at=row["next_fire_at"],
+        consecutive_failures=row["consecutive_failures"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
     )
 
 
@@ -218,6 +220,36 @@ _OWNED_REVISION = Prepared(
         _owner_binds(),
     )
 )
+
+
+def _summary_query() -> Select[Any]:
+    """A list page's rows joined to their current revisions, the three summary fields
+    taken out of the stored definition by PostgreSQL (no revision is decoded whole or
+    validated; ADR 2240)."""
+    definition = schedule_revisions.c.definition
+    joined = schedules.outerjoin(
+        schedule_revisions,
+        and_(
+            schedule_revisions.c.schedule_id == schedules.c.id,
+            schedule_revisions.c.revision == schedules.c.current_revision,
+        ),
+    )
+    return select(
+        schedules,
+        definition["title"].astext.label("summary_title"),
+        definition["cadence"].label("summary_cadence"),
+        definition["instruction"].astext.label("summary_instruction"),
+    ).select_from(joined)
+
+
+_FIRST_PAGE = Prepared(
+    _summary_query()
+    .where(_owner_binds())
+    .order_by(schedules.c.updated_at.desc(), schedules.c.id.desc())
+    .limit(bindparam("limit", type_=Integer))
+)
+"""``_paged`` of the summary query without a cursor or a state filter (the first page,
+most lists' only one) with the principal and the limit bound: prepared (ADR 2300)."""
 
 
 def _owned_params(schedule_id: UUID, principal: Principal) -> dict[str, Any]:
@@ -356,34 +388,30 @@ class PostgresScheduleRepository:
         page: PageRequest,
         states: frozenset[ScheduleState] | None = None,
     ) -> Page[ScheduleListing]:
-        # One statement: the page's rows joined to their current revisions, the three
-        # summary fields taken out of the stored definition by PostgreSQL (no revision
-        # is decoded whole or validated; ADR 2240).
-        definition = schedule_revisions.c.definition
-        joined = schedules.outerjoin(
-            schedule_revisions,
-            and_(
-                schedule_revisions.c.schedule_id == schedules.c.id,
-                schedule_revisions.c.revision == schedules.c.current_revision,
-            ),
-        )
-        query = select(
-            schedules,
-            definition["title"].astext.label("summary_title"),
-            definition["cadence"].label("summary_cadence"),
-            definition["instruction"].astext.label("summary_instruction"),
-        ).select_from(joined)
-        rows = (await self._tx.execute(_paged(query, principal, page, states))).all()
+        # One statement (ADR 2240); the first page unfiltered is prepared (ADR 2300).
+        rows: Sequence[Any]
+        if page.cursor is None and states is None:
+            params = {
+                "tenant_id": principal.tenant_id,
+                "principal_id": principal.principal_id,
+                "limit": page.limit + 1,
+            }
+            rows = await self._tx.fetch(_FIRST_PAGE, params)
+        else:
+            query = _paged(_summary_query(), principal, page, states)
+            rows = [row._mapping for row in (await self._tx.execute(query)).all()]
         items = []
         for row in rows[: page.limit]:
-            if row.summary_title is None:
-                raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(row.id)})
+            if row["summary_title"] is None:
+                raise NotFoundError(
+                    NOT_FOUND, "revision not found", {"schedule_id": str(row["id"])}
+                )
             items.append(
                 ScheduleListing(
                     listed_schedule(row),
-                    row.summary_title,
-                    dict(row.summary_cadence),
-                    row.summary_instruction,
+                    row["summary_title"],
+                    dict(row["summary_cadence"]),
+                    row["summary_instruction"],
                 )
             )
         found = [item.schedule for item in items]
