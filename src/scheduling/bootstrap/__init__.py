@@ -41,45 +41,48 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scheduling.bootstrap.api import ApiRole, ScheduleServiceArgs, build_api
-    from scheduling.bootstrap.control_plane import (
-        ControlPlane,
-        build_control_plane,
-        edge_authenticator,
-        token_file,
-    )
-    from scheduling.bootstrap.development import DevelopmentStack, build_development
-    from scheduling.bootstrap.maintenance import MaintenanceRole, build_maintenance
-    from scheduling.bootstrap.mcp import (
-        McpRole,
-        build_mcp,
-        serve_mcp_http,
-        serve_mcp_stdio,
-    )
-    from scheduling.bootstrap.metrics import run_worker_metrics, scheduler_metrics
-    from scheduling.bootstrap.refusals import (
-        ALLOW_ALL_ADMISSION,
-        DATABASE_URL_MISSING,
-        DEVELOPMENT_IN_PRODUCTION,
-        DIRECTORY_NOT_DURABLE,
-        FEATURE_DISABLED,
-        MEMORY_REPOSITORIES,
-        REFUSED,
-        RETRY_SETTINGS,
-        WORKER_TOPOLOGY,
-        StartupRefused,
-        production_problems,
-    )
-    from scheduling.bootstrap.run_worker import RunWorkerRole, build_run_worker
-    from scheduling.bootstrap.scheduler import (
-        SchedulerRole,
-        SchedulerSettings,
-        ScheduleWorkerArgs,
-        StopAwareWake,
-        build_scheduler,
-    )
-    from scheduling.bootstrap.serving import build_http_app, running_http, serve_http
-    from scheduling.bootstrap.tools import ToolsRole, build_tools
+    # ``X as X``: an explicit re-export, so mypy sees the names though ``__all__`` is
+    # computed (mypy reads only a literal ``__all__``).
+    from scheduling.bootstrap.api import ApiRole as ApiRole
+    from scheduling.bootstrap.api import ScheduleServiceArgs as ScheduleServiceArgs
+    from scheduling.bootstrap.api import build_api as build_api
+    from scheduling.bootstrap.control_plane import ControlPlane as ControlPlane
+    from scheduling.bootstrap.control_plane import build_control_plane as build_control_plane
+    from scheduling.bootstrap.control_plane import edge_authenticator as edge_authenticator
+    from scheduling.bootstrap.control_plane import token_file as token_file
+    from scheduling.bootstrap.development import DevelopmentStack as DevelopmentStack
+    from scheduling.bootstrap.development import build_development as build_development
+    from scheduling.bootstrap.maintenance import MaintenanceRole as MaintenanceRole
+    from scheduling.bootstrap.maintenance import build_maintenance as build_maintenance
+    from scheduling.bootstrap.mcp import McpRole as McpRole
+    from scheduling.bootstrap.mcp import build_mcp as build_mcp
+    from scheduling.bootstrap.mcp import serve_mcp_http as serve_mcp_http
+    from scheduling.bootstrap.mcp import serve_mcp_stdio as serve_mcp_stdio
+    from scheduling.bootstrap.metrics import run_worker_metrics as run_worker_metrics
+    from scheduling.bootstrap.metrics import scheduler_metrics as scheduler_metrics
+    from scheduling.bootstrap.refusals import ALLOW_ALL_ADMISSION as ALLOW_ALL_ADMISSION
+    from scheduling.bootstrap.refusals import DATABASE_URL_MISSING as DATABASE_URL_MISSING
+    from scheduling.bootstrap.refusals import DEVELOPMENT_IN_PRODUCTION as DEVELOPMENT_IN_PRODUCTION
+    from scheduling.bootstrap.refusals import DIRECTORY_NOT_DURABLE as DIRECTORY_NOT_DURABLE
+    from scheduling.bootstrap.refusals import FEATURE_DISABLED as FEATURE_DISABLED
+    from scheduling.bootstrap.refusals import MEMORY_REPOSITORIES as MEMORY_REPOSITORIES
+    from scheduling.bootstrap.refusals import REFUSED as REFUSED
+    from scheduling.bootstrap.refusals import RETRY_SETTINGS as RETRY_SETTINGS
+    from scheduling.bootstrap.refusals import WORKER_TOPOLOGY as WORKER_TOPOLOGY
+    from scheduling.bootstrap.refusals import StartupRefused as StartupRefused
+    from scheduling.bootstrap.refusals import production_problems as production_problems
+    from scheduling.bootstrap.run_worker import RunWorkerRole as RunWorkerRole
+    from scheduling.bootstrap.run_worker import build_run_worker as build_run_worker
+    from scheduling.bootstrap.scheduler import SchedulerRole as SchedulerRole
+    from scheduling.bootstrap.scheduler import SchedulerSettings as SchedulerSettings
+    from scheduling.bootstrap.scheduler import ScheduleWorkerArgs as ScheduleWorkerArgs
+    from scheduling.bootstrap.scheduler import StopAwareWake as StopAwareWake
+    from scheduling.bootstrap.scheduler import build_scheduler as build_scheduler
+    from scheduling.bootstrap.serving import build_http_app as build_http_app
+    from scheduling.bootstrap.serving import running_http as running_http
+    from scheduling.bootstrap.serving import serve_http as serve_http
+    from scheduling.bootstrap.tools import ToolsRole as ToolsRole
+    from scheduling.bootstrap.tools import build_tools as build_tools
 
 # Which submodule defines each public name (imported on first use).
 _HOME = {
@@ -123,48 +126,7 @@ _HOME = {
     **dict.fromkeys(("ToolsRole", "build_tools"), "tools"),
 }
 
-__all__ = [
-    "ALLOW_ALL_ADMISSION",
-    "DATABASE_URL_MISSING",
-    "DEVELOPMENT_IN_PRODUCTION",
-    "DIRECTORY_NOT_DURABLE",
-    "FEATURE_DISABLED",
-    "MEMORY_REPOSITORIES",
-    "REFUSED",
-    "RETRY_SETTINGS",
-    "WORKER_TOPOLOGY",
-    "ApiRole",
-    "ControlPlane",
-    "DevelopmentStack",
-    "MaintenanceRole",
-    "McpRole",
-    "RunWorkerRole",
-    "ScheduleServiceArgs",
-    "ScheduleWorkerArgs",
-    "SchedulerRole",
-    "SchedulerSettings",
-    "StartupRefused",
-    "StopAwareWake",
-    "ToolsRole",
-    "build_api",
-    "build_control_plane",
-    "build_development",
-    "build_http_app",
-    "build_maintenance",
-    "build_mcp",
-    "build_run_worker",
-    "build_scheduler",
-    "build_tools",
-    "edge_authenticator",
-    "production_problems",
-    "run_worker_metrics",
-    "running_http",
-    "scheduler_metrics",
-    "serve_http",
-    "serve_mcp_http",
-    "serve_mcp_stdio",
-    "token_file",
-]
+__all__ = sorted(_HOME)
 
 
 def __getattr__(name: str) -> object:
