@@ -8,6 +8,7 @@ from typing import TypedDict
 
 from scheduling.adapters.memory.directories import ConfiguredBrowserProfiles
 from scheduling.bootstrap.choices import tenant_ceilings
+from scheduling.bootstrap.owned import OwnedStorage
 from scheduling.bootstrap.refusals import (
     DATABASE_URL_MISSING,
     FEATURE_DISABLED,
@@ -48,7 +49,7 @@ class ScheduleServiceArgs(TypedDict):
 
 
 @dataclass
-class ApiRole:
+class ApiRole(OwnedStorage):
     service: ScheduleService
     uow: UnitOfWorkFactory
     principals: SchedulePrincipalDirectory
@@ -59,10 +60,6 @@ class ApiRole:
     keys: KeyRing
     """The deployment key ring (ADR 2100): PostgreSQL's seeded keys over the API role."""
     service_args: ScheduleServiceArgs
-
-    async def close(self) -> None:
-        if self.owns_storage:
-            await self.storage.close()
 
 
 def build_api(

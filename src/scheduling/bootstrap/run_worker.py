@@ -11,6 +11,7 @@ from scheduling.bootstrap.choices import (
     retry_values,
     seeded_jitter,
 )
+from scheduling.bootstrap.owned import OwnedStorage
 from scheduling.bootstrap.refusals import (
     DATABASE_URL_MISSING,
     MEMORY_REPOSITORIES,
@@ -37,7 +38,7 @@ from scheduling.storage import Role, Storage, run_worker_storage
 
 
 @dataclass
-class RunWorkerRole:
+class RunWorkerRole(OwnedStorage):
     worker: RunWorker
     queue: RunQueue
     slots: int
@@ -46,10 +47,6 @@ class RunWorkerRole:
     role: Role = "trusted"
     """The database role the worker acts as (its own login, or the trusted one)."""
     owns_storage: bool = True
-
-    async def close(self) -> None:
-        if self.owns_storage:
-            await self.storage.close()
 
 
 def build_run_worker(

@@ -19,6 +19,7 @@ from scheduling.bootstrap.choices import (
     role_login,
     seeded_jitter,
 )
+from scheduling.bootstrap.owned import OwnedStorage
 from scheduling.bootstrap.refusals import (
     DATABASE_URL_MISSING,
     FEATURE_DISABLED,
@@ -145,7 +146,7 @@ class ScheduleWorkerArgs(TypedDict):
 
 
 @dataclass
-class SchedulerRole:
+class SchedulerRole(OwnedStorage):
     worker: ScheduleWorker
     materializer: ScheduleMaterializer
     admission: ScheduleAdmissionController
@@ -164,8 +165,7 @@ class SchedulerRole:
     async def close(self) -> None:
         if self.listener is not None:
             await self.listener.close()
-        if self.owns_storage:
-            await self.storage.close()
+        await super().close()
 
 
 def build_scheduler(
