@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 from sqlalchemy import Executable
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.util import greenlet_spawn
@@ -133,11 +133,17 @@ class Transaction:
         self._driver = None
 
     async def _driver_of(self, conn: AsyncConnection) -> Any:
-        """asyncpg's connection, fetched once per unit of work (``get_raw_connection``
-        is a greenlet hop); forgotten after any error."""
+        """asyncpg's connection, fetched once per unit of work; forgotten after any
+        error. A valid checked-out connection hands its pooled connection over
+        without I/O (``Connection.connection``), so only an invalidated one takes
+        ``get_raw_connection``'s greenlet hop (which may reconnect or raise)."""
         if self._driver is None:
-            fairy = await conn.get_raw_connection()
-            self._driver = fairy.driver_connection
+            sync = conn.sync_connection
+            if sync is not None and not conn.invalidated:
+                self._driver = sync.connection.driver_connection
+            else:
+                fairy = await conn.get_raw_connection()
+                self._driver = fairy.driver_connection
         return self._driver
 
     def _connection(self) -> AsyncConnection:
@@ -251,6 +257,28 @@ class Transaction:
                 dispatch.after_cursor_execute, sync, None, sql, tuple(args), None, False
             )
         return rows
+
+
+def _sync(conn: AsyncConnection) -> Connection:
+    sync = conn.sync_connection
+    if sync is None:
+        raise UnavailableError(CLOSED, "the unit of work is not open")
+    return sync
+
+
+def begin_logical(conn: AsyncConnection) -> None:
+    """SQLAlchemy's logical ``begin`` on a connection in DBAPI autocommit, without the
+    greenlet hop ``await conn.begin()`` takes: there it sends nothing (the dialect's
+    ``do_begin`` is a no-op and the asyncpg adapter starts no transaction), so only
+    its ``begin`` event runs (ADR 2341). A ``begin`` listener must not do I/O."""
+    _sync(conn).begin()
+
+
+def commit_logical(conn: AsyncConnection) -> None:
+    """SQLAlchemy's logical ``commit`` after ``Transaction.commit`` sent the server's
+    COMMIT: in DBAPI autocommit the adapter has nothing to commit, so this runs the
+    ``commit`` event without ``await conn.commit()``'s greenlet hop (ADR 2341)."""
+    _sync(conn).commit()
 
 
 def literal(value: str) -> str:

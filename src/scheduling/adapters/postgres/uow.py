@@ -28,6 +28,8 @@ from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.adapters.postgres.transaction import (
     Characteristics,
     Transaction,
+    begin_logical,
+    commit_logical,
     discard_if_broken,
     literal,
 )
@@ -130,9 +132,9 @@ class PostgresUnitOfWork:
             self._conn = await self._engine.connect()
             if self._force_autocommit:
                 await self._conn.execution_options(**AUTOCOMMIT)
-            # SQLAlchemy's logical transaction (its ``begin`` event, no round trip in
-            # autocommit); the server transaction is ``Transaction.open``'s.
-            await self._conn.begin()
+            # SQLAlchemy's logical transaction (its ``begin`` event); the server
+            # transaction is ``Transaction.open``'s.
+            begin_logical(self._conn)
         except OPEN_ERRORS as exc:
             await self._close()
             raise translate(exc, connecting=True) from exc
@@ -154,7 +156,7 @@ class PostgresUnitOfWork:
             raise UnavailableError(CLOSED, "the unit of work is not open")
         try:
             await self.tx.commit()
-            await conn.commit()
+            commit_logical(conn)
         except DBAPIError as exc:
             await discard_if_broken(conn, exc)
             await self._close()
