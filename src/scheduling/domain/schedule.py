@@ -13,7 +13,7 @@ from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import reason
 from scheduling.domain.value_model import DomainModel, aware_utc, field_codes
 
-field_codes("schedule")
+_, _, INVALID_FIELD = field_codes("schedule")
 PAUSE_REASON_REQUIRED = reason(
     "schedule.state.pause_reason_required",
     "A PAUSED schedule needs pause_reason user or failure_limit",
@@ -66,6 +66,50 @@ class Schedule(DomainModel):
     created_at: datetime
     updated_at: datetime
 
+    @classmethod
+    def from_row(
+        cls,
+        *,
+        id: UUID,
+        tenant_id: str,
+        principal_id: str,
+        state: str,
+        pause_reason: str | None,
+        current_revision: int,
+        next_fire_at: datetime | None,
+        consecutive_failures: int,
+        created_at: datetime,
+        updated_at: datetime,
+    ) -> Schedule:
+        """A schedule from a row our own SELECT read back (the materializer's lock row,
+        ADR 2341): the column types already hold (uuid, text, integer, timestamptz), so
+        pydantic's field validation is skipped, but the enums are parsed, the instants
+        must be aware and the state invariants run, so a row broken behind our back
+        still fails with the same code. Anything from outside goes through the
+        validating constructor."""
+        try:
+            parsed = ScheduleState(state)
+            reason_ = None if pause_reason is None else PauseReason(pause_reason)
+        except ValueError:
+            raise ValidationError(
+                INVALID_FIELD, "Schedule.state: enum", {"model": "Schedule", "error_type": "enum"}
+            ) from None
+        built = cls.model_construct(
+            id=id,
+            tenant_id=tenant_id,
+            principal_id=principal_id,
+            state=parsed,
+            pause_reason=reason_,
+            current_revision=current_revision,
+            next_fire_at=None
+            if next_fire_at is None
+            else aware_utc(next_fire_at, field="schedule instant"),
+            consecutive_failures=consecutive_failures,
+            created_at=aware_utc(created_at, field="schedule instant"),
+            updated_at=aware_utc(updated_at, field="schedule instant"),
+        )
+        return built._check()
+
     @field_validator("next_fire_at", "created_at", "updated_at")
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
@@ -73,6 +117,9 @@ class Schedule(DomainModel):
 
     @model_validator(mode="after")
     def _invariants(self) -> Self:
+        return self._check()
+
+    def _check(self) -> Self:
         if not self.tenant_id.strip() or not self.principal_id.strip():
             raise ValidationError(EMPTY_IDENTITY, "tenant_id and principal_id are required")
         if self.state is ScheduleState.PAUSED and self.pause_reason is None:
