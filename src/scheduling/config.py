@@ -103,6 +103,12 @@ WORKER_CONCURRENCY_INVALID = reason(
     "The schedule worker's in-flight materializations are not within 1..64",
 )
 MAX_WORKER_CONCURRENCY = 64
+OUTAGE_LIMIT_SECONDS = 40.0
+"""The run lease (60 s) less a heartbeat (20 s): a run worker still waiting out a
+refusing server past this would lose the lease of the run it holds (ADR 2350)."""
+MAX_ACCOUNTING_POLL_SECONDS = 60.0
+"""Accounting lag after a run finishes is about the poll, and the failure-limit pause
+waits for the accounting: a longer poll lets a failing schedule fire again (ADR 2350)."""
 
 PREFIX = "AGENT_SCHEDULE_"
 RENAMED_ROLE_PREFIX = "SCHEDULING_ROLE_PREFIX"
@@ -242,6 +248,11 @@ class Settings(BaseModel):
     transient_retry_attempts: int = 4
     transient_retry_base_seconds: float = 0.1
     transient_retry_max_seconds: float = 2.0
+    transient_retry_outage_seconds: float = Field(default=30.0, ge=0, lt=OUTAGE_LIMIT_SECONDS)
+    """``RetrySettings.outage_seconds`` (ADR 2220): how long a refusing server is waited
+    out (0: a refusal counts as an attempt). Bounds hold in every environment."""
+    accounting_poll_seconds: float = Field(default=1.0, gt=0, le=MAX_ACCOUNTING_POLL_SECONDS)
+    """The schedule worker's longest sleep between accounting sweeps (ADR 2221)."""
     failure_backoff_seconds: float = 60.0
     run_drain_seconds: float = 30.0
     run_worker_database_url: str | None = None
@@ -290,6 +301,8 @@ class Settings(BaseModel):
             "TRANSIENT_RETRY_ATTEMPTS": "transient_retry_attempts",
             "TRANSIENT_RETRY_BASE_SECONDS": "transient_retry_base_seconds",
             "TRANSIENT_RETRY_MAX_SECONDS": "transient_retry_max_seconds",
+            "TRANSIENT_RETRY_OUTAGE_SECONDS": "transient_retry_outage_seconds",
+            "ACCOUNTING_POLL_SECONDS": "accounting_poll_seconds",
             "FAILURE_BACKOFF_SECONDS": "failure_backoff_seconds",
             "RUN_DRAIN_SECONDS": "run_drain_seconds",
             "RUN_WORKER_DATABASE_URL": "run_worker_database_url",

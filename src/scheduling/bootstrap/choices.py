@@ -43,15 +43,20 @@ def configured_capacity(settings: Settings) -> QueueCapacity | str:
         return f"{WORKER_TOPOLOGY}: {exc.message}"
 
 
-def retry_values(settings: Settings) -> tuple[int, float, float]:
+RetryValues = tuple[int, float, float, float]
+"""``RetrySettings``' fields in order: attempts, base and max delay, outage seconds."""
+
+
+def retry_values(settings: Settings) -> RetryValues:
     return (
         settings.transient_retry_attempts,
         settings.transient_retry_base_seconds,
         settings.transient_retry_max_seconds,
+        settings.transient_retry_outage_seconds,
     )
 
 
-def retry_settings(values: tuple[int, float, float]) -> RetrySettings | str:
+def retry_settings(values: RetryValues) -> RetrySettings | str:
     """The retry settings, or the problem that refuses startup."""
     try:
         return RetrySettings(*values)

@@ -13,6 +13,7 @@ from typing import TypedDict
 
 from scheduling.adapters.memory.directories import ConfiguredTenantConfiguration
 from scheduling.bootstrap.choices import (
+    RetryValues,
     prefixed_roles,
     retry_settings,
     retry_values,
@@ -62,9 +63,10 @@ class SchedulerSettings:
     fallback_poll_seconds: float
     admission_backoff_seconds: float
     worker_concurrency: int = 1
-    transient_retry: tuple[int, float, float] = (4, 0.1, 2.0)
-    """attempts, base and max delay seconds of the prompt retry of transient errors."""
+    transient_retry: RetryValues = (4, 0.1, 2.0, 30.0)
+    """The prompt retry of transient errors and how long a refusal is waited out."""
     failure_backoff_seconds: float = 60.0
+    accounting_poll_seconds: float = 1.0
     role_prefix: str | None = None
 
     @classmethod
@@ -93,6 +95,7 @@ class SchedulerSettings:
             worker_concurrency=settings.worker_concurrency,
             transient_retry=retry_values(settings),
             failure_backoff_seconds=settings.failure_backoff_seconds,
+            accounting_poll_seconds=settings.accounting_poll_seconds,
             role_prefix=settings.role_prefix,
         )
 
@@ -250,6 +253,7 @@ def build_scheduler(
             concurrency=max(1, min(settings.worker_concurrency, 64)),
             failure_backoff_seconds=settings.failure_backoff_seconds,
             transient_retry=retry if isinstance(retry, RetrySettings) else RetrySettings(),
+            accounting_poll_seconds=settings.accounting_poll_seconds,
         ),
         wake=StopAwareWake(listener, stop),
         accountant=accountant,
