@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from scheduling import bootstrap as b
 from scheduling import instance
+from scheduling.adapters.postgres import release_check
 from scheduling.adapters.postgres.migrations import current_revision
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.ports.runtime import RunPriority
@@ -140,6 +141,41 @@ async def test_the_migration_connection_is_named(pg_url: str) -> None:
     finally:
         await holder.close()
     assert waiting == ["migrate@mig-1"]
+
+
+async def test_the_release_checks_connections_are_named(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The privilege read (waiting on the version table, seen from another session)
+    and every connection of the pooling probe (as the server reports it to the client)
+    carry ``release-check@<instance id>``."""
+    instance.declare("release-check", "rc-1")
+    holder = await asyncpg.connect(pg_url)
+    try:
+        async with holder.transaction():
+            await holder.execute("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE")
+            reading = asyncio.create_task(release_check.scheduler_release_problems(pg_url))
+            waiting = await names_waiting_for_a_lock(pg_url)
+        await reading
+    finally:
+        await holder.close()
+    assert waiting == ["release-check@rc-1"]
+
+    reported: list[str] = []
+    plain_connect = asyncpg.connect
+
+    async def reporting_connect(*args: object, **kwargs: object) -> asyncpg.Connection:
+        conn = await plain_connect(*args, **kwargs)
+        reported.append(conn.get_settings().application_name)
+        return conn
+
+    monkeypatch.setattr(asyncpg, "connect", reporting_connect)
+    assert await release_check.connection_pooling(pg_url) == "session"
+    assert len(reported) == 1 + release_check.POOLING_HOLDERS
+    assert set(reported) == {"release-check@rc-1"}
+    # The test of the test: the same read of an unnamed connection is told apart.
+    (await reporting_connect(pg_url)).terminate()
+    assert reported[-1] == ""
 
 
 async def names_waiting_for_a_lock(url: str) -> list[str]:

@@ -35,6 +35,11 @@ from scheduling.adapters.postgres.roles import (
     RoleNames,
     role_names,
 )
+from scheduling.instance import server_settings
+
+RELEASE_CHECK = "release-check"
+"""The role in the ``application_name`` of every connection this check opens (ADR 2270):
+an operator sees ``release-check@<instance id>`` in ``pg_stat_activity``."""
 
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 COLUMN_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "REFERENCES")
@@ -110,7 +115,11 @@ async def _login_problems(
     column_updates: dict[str, frozenset[str]],
     expected_head: str | None,
 ) -> list[str]:
-    engine = create_async_engine(to_asyncpg_url(url), poolclass=NullPool)
+    engine = create_async_engine(
+        to_asyncpg_url(url),
+        poolclass=NullPool,
+        connect_args={"server_settings": server_settings(RELEASE_CHECK)},
+    )
     try:
         async with engine.connect() as conn:
             problems = await _authority_problems(conn, roles, own_role)
@@ -253,7 +262,12 @@ async def connection_pooling(url: str, *, holders: int = POOLING_HOLDERS) -> Poo
         await engine.dispose()
 
     async def connect() -> Any:
-        return await asyncpg.connect(**options, statement_cache_size=0, timeout=POOLING_TIMEOUT)
+        return await asyncpg.connect(
+            **options,
+            statement_cache_size=0,
+            timeout=POOLING_TIMEOUT,
+            server_settings=server_settings(RELEASE_CHECK),
+        )
 
     async with AsyncExitStack() as stack:
         probe = await connect()
