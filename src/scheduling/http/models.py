@@ -314,9 +314,7 @@ class ScheduleSummaryOut(Out):
 
     @classmethod
     def of(cls, summary: ScheduleSummary) -> ScheduleSummaryOut:
-        # Not validated (ADR 2300): every field is already the declared type, from the
-        # service's own summary; the response serializer writes it as a validated one.
-        return cls.model_construct(
+        return cls(
             id=summary.schedule_id,
             title=summary.title,
             state=summary.state,

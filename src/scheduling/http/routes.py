@@ -147,7 +147,7 @@ async def list_schedules(
     page = await plane_of(request).service.list(
         principal, limit=limit, cursor=cursor, states=states
     )
-    return SchedulePage.model_construct(
+    return SchedulePage(
         items=[ScheduleSummaryOut.of(item) for item in page.items], next_cursor=page.next_cursor
     )
 

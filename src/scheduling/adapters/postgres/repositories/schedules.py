@@ -42,7 +42,7 @@ from scheduling.domain.paging import (
     encode_cursor,
 )
 from scheduling.domain.revision import ScheduleRevision
-from scheduling.domain.schedule import PauseReason, Schedule, ScheduleState
+from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.repositories import (
     INVALID_COMMAND,
     NOT_FOUND,
@@ -118,25 +118,15 @@ def to_schedule(row: Any) -> Schedule:
     return Schedule(**{c.name: getattr(row, c.name) for c in schedules.columns})
 
 
-def listed_schedule(row: Any) -> Schedule:
-    """A list row's ``Schedule`` built without validation (ADR 2300): the row is our own
-    ``schedules`` row, whose CHECK constraints hold the state, pause-reason and counter
-    invariants, and a page only displays it (no decision or write follows from it).
-    Validating each of 50 rows was a quarter of a list request's CPU. ``row`` is read by
-    name (an asyncpg record or a SQLAlchemy row's mapping)."""
-    pause_reason = row["pause_reason"]
-    return Schedule.model_construct(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        principal_id=row["principal_id"],
-        state=ScheduleState(row["state"]),
-        pause_reason=None if pause_reason is None else PauseReason(pause_reason),
-        current_revision=row["current_revision"],
-        next_fire_at=row["next_fire_at"],
-        consecutive_failures=row["consecutive_failures"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
+def schedule_by_name(row: Any) -> Schedule:
+    """A row's ``Schedule``, read by name (an asyncpg record or a SQLAlchemy row's
+    mapping). Validated: skipping it (``model_construct``) saved under 1 us of 5.3 per
+    row; what cost a quarter of a list's CPU was reading each column as a SQLAlchemy
+    row attribute (ADR 2300)."""
+    return Schedule(**{name: row[name] for name in _SCHEDULE_COLUMNS})
+
+
+_SCHEDULE_COLUMNS = tuple(c.name for c in schedules.columns)
 
 
 def revision_row(revision: ScheduleRevision) -> dict[str, Any]:
@@ -306,7 +296,7 @@ class PostgresScheduleRepository:
                 raise NotFoundError(
                     NOT_FOUND, "schedule not found", {"schedule_id": str(schedule_id)}
                 )
-            return Schedule(**{c.name: rows[0][c.name] for c in schedules.columns})
+            return schedule_by_name(rows[0])
         query = select(schedules).where(schedules.c.id == schedule_id, owned_by(principal))
         if for_update:
             query = query.with_for_update()
@@ -408,7 +398,7 @@ class PostgresScheduleRepository:
                 )
             items.append(
                 ScheduleListing(
-                    listed_schedule(row),
+                    schedule_by_name(row),
                     row["summary_title"],
                     dict(row["summary_cadence"]),
                     row["summary_instruction"],
