@@ -145,6 +145,9 @@ def drain_run(
         "client_cpu_ms_per_materialization": round(
             1000 * sum(r.cpu_seconds for r in results) / decided, 3
         ),
+        "client_system_cpu_ms_per_materialization": round(
+            1000 * sum(r.system_seconds for r in results) / decided, 3
+        ),
         "statements_per_materialization": round(total / decided, 2),
         "statements_by_verb": dict(sorted(statements.items())),
         "round_trips_per_materialization": round(sum(r.round_trips for r in results) / decided, 2),
@@ -212,6 +215,9 @@ def _range(rounds: list[dict[str, Any]], workers: int) -> dict[str, Any]:
         "ratio_to_pgbench": span([d["ratio_to_pgbench"] for d in drains]),
         "client_cpu_ms_per_materialization": span(
             [d["client_cpu_ms_per_materialization"] for d in drains]
+        ),
+        "client_system_cpu_ms_per_materialization": span(
+            [d["client_system_cpu_ms_per_materialization"] for d in drains]
         ),
         "round_trips_per_materialization": span(
             [d["round_trips_per_materialization"] for d in drains]

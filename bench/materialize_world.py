@@ -162,6 +162,8 @@ class DrainResult:
     seconds: float
     cpu_seconds: float
     """Client CPU (user + system) of the worker process during the drain."""
+    system_seconds: float
+    """The kernel's part of ``cpu_seconds`` (socket sends and receives, epoll)."""
     statements: dict[str, int]
     control: dict[str, int]
     """BEGIN / COMMIT / ROLLBACK sent by the driver (round trips, not statements)."""
@@ -238,6 +240,7 @@ async def drain(
     await asyncio.sleep(max(0.0, real_start - time.monotonic()))  # the start barrier
     started = time.perf_counter()
     cpu_started = time.process_time()
+    system_started = os.times().system
     passes = not_due = 0
     rss_at: dict[int, int] = {}
     checkpoints = [1_000, 10_000, 100_000]
@@ -253,6 +256,7 @@ async def drain(
                 break
         seconds = time.perf_counter() - started
         cpu_seconds = time.process_time() - cpu_started
+        system_seconds = os.times().system - system_started
     finally:
         await uow.dispose()
     gc.collect()
@@ -261,6 +265,7 @@ async def drain(
         decided=sum(metrics.dispositions.values()),
         seconds=seconds,
         cpu_seconds=cpu_seconds,
+        system_seconds=system_seconds,
         statements=dict(statements),
         control=dict(control),
         transactions=transactions,
