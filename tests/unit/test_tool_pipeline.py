@@ -405,3 +405,37 @@ async def test_a_prepare_failure_asks_nobody_and_records_nothing(error: Scheduli
     assert not approvals.requests
     assert not ledger.invocations
     assert not ledger.approvals
+
+
+@pytest.mark.parametrize(
+    ("thing", "answers", "status", "output", "code"),
+    [
+        (Thing(), [True], ToolStatus.SUCCEEDED, {"x": "y"}, None),
+        (Thing(), [False], ToolStatus.REJECTED, None, "schedule.tool.approval_denied"),
+        (Thing(size=100), [True], ToolStatus.FAILED, None, "schedule.tool.output_too_large"),
+    ],
+    ids=["succeeded", "denied", "failed"],
+)
+async def test_a_finished_invocation_replays_its_recorded_result_whole(
+    thing: Thing,
+    answers: list[bool],
+    status: ToolStatus,
+    output: dict[str, Any] | None,
+    code: str | None,
+) -> None:
+    """Each finished state's replay (ADR 2350: one construction for the three): the
+    recorded status, output and code, marked replayed, nothing executed again."""
+    pipe, ledger = pipeline(thing, ScriptedApprovals(answers))
+    first = await pipe.call("thing.make", {"n": 1}, ctx())
+    effects = thing.effects
+    again = await pipe.call("thing.make", {"n": 1}, ctx())
+    [row] = ledger.invocations.values()
+    assert (first.status, first.invocation_id) == (status, row.id)
+    assert thing.effects == effects
+    expected: dict[str, Any] = {"tool": "thing.make", "version": "1.0.0", "status": status}
+    if output is not None:
+        expected["output"] = output
+    if code is not None:
+        expected["error"] = {"code": code, "retryable": False, "details": {}}
+    assert again.to_json() == {**expected, "replayed": True}
+    assert again.invocation_id == row.id

@@ -527,38 +527,27 @@ class ToolPipeline:
 
     def _replay(self, tool: RegisteredTool, record: ToolInvocationRecord) -> ToolResult | None:
         """The recorded result of a finished invocation (None: not finished yet)."""
-        spec = tool.spec
+        output: dict[str, Any] | None = None
+        code: str | None = None
         if record.state is InvocationState.SUCCEEDED:
-            output = dict(record.output or {})
+            status, output = ToolStatus.SUCCEEDED, dict(record.output or {})
             if "replayed" in output:
                 output["replayed"] = True
-            return ToolResult(
-                spec.name,
-                spec.version,
-                ToolStatus.SUCCEEDED,
-                output=output,
-                replayed=True,
-                invocation_id=record.id,
-            )
-        if record.state is InvocationState.DENIED:
-            return ToolResult(
-                spec.name,
-                spec.version,
-                ToolStatus.REJECTED,
-                reason_code=APPROVAL_DENIED,
-                replayed=True,
-                invocation_id=record.id,
-            )
-        if record.state is InvocationState.FAILED:
-            return ToolResult(
-                spec.name,
-                spec.version,
-                ToolStatus.FAILED,
-                reason_code=record.reason_code,
-                replayed=True,
-                invocation_id=record.id,
-            )
-        return None
+        elif record.state is InvocationState.DENIED:
+            status, code = ToolStatus.REJECTED, APPROVAL_DENIED
+        elif record.state is InvocationState.FAILED:
+            status, code = ToolStatus.FAILED, record.reason_code
+        else:
+            return None
+        return ToolResult(
+            tool.spec.name,
+            tool.spec.version,
+            status,
+            output=output,
+            reason_code=code,
+            replayed=True,
+            invocation_id=record.id,
+        )
 
     def _failure(
         self, tool: RegisteredTool, exc: SchedulingError, *, invocation_id: Any = None
