@@ -1,0 +1,40 @@
+"""The drain bench's durable server is on disk (ADR 2340): ``--durable-dir`` on tmpfs
+is refused before anything runs, a directory on disk is taken (and created)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location(
+        "bench_durable_dir", BENCH / "bench_materialize.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tmpfs_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench(monkeypatch)
+    with pytest.raises(SystemExit, match="tmpfs"):
+        bench.durable_base(Path("/dev/shm/h5-durable"))
+    assert not Path("/dev/shm/h5-durable").exists()
+
+
+def test_a_directory_on_disk_is_created(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bench = _bench(monkeypatch)
+    target = tmp_path / "durable"
+    assert bench.durable_base(target) == target
+    assert target.is_dir()
