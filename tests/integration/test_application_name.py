@@ -19,7 +19,7 @@ from sqlalchemy import text
 from scheduling import bootstrap as b
 from scheduling import instance
 from scheduling.adapters.postgres import release_check
-from scheduling.adapters.postgres.migrations import current_revision
+from scheduling.adapters.postgres.migrations import current_revision, named_engine
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.ports.runtime import RunPriority
 from scheduling.storage import PostgresStorage, Role
@@ -176,6 +176,18 @@ async def test_the_release_checks_connections_are_named(
     # The test of the test: the same read of an unnamed connection is told apart.
     (await reporting_connect(pg_url)).terminate()
     assert reported[-1] == ""
+
+
+async def test_a_named_engine_names_its_connections(pg_url: str) -> None:
+    """The engine of ``logins``, the migration commands and release-check."""
+    instance.declare("logins", "lg-1")
+    engine = named_engine(pg_url, "logins")
+    try:
+        async with engine.connect() as conn:
+            name = (await conn.execute(text("SELECT current_setting('application_name')"))).one()
+    finally:
+        await engine.dispose()
+    assert name == ("logins@lg-1",)
 
 
 async def names_waiting_for_a_lock(url: str) -> list[str]:

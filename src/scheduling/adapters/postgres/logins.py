@@ -20,15 +20,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import create_async_engine
-from sqlalchemy.pool import NullPool
 
 from scheduling.adapters.postgres.errors import translate
-from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.migrations import named_engine
 from scheduling.adapters.postgres.roles import RoleNames
 from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
 from scheduling.domain.reasons import reason
-from scheduling.instance import server_settings
 
 LOGIN_INVALID = reason(
     "schedule.logins.invalid", "The login name or role is not one a deployment may create"
@@ -116,11 +113,7 @@ async def create_login(
     group = group_role(roles, kind)
     _check_login(login, roles)
     verifier = scram_verifier(password)
-    engine = create_async_engine(
-        to_asyncpg_url(admin_url),
-        poolclass=NullPool,
-        connect_args={"server_settings": server_settings("logins")},
-    )
+    engine = named_engine(admin_url, "logins")
     try:
         async with _translated(), engine.begin() as conn:
             found = await conn.execute(
@@ -152,11 +145,7 @@ async def rotate_password(
     """``ALTER ROLE login PASSWORD <verifier>`` for an existing login."""
     _check_login(login, roles)
     verifier = scram_verifier(password)
-    engine = create_async_engine(
-        to_asyncpg_url(admin_url),
-        poolclass=NullPool,
-        connect_args={"server_settings": server_settings("logins")},
-    )
+    engine = named_engine(admin_url, "logins")
     try:
         async with _translated(), engine.begin() as conn:
             found = await conn.execute(

@@ -21,7 +21,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from scheduling.instance import server_settings
@@ -121,13 +121,18 @@ def head_revision() -> str:
     return head
 
 
-async def _with_connection(url: str, action: Any) -> Any:
-    # Named ``migrate@<instance id>`` in pg_stat_activity (ADR 2270).
-    engine = create_async_engine(
+def named_engine(url: str, role: str) -> AsyncEngine:
+    """An engine without a pool for a command's few statements, each connection named
+    ``<role>@<instance id>`` in pg_stat_activity (ADR 2270)."""
+    return create_async_engine(
         to_asyncpg_url(url),
         poolclass=NullPool,
-        connect_args={"server_settings": server_settings("migrate")},
+        connect_args={"server_settings": server_settings(role)},
     )
+
+
+async def _with_connection(url: str, action: Any) -> Any:
+    engine = named_engine(url, "migrate")
     try:
         async with engine.connect() as conn:
             result = await conn.run_sync(action)

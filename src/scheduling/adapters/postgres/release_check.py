@@ -28,7 +28,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from scheduling.adapters.postgres.migrations import head_revision, to_asyncpg_url
+from scheduling.adapters.postgres.migrations import head_revision, named_engine, to_asyncpg_url
 from scheduling.adapters.postgres.roles import (
     RUN_CLAIM_COLUMNS,
     RUN_MUTABLE_COLUMNS,
@@ -115,11 +115,7 @@ async def _login_problems(
     column_updates: dict[str, frozenset[str]],
     expected_head: str | None,
 ) -> list[str]:
-    engine = create_async_engine(
-        to_asyncpg_url(url),
-        poolclass=NullPool,
-        connect_args={"server_settings": server_settings(RELEASE_CHECK)},
-    )
+    engine = named_engine(url, RELEASE_CHECK)
     try:
         async with engine.connect() as conn:
             problems = await _authority_problems(conn, roles, own_role)
