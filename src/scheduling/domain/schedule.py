@@ -108,7 +108,7 @@ class Schedule(DomainModel):
             created_at=aware_utc(created_at, field="schedule instant"),
             updated_at=aware_utc(updated_at, field="schedule instant"),
         )
-        return built._check()
+        return cls._check(built)
 
     @field_validator("next_fire_at", "created_at", "updated_at")
     @classmethod
