@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
@@ -111,6 +111,7 @@ MAX_ACCOUNTING_POLL_SECONDS = 60.0
 waits for the accounting: a longer poll lets a failing schedule fire again (ADR 2350)."""
 
 PREFIX = "AGENT_SCHEDULE_"
+_Model = TypeVar("_Model", bound=BaseModel)
 RENAMED_ROLE_PREFIX = "SCHEDULING_ROLE_PREFIX"
 """The role prefix's former name: refused with the new one named (ADR 2202)."""
 
@@ -345,16 +346,21 @@ class Settings(BaseModel):
         prefix = _value(env, PREFIX + "ROLE_PREFIX")
         if prefix is not None:
             raw["role_prefix"] = prefix
-        try:
-            return cls.model_validate(raw)
-        except PydanticValidationError as exc:
-            problems = [
-                f"{UNPARSEABLE}: {_env_name(error['loc'])}: {error['msg']}"
-                for error in exc.errors()
-            ]
-            raise ConfigurationError(
-                UNPARSEABLE, "configuration values do not parse", {"problems": problems}
-            ) from None
+        return _parsed(cls, raw)
+
+
+def _parsed(model: type[_Model], raw: dict[str, Any]) -> _Model:
+    """``model`` validated from ``raw``, else ``ConfigurationError`` naming the variable
+    of every value that does not parse."""
+    try:
+        return model.model_validate(raw)
+    except PydanticValidationError as exc:
+        problems = [
+            f"{UNPARSEABLE}: {_env_name(error['loc'])}: {error['msg']}" for error in exc.errors()
+        ]
+        raise ConfigurationError(
+            UNPARSEABLE, "configuration values do not parse", {"problems": problems}
+        ) from None
 
 
 def _value(env: Mapping[str, str], name: str) -> str | None:
@@ -564,13 +570,4 @@ class ProcessSettings(BaseModel):
             raw["log_level"] = raw["log_level"].upper()
         if "log_format" in raw:
             raw["log_format"] = raw["log_format"].lower()
-        try:
-            return cls.model_validate(raw)
-        except PydanticValidationError as exc:
-            problems = [
-                f"{UNPARSEABLE}: {PREFIX}{str(error['loc'][-1]).upper()}: {error['msg']}"
-                for error in exc.errors()
-            ]
-            raise ConfigurationError(
-                UNPARSEABLE, "configuration values do not parse", {"problems": problems}
-            ) from None
+        return _parsed(cls, raw)
