@@ -11,6 +11,7 @@ again), so the counters can fail.
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
 import tempfile
@@ -240,3 +241,49 @@ async def test_update_locks_validates_and_writes_in_one_unit_of_work(counted: Co
     assert counted.counts["transactions"] == 3
     assert answer.json()["current_revision"] == 2
     assert answer.json()["title"] == "Renamed"
+
+
+async def test_get_and_occurrences_count_their_statements(counted: Counted) -> None:
+    made = (await _create(counted, "statements")).json()
+    counted.reset()
+    answer = await counted.client.get(f"/v1/schedules/{made['id']}", headers=counted.auth)
+    assert answer.status_code == 200
+    assert counted.counts["statements"] == 3  # the principal, the schedule, its revision
+    counted.reset()
+    inbox = await counted.client.get(
+        f"/v1/schedules/{made['id']}/occurrences", headers=counted.auth
+    )
+    assert inbox.status_code == 200
+    assert counted.counts["transactions"] == 2
+    # The principal; the service's schedule read and the repository's own owner check
+    # (both kept: each layer refuses another's schedule); the page.
+    assert counted.counts["statements"] == 4
+
+
+async def test_an_access_line_costs_no_scan_unless_it_holds_client_text(
+    counted: Counted,
+) -> None:
+    """ADR 2300, with the process's log handler on the access logger: a line of the
+    server's own fields is written unscanned; an offered request id (client text) makes
+    it scanned, which is also this count's test of the test."""
+    stream = io.StringIO()
+    handler = ProcessLogHandler(stream)
+    access = logging.getLogger("scheduling.http.access")
+    level = access.level
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    try:
+        await counted.client.get("/v1/schedules", headers=counted.auth)  # warm
+        counted.reset()
+        assert (await counted.client.get("/v1/schedules", headers=counted.auth)).is_success
+        assert counted.counts["secret_scans"] == 0
+        offered = {**counted.auth, "X-Request-Id": "client-7"}
+        assert (await counted.client.get("/v1/schedules", headers=offered)).is_success
+        assert counted.counts["secret_scans"] == 1
+    finally:
+        access.removeHandler(handler)
+        access.setLevel(level)
+        handler.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3
+    assert "request_id=client-7" in lines[-1]
