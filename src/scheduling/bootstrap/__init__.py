@@ -15,7 +15,8 @@ scenario, the soak and the benchmarks build through these builders.
 * ``serving`` - the HTTP edge served (the only module importing FastAPI and uvicorn);
 * ``metrics`` - the scheduler's and run worker's Prometheus observers;
 * ``refusals`` - the stable ``schedule.bootstrap.*`` codes, ``StartupRefused`` and
-  the production checks; ``choices`` - what every role derives from ``Settings``.
+  the production checks; ``choices`` - what every role derives from ``Settings``;
+  ``owned`` - ``OwnedStorage``, the ``close`` of a role over one storage.
 
 Production startup refuses (``StartupRefused``, stable codes): settings that fail
 ``validate_release``, in-memory repositories, a non-durable principal directory, the
