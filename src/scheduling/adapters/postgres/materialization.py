@@ -317,7 +317,8 @@ _DECIDED = Prepared(
 
 
 def _schedule(row: Record) -> Schedule:
-    return Schedule(**{name: row[name] for name in _SCHEDULE_COLUMNS})
+    # The lock row is our own SELECT's: checked, not re-validated (ADR 2341).
+    return Schedule.from_row(**{name: row[name] for name in _SCHEDULE_COLUMNS})
 
 
 def _trusted(command: ScheduleCommand) -> None:
