@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
 from uuid import UUID
 
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
@@ -14,52 +13,17 @@ from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.domain.schedule import Schedule
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
 from scheduling.ports.firing import Decision, FiringContext, QueuedRun
-from scheduling.ports.outbox import OutboxRepository
 from scheduling.ports.records import ProcessEvent
-from scheduling.ports.repositories import (
-    AgentRepository,
-    PrincipalRepository,
-    ProcessEventRepository,
-    RunRepository,
-    ScheduleCommand,
-    ScheduleOccurrenceRepository,
-    ScheduleRepository,
-    SessionRepository,
-)
-
-
-class _Repositories(Protocol):
-    """The repositories of one memory unit of work (``MemoryUnitOfWork`` is one)."""
-
-    @property
-    def schedules(self) -> ScheduleRepository: ...
-
-    @property
-    def occurrences(self) -> ScheduleOccurrenceRepository: ...
-
-    @property
-    def principals(self) -> PrincipalRepository: ...
-
-    @property
-    def agents(self) -> AgentRepository: ...
-
-    @property
-    def sessions(self) -> SessionRepository: ...
-
-    @property
-    def runs(self) -> RunRepository: ...
-
-    @property
-    def events(self) -> ProcessEventRepository: ...
-
-    @property
-    def outbox(self) -> OutboxRepository: ...
+from scheduling.ports.repositories import ScheduleCommand
+from scheduling.ports.unit_of_work import UnitOfWork
 
 
 class MemoryMaterializationRepository:
     """See ``scheduling.ports.firing.MaterializationRepository``."""
 
-    def __init__(self, uow: _Repositories) -> None:
+    def __init__(self, uow: UnitOfWork) -> None:
+        # The memory unit of work passes itself while it is being built: only its
+        # repositories are read, and only once a step runs.
         self._uow = uow
 
     async def lock_due(
