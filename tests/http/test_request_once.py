@@ -177,8 +177,9 @@ async def test_list_builds_no_revision_and_reads_once(counted: Counted) -> None:
     assert counted.counts["revision_builds"] == 0
     assert counted.counts["cadence_parse"] == 0
     assert counted.counts["principal_reads"] == 1
-    assert counted.counts["transactions"] == 2  # authentication, the page
-    assert counted.counts["statements"] == 2  # one read in each
+    # Authentication and the page in one unit of work (ADR 2380): was 2.
+    assert counted.counts["transactions"] == 1
+    assert counted.counts["statements"] == 2  # the principal, the page
 
 
 async def test_get_reads_the_principal_once(counted: Counted) -> None:
@@ -187,8 +188,30 @@ async def test_get_reads_the_principal_once(counted: Counted) -> None:
     answer = await counted.client.get(f"/v1/schedules/{made.json()['id']}", headers=counted.auth)
     assert answer.status_code == 200
     assert counted.counts["principal_reads"] == 1
-    assert counted.counts["transactions"] == 2
+    assert counted.counts["transactions"] == 1  # authentication and the read (ADR 2380)
     assert counted.counts["revision_builds"] == 1
+
+
+async def test_the_counters_see_authentication_in_its_own_unit_of_work(
+    counted: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Test of the test: a principal directory that ignores the request's unit of work
+    (``joined`` returns itself, so the principal is read in a transaction of its own,
+    as before ADR 2380) shows as a second unit of work on each read."""
+    made = (await _create(counted, "apart")).json()
+    directory = counted.plane.principals
+    monkeypatch.setattr(directory, "joined", lambda principals: directory)
+    reads = (
+        "/v1/schedules",
+        f"/v1/schedules/{made['id']}",
+        f"/v1/schedules/{made['id']}/occurrences",
+    )
+    for path in reads:
+        counted.reset()
+        answer = await counted.client.get(path, headers=counted.auth)
+        assert answer.status_code == 200, (path, answer.text)
+        assert counted.counts["principal_reads"] == 1, path
+        assert counted.counts["transactions"] == 2, path
 
 
 async def test_the_counters_see_a_second_principal_read(counted: Counted) -> None:
@@ -254,7 +277,7 @@ async def test_get_and_occurrences_count_their_statements(counted: Counted) -> N
         f"/v1/schedules/{made['id']}/occurrences", headers=counted.auth
     )
     assert inbox.status_code == 200
-    assert counted.counts["transactions"] == 2
+    assert counted.counts["transactions"] == 1  # ADR 2380: was 2
     # The principal; the service's schedule read and the repository's own owner check
     # (both kept: each layer refuses another's schedule); the page.
     assert counted.counts["statements"] == 4

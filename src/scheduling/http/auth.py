@@ -9,7 +9,8 @@ is refused before the body is validated or any service is called.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
@@ -18,7 +19,9 @@ from scheduling.domain.errors import AuthorizationError, SchedulingError
 from scheduling.domain.identity import SCOPE_REQUIRED, Principal
 from scheduling.http.codes import UNAUTHENTICATED
 from scheduling.http.plane import Plane
-from scheduling.ports.directories import AuthoritySnapshot
+from scheduling.ports.directories import AuthoritySnapshot, SchedulePrincipalDirectory
+from scheduling.ports.tokens import TokenIdentity
+from scheduling.ports.unit_of_work import UnitOfWork
 from scheduling.service.validation import PRINCIPAL_UNAVAILABLE
 
 SECURITY_SCHEME = "bearer"
@@ -43,23 +46,43 @@ def _bearer(request: Request) -> str:
     return token
 
 
-async def authenticate(request: Request) -> Principal:
-    """The caller with its current scopes from the durable principal directory.
-
-    The one authentication read of the request (ADR 2240): the snapshot is kept on the
-    request (``authority_of``) and handed to the service, which would otherwise read
-    the same row again. Nothing is kept across requests, so a revoked token or scope
-    stops the next request (ADR 1511)."""
-    plane = plane_of(request)
-    identity = plane.authenticator.authenticate(_bearer(request))
+def _identity(request: Request) -> TokenIdentity:
+    """The token's (tenant, principal), or 401: no database is touched for it."""
+    identity = plane_of(request).authenticator.authenticate(_bearer(request))
     if identity is None:
         raise Unauthenticated(UNAUTHENTICATED, "a valid bearer token is required")
     request.state.token_id = identity.token_id
-    snapshot = await plane.principals.current(identity.tenant_id, identity.principal_id)
+    return identity
+
+
+async def _authorized(
+    request: Request,
+    identity: TokenIdentity,
+    principals: SchedulePrincipalDirectory,
+    scope: str | None,
+) -> Principal:
+    """The caller with its current scopes read from ``principals``, or 403 (unknown or
+    disabled, or without ``scope``). The snapshot is kept on the request
+    (``authority_of``) and handed to the service, which would otherwise read the same
+    row again (ADR 2240)."""
+    snapshot = await principals.current(identity.tenant_id, identity.principal_id)
     if snapshot is None or not snapshot.enabled:
         raise AuthorizationError(PRINCIPAL_UNAVAILABLE, "the caller is unknown or disabled")
     request.state.authority = snapshot
-    return Principal(identity.tenant_id, identity.principal_id, snapshot.scopes)
+    principal = Principal(identity.tenant_id, identity.principal_id, snapshot.scopes)
+    if scope is not None and not principal.has(scope):
+        raise AuthorizationError(SCOPE_REQUIRED, f"{scope} is required", {"scope": scope})
+    return principal
+
+
+async def authenticate(request: Request) -> Principal:
+    """The caller with its current scopes from the durable principal directory.
+
+    The one authentication read of the request (ADR 2240), in a transaction of its
+    own. Nothing is kept across requests, so a revoked token or scope stops the next
+    request (ADR 1511)."""
+    identity = _identity(request)
+    return await _authorized(request, identity, plane_of(request).principals, None)
 
 
 def authority_of(request: Request) -> AuthoritySnapshot | None:
@@ -72,10 +95,37 @@ def requires(scope: str | None) -> Callable[[Request], Awaitable[Principal]]:
     """A dependency authenticating the caller and demanding exactly ``scope``."""
 
     async def dependency(request: Request) -> Principal:
-        principal = await authenticate(request)
-        if scope is not None and not principal.has(scope):
-            raise AuthorizationError(SCOPE_REQUIRED, f"{scope} is required", {"scope": scope})
-        return principal
+        identity = _identity(request)
+        return await _authorized(request, identity, plane_of(request).principals, scope)
+
+    return dependency
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """An authorized caller and the open unit of work its authority was read in; the
+    read it guards runs in the same transaction (``within=``)."""
+
+    principal: Principal
+    uow: UnitOfWork
+
+
+def guarded(scope: str) -> Callable[[Request], AsyncIterator[Guarded]]:
+    """A ``yield`` dependency (declare it with ``scope="function"``) like ``requires``
+    that also holds the request's one unit of work (ADR 2380): the principal row and
+    the guarded read share a connection checkout and a transaction. The token is
+    checked before any connection is taken; 401 and 403 are still raised before the
+    route's parameters are validated; the unit of work closes (rolled back: a read
+    writes nothing) when the route function returns or raises. The principal is read
+    again by every request, so revocation still stops the next one (ADR 1511)."""
+
+    async def dependency(request: Request) -> AsyncIterator[Guarded]:
+        identity = _identity(request)
+        plane = plane_of(request)
+        async with plane.service.reading(identity.tenant_id, identity.principal_id) as uow:
+            principals = plane.principals.joined(uow.principals)
+            principal = await _authorized(request, identity, principals, scope)
+            yield Guarded(principal, uow)
 
     return dependency
 

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
 from scheduling.http import schemas
-from scheduling.http.auth import authority_of, plane_of, requires, scope_extra
+from scheduling.http.auth import Guarded, authority_of, guarded, plane_of, requires, scope_extra
 from scheduling.http.models import (
     CreateScheduleBody,
     ErasureOut,
@@ -73,6 +73,9 @@ ExpectedRevision = Annotated[
 ]
 IDEMPOTENCY_KEY = {"pattern": schemas.IDEMPOTENCY_KEY_PATTERN}
 Cursor = Annotated[str | None, Query(max_length=CURSOR_MAX, description="opaque cursor")]
+# A schedule read: authorized and served in one unit of work, closed when the route
+# function ends (ADR 2380).
+Reading = Annotated[Guarded, Depends(guarded(READ), scope="function")]
 
 
 def _route(scope: str | None, *extra: dict[int | str, dict[str, Any]]) -> dict[str, Any]:
@@ -138,14 +141,14 @@ async def create_schedule(
 )
 async def list_schedules(
     request: Request,
-    principal: Annotated[Principal, Depends(requires(READ))],
+    reading: Reading,
     limit: Limit = PAGE_LIMIT_DEFAULT,
     cursor: Cursor = None,
     state: Annotated[list[StateParam] | None, Query(max_length=4)] = None,
 ) -> SchedulePage:
     states = frozenset(ScheduleState(s.value) for s in state) if state else None
     page = await plane_of(request).service.list(
-        principal, limit=limit, cursor=cursor, states=states
+        reading.principal, limit=limit, cursor=cursor, states=states, within=reading.uow
     )
     return SchedulePage(
         items=[ScheduleSummaryOut.of(item) for item in page.items], next_cursor=page.next_cursor
@@ -161,9 +164,9 @@ async def list_schedules(
 async def get_schedule(
     request: Request,
     schedule_id: UUID,
-    principal: Annotated[Principal, Depends(requires(READ))],
+    reading: Reading,
 ) -> ScheduleDetailOut:
-    detail = await plane_of(request).service.get(principal, schedule_id)
+    detail = await plane_of(request).service.get(reading.principal, schedule_id, within=reading.uow)
     return ScheduleDetailOut.of_read(detail.schedule, detail.revision)
 
 
@@ -251,12 +254,12 @@ async def cancel_schedule(
 async def list_occurrences(
     request: Request,
     schedule_id: UUID,
-    principal: Annotated[Principal, Depends(requires(READ))],
+    reading: Reading,
     limit: Limit = PAGE_LIMIT_DEFAULT,
     cursor: Cursor = None,
 ) -> OccurrencePage:
     page = await plane_of(request).service.occurrences(
-        principal, schedule_id, limit=limit, cursor=cursor
+        reading.principal, schedule_id, limit=limit, cursor=cursor, within=reading.uow
     )
     return OccurrencePage(
         items=[OccurrenceOut.of(v) for v in page.items], next_cursor=page.next_cursor

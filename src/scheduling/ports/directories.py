@@ -16,7 +16,7 @@ from uuid import UUID
 from scheduling.domain.canonical import content_hash
 from scheduling.domain.revision import RunLimits
 from scheduling.domain.tenancy import TenantCeilings
-from scheduling.ports.repositories import AgentRepository
+from scheduling.ports.repositories import AgentRepository, PrincipalRepository
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,13 @@ class SchedulePrincipalDirectory(Protocol):
     """
 
     async def current(self, tenant_id: str, principal_id: str) -> AuthoritySnapshot | None: ...
+
+    def joined(self, principals: PrincipalRepository) -> SchedulePrincipalDirectory:
+        """This directory reading through ``principals``, an open unit of work's principal
+        repository, so a request's authentication and the read it guards share one
+        transaction (ADR 2380); a directory whose principals live in no database
+        returns itself. Still read on every call: nothing is kept across requests."""
+        ...
 
 
 @dataclass(frozen=True)

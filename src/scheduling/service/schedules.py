@@ -18,6 +18,7 @@ import hmac
 import logging
 import secrets
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import datetime
 from typing import NoReturn
 from uuid import UUID
@@ -491,10 +492,27 @@ class ScheduleService:
 
     # ------------------------------------------------------------------ reads
 
-    async def get(self, principal: Principal, schedule_id: UUID) -> ScheduleDetail:
+    def reading(self, tenant_id: str, principal_id: str) -> UnitOfWork:
+        """A principal-scoped unit of work (not yet entered) for an edge that reads the
+        caller's authority and then the read it guards in one transaction (ADR 2380):
+        ``get``, ``list`` and ``occurrences`` take it as ``within``."""
+        return self._uow.begin(Principal(tenant_id, principal_id))
+
+    def _within(
+        self, principal: Principal, within: UnitOfWork | None
+    ) -> AbstractAsyncContextManager[UnitOfWork]:
+        """``within`` when the edge holds one open (it stays the edge's to close), else a
+        new unit of work of the principal's scope."""
+        if within is None:
+            return self._uow.begin(principal)
+        return nullcontext(within)
+
+    async def get(
+        self, principal: Principal, schedule_id: UUID, *, within: UnitOfWork | None = None
+    ) -> ScheduleDetail:
         """The authorized point read: the only read returning the full instruction."""
         require_scope(principal, READ)
-        async with self._uow.begin(principal) as uow:
+        async with self._within(principal, within) as uow:
             schedule = await self._get(uow, schedule_id, principal)
             revision = await uow.schedules.get_revision(
                 schedule_id, schedule.current_revision, principal
@@ -508,12 +526,13 @@ class ScheduleService:
         limit: int = LIST_MAX,
         cursor: str | None = None,
         states: frozenset[ScheduleState] | None = None,
+        within: UnitOfWork | None = None,
     ) -> Page[ScheduleSummary]:
         """The caller's schedules (newest update first), optionally only in ``states``;
         the filter applies before the cursor and the limit."""
         require_scope(principal, READ)
         page = PageRequest(limit=limit, cursor=cursor)
-        async with self._uow.begin(principal) as uow:
+        async with self._within(principal, within) as uow:
             # One read: each row with its current revision's summary fields, no revision
             # built per row (ADR 2240); a missing revision fails as the point read does.
             try:
@@ -530,11 +549,12 @@ class ScheduleService:
         *,
         limit: int = LIST_MAX,
         cursor: str | None = None,
+        within: UnitOfWork | None = None,
     ) -> Page[OccurrenceView]:
         """The durable offline inbox: occurrences newest first, each with its run."""
         require_scope(principal, READ)
         page = PageRequest(limit=limit, cursor=cursor)
-        async with self._uow.begin(principal) as uow:
+        async with self._within(principal, within) as uow:
             await self._get(uow, schedule_id, principal)
             try:
                 found = await uow.occurrences.list(schedule_id, principal, page)

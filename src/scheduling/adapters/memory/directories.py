@@ -21,7 +21,7 @@ from scheduling.ports.directories import (
     BrowserProfile,
     authority_version,
 )
-from scheduling.ports.repositories import AgentRepository
+from scheduling.ports.repositories import AgentRepository, PrincipalRepository
 
 
 class StaticPrincipalDirectory:
@@ -49,6 +49,9 @@ class StaticPrincipalDirectory:
 
     async def current(self, tenant_id: str, principal_id: str) -> AuthoritySnapshot | None:
         return self._rows.get((tenant_id, principal_id))
+
+    def joined(self, principals: PrincipalRepository) -> StaticPrincipalDirectory:
+        return self  # its rows live in no database
 
 
 class StaticAgentRegistry:

@@ -5,8 +5,8 @@ With the PostgreSQL unit-of-work factory these read the ``principals``,
 store requests use), each in a short read-only transaction of its own, so no external
 identity provider is ever called while a schedule transaction is open. The principal
 is read in its own principal scope, so row-level security applies to the read too.
-``joined`` reads the agent tables inside a unit of work already open instead (a
-create's own write, ADR 2310).
+``joined`` reads the same tables inside a unit of work already open instead (a
+create's own write, ADR 2310; a read request's authentication, ADR 2380).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
 from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
-from scheduling.ports.repositories import AgentRepository
+from scheduling.ports.repositories import AgentRepository, PrincipalRepository
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 
 
@@ -57,8 +57,26 @@ class DurablePrincipalDirectory:
 
     async def current(self, tenant_id: str, principal_id: str) -> AuthoritySnapshot | None:
         async with self._uow.begin(Principal(tenant_id, principal_id)) as uow:
-            record = await uow.principals.get(tenant_id, principal_id)
+            return await JoinedPrincipalDirectory(uow.principals).current(tenant_id, principal_id)
+
+    def joined(self, principals: PrincipalRepository) -> JoinedPrincipalDirectory:
+        return JoinedPrincipalDirectory(principals)
+
+
+class JoinedPrincipalDirectory:
+    """The same table read through an open unit of work's principal repository: no
+    transaction of its own (a request's authentication inside the read it guards,
+    ADR 2380). The unit of work's scope bounds the read, as in ``current`` above."""
+
+    def __init__(self, principals: PrincipalRepository) -> None:
+        self._principals = principals
+
+    async def current(self, tenant_id: str, principal_id: str) -> AuthoritySnapshot | None:
+        record = await self._principals.get(tenant_id, principal_id)
         return None if record is None else snapshot_of(record)
+
+    def joined(self, principals: PrincipalRepository) -> JoinedPrincipalDirectory:
+        return JoinedPrincipalDirectory(principals)
 
 
 class DurableAgentRegistry:
