@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -27,9 +28,16 @@ def build_http_app(
     return create_app(plane, observe=observe, extra_routes=extra_routes)
 
 
-async def serve_http(plane: ControlPlane, host: str, port: int, stop: asyncio.Event) -> None:
-    """Serve ``plane`` over HTTP (uvicorn) until ``stop`` is set."""
-    await serve_until(build_http_app(plane), host, port, stop)
+async def serve_http(
+    plane: ControlPlane,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    sock: socket.socket | None = None,
+) -> None:
+    """Serve ``plane`` over HTTP (uvicorn) until ``stop`` is set; on ``sock`` (one of
+    ``serve --workers N``'s processes sharing the parent's socket) when given."""
+    await serve_until(build_http_app(plane), host, port, stop, sock)
 
 
 def running_http(

@@ -1,9 +1,15 @@
-"""``scheduling serve [--host H] [--port P] [--tokens-file F]``: the HTTP control plane.
+"""``scheduling serve [--host H] [--port P] [--tokens-file F] [--workers N]``: the HTTP
+control plane.
 
 The production API role from ``bootstrap.build_control_plane`` served by uvicorn until
 SIGINT/SIGTERM. Bearer tokens come from the token file (``--tokens-file`` or
 ``AGENT_SCHEDULE_API_TOKENS_FILE``; digests only, ADR 1501); scopes come from the
 durable principal directory. Production refuses to start without a token file.
+
+``--workers N`` (default ``AGENT_SCHEDULE_API_WORKERS`` or 1; ADR 2320): N spawned
+processes, each building its own control plane and naming itself, accept on one socket
+the parent binds. The parent checks the settings and builds (then closes) a control
+plane first, so a refusal is reported once, by it, before any worker starts.
 """
 
 from __future__ import annotations
@@ -11,17 +17,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from scheduling.bootstrap import StartupRefused, build_control_plane, serve_http, token_file
+from scheduling.bootstrap import (
+    MEMORY_REPOSITORIES,
+    ControlPlane,
+    StartupRefused,
+    build_control_plane,
+    serve_http,
+    token_file,
+)
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
-from scheduling.cli.lifetime import until_signalled
+from scheduling.cli.lifetime import listening_socket, supervise, until_signalled
 from scheduling.cli.registry import command
+from scheduling.config import UNPARSEABLE, Settings
 from scheduling.domain.reasons import reason
 
 TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
+WORKERS_ENV = "AGENT_SCHEDULE_API_WORKERS"
 TOKENS_MISSING = reason(
     "schedule.http.tokens_file_missing", "Production serving needs an existing API token file"
 )
@@ -40,6 +56,27 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         help="port (default: $AGENT_SCHEDULE_API_PORT or 8080)",
     )
     parser.add_argument("--tokens-file", default=None, help=f"default: ${TOKENS_ENV}")
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help=f"worker processes sharing the socket (default: ${WORKERS_ENV} or 1)",
+    )
+
+
+def worker_count(flag: str | None, env: str | None) -> int | None:
+    """``--workers``, else ``AGENT_SCHEDULE_API_WORKERS``, else 1; ``None`` after
+    reporting a value that is not a positive integer."""
+    raw, name = (flag, "--workers") if flag is not None else (env, WORKERS_ENV)
+    if raw is None:
+        return 1
+    try:
+        count = int(raw)
+    except ValueError:
+        count = 0
+    if count < 1:
+        report([f"{UNPARSEABLE}: {name}={raw!r} must be a positive integer (worker processes)"])
+        return None
+    return count
 
 
 @command("serve", "serve the HTTP control plane (uvicorn) until SIGINT/SIGTERM", _configure)
@@ -48,15 +85,22 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:
         return 1
+    workers = worker_count(args.workers, os.environ.get(WORKERS_ENV))
+    if workers is None:
+        return 1
     raw = args.tokens_file or os.environ.get(TOKENS_ENV)
     path = Path(raw) if raw else None
     if path is None or (settings.production and not path.is_file()):
         report([f"{TOKENS_MISSING}: give --tokens-file or set {TOKENS_ENV} to an existing file"])
         return 1
-    clock, ids = system_edge()
+    if workers > 1 and settings.storage == "memory":
+        report([f"{MEMORY_REPOSITORIES}: {workers} workers would each hold their own store"])
+        return 1
+    if workers > 1:
+        return _serve_workers(settings, args.host, args.port, path, workers, out)
 
     async def body(stop: asyncio.Event) -> None:
-        plane = build_control_plane(settings, clock=clock, ids=ids, tokens=token_file(path))
+        plane = _plane(settings, path)
         try:
             print(f"serving on http://{args.host}:{args.port}", file=out, flush=True)
             await serve_http(plane, args.host, args.port, stop)
@@ -70,3 +114,51 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     print("server stopped", file=sys.stderr)
     return 0
+
+
+def _plane(settings: Settings, tokens: Path) -> ControlPlane:
+    clock, ids = system_edge()
+    return build_control_plane(settings, clock=clock, ids=ids, tokens=token_file(tokens))
+
+
+def _serve_workers(
+    settings: Settings, host: str, port: int, tokens: Path, workers: int, out: TextIO
+) -> int:
+    async def trial() -> None:  # what a worker would refuse is refused once, here
+        await _plane(settings, tokens).close()
+
+    try:
+        asyncio.run(trial())
+    except StartupRefused as exc:
+        report(exc.problems)
+        return 1
+    with listening_socket(host, port) as sock:
+        print(f"serving on http://{host}:{port} ({workers} workers)", file=out, flush=True)
+        code = supervise(
+            _worker, lambda i: (sock, host, port, str(tokens), i, os.getpid()), workers
+        )
+    print("server stopped", file=sys.stderr)
+    return code
+
+
+def _worker(
+    sock: socket.socket, host: str, port: int, tokens: str, index: int, parent: int
+) -> None:
+    """One of ``serve --workers N``'s processes: the one-process path on a shared socket."""
+    configure_logging("serve", worker=index)
+    settings = load_settings()
+    if settings is None:
+        raise SystemExit(1)
+
+    async def body(stop: asyncio.Event) -> None:
+        plane = _plane(settings, Path(tokens))
+        try:
+            await serve_http(plane, host, port, stop, sock)
+        finally:
+            await plane.close()
+
+    try:
+        asyncio.run(until_signalled(body, parent=parent))
+    except StartupRefused as exc:
+        report(exc.problems)
+        raise SystemExit(1) from None

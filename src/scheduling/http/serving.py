@@ -52,10 +52,13 @@ async def running(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> Async
         sock.close()
 
 
-async def serve_until(app: FastAPI, host: str, port: int, stop: asyncio.Event) -> None:
-    """Serve until ``stop`` is set (the CLI's SIGINT/SIGTERM handler sets it)."""
+async def serve_until(
+    app: FastAPI, host: str, port: int, stop: asyncio.Event, sock: socket.socket | None = None
+) -> None:
+    """Serve until ``stop`` is set (the CLI's SIGINT/SIGTERM handler sets it); on
+    ``sock`` when given (a socket the worker processes share), else on ``host:port``."""
     server = _Server(config(app, host, port))
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=None if sock is None else [sock]))
     waiter = asyncio.create_task(stop.wait())
     await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
