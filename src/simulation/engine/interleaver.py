@@ -48,13 +48,30 @@ WAKE_STEP = "sim.wake"
 _CURRENT: ContextVar[SimTask | None] = ContextVar("simulation_task", default=None)
 
 
+def _never_closed() -> bool:
+    return False
+
+
 @dataclass
 class Backend:
-    """A worker's server connection: its pid, and how to close or drop it."""
+    """A worker's server connection: its backend pid, and how to close or drop it.
+
+    ``pooled``: reached through a pooler (session mode). Once its client connection is
+    closed the pooler may keep the server connection and hand it, pid and all, to
+    another client, so a closed pooled backend is no longer watched, blocked-checked
+    or terminated, and its end is "released" rather than "gone" (ADR 2370).
+    """
 
     pid: int
     close: Callable[[], Awaitable[None]]
     drop: Callable[[], None]
+    is_closed: Callable[[], bool] = _never_closed
+    pooled: bool = False
+
+    @property
+    def watched(self) -> bool:
+        """Whether ``pid`` still stands for this connection's server session."""
+        return not (self.pooled and self.is_closed())
 
 
 @dataclass
@@ -343,11 +360,11 @@ class Interleaver:
 
     async def _inject(self, task: SimTask, fault: FaultKind) -> type[InjectedFault] | None:
         task.faulted = fault
-        pids = [b.pid for b in task.backends]
+        pids = [b.pid for b in task.backends if b.watched]
         if fault in (FaultKind.DROP_CONNECTION, FaultKind.LOSE_COMMIT_ACK):
             for backend in task.backends:
                 backend.drop()
-            await self._observer.wait_gone(pids)
+            await self._wait_ended(task.backends)
         elif fault is FaultKind.CRASH_SERVER:
             await self._crash_server(task)
         elif fault is FaultKind.REFUSE_CONNECTIONS:
@@ -366,15 +383,15 @@ class Interleaver:
         """A restart's aftermath without the crash: every task's connections are
         dropped (the server rolls back what they had open) and new ones are refused
         for ``REFUSAL_SECONDS`` of virtual time."""
-        dropped: list[int] = []
+        dropped: list[Backend] = []
         for other in self._tasks:
             if other.backends:
                 for backend in other.backends:
                     backend.drop()
-                    dropped.append(backend.pid)
+                    dropped.append(backend)
                 other.faulted = other.faulted or FaultKind.REFUSE_CONNECTIONS
         task.faulted = FaultKind.REFUSE_CONNECTIONS
-        await self._observer.wait_gone(dropped)
+        await self._wait_ended(dropped)
         self._refusing_until = self.clock.now() + timedelta(seconds=REFUSAL_SECONDS)
 
     def refusal(self) -> Exception | None:
@@ -420,8 +437,20 @@ class Interleaver:
     async def _reap(self) -> None:
         for task in self._tasks:
             if not task.reaped and task.task is not None and task.task.done():
-                await self._observer.wait_gone([b.pid for b in task.backends])
+                await self._wait_ended(task.backends)
                 task.reaped = True
+
+    async def _wait_ended(self, backends: Sequence[Backend]) -> None:
+        """Wait until these closed or dropped connections hold nothing on the server: a
+        direct backend has exited; a pooled one has exited or been released to the
+        pool (idle, no locks, or linked to an open watched connection again)."""
+        await self._observer.wait_gone([b.pid for b in backends if not b.pooled])
+        pooled = [b.pid for b in backends if b.pooled]
+        if pooled:
+            await self._observer.wait_released(pooled, self._linked_pids)
+
+    def _linked_pids(self) -> set[int]:
+        return {b.pid for t in self._tasks for b in t.backends if b.pooled and b.watched}
 
     async def _quiesce(self) -> None:
         """Return once no live task is running unblocked."""
@@ -436,9 +465,9 @@ class Interleaver:
             running = [t for t in self._tasks if t.live and t.parked is None]
             if not running or any(t.task is not None and t.task.done() for t in running):
                 continue
-            pids = [b.pid for t in running for b in t.backends]
+            pids = [b.pid for t in running for b in t.backends if b.watched]
             blocked = await self._observer.blocked(pids)
-            if all(any(b.pid in blocked for b in t.backends) for t in running):
+            if all(any(b.watched and b.pid in blocked for b in t.backends) for t in running):
                 return
             if time.monotonic() > deadline:
                 names = ", ".join(t.name for t in running)

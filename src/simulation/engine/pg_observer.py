@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
 
 from simulation.engine.errors import SimulationError, SimulationStuck
+
+# Pooled backends not yet released by a closed client: still in a statement or a
+# transaction, or holding a lock (a session-level advisory lock outlives both). Not
+# held: this observer's own backend, and one that began a statement after $2 (the
+# client had closed by then, so the pooler's reset or a new client sent it).
+_HELD = """
+SELECT a.pid, a.state FROM pg_stat_activity AS a
+WHERE a.pid = ANY($1::int[]) AND a.pid <> pg_backend_pid()
+  AND (a.query_start IS NULL OR a.query_start <= $2)
+  AND (a.state IS DISTINCT FROM 'idle' OR EXISTS (SELECT FROM pg_locks AS l WHERE l.pid = a.pid))
+"""
 
 
 class PgObserver:
@@ -72,6 +83,24 @@ class PgObserver:
                 return
             if time.monotonic() > deadline:
                 raise SimulationStuck(f"{alive} backend(s) did not exit")
+            await asyncio.sleep(0.0005)
+
+    async def wait_released(self, pids: Sequence[int], linked: Callable[[], set[int]]) -> None:
+        """Wait until each pooled backend in ``pids``, whose client connection is closed,
+        is released: exited, idle outside a transaction holding no lock (the pooler
+        keeps it), or serving another client (``linked()``: watched connections now on
+        it; or this observer; or a statement begun after the close). Behind a pooler a
+        closed client's backend may never exit, so ``wait_gone`` could wait forever."""
+        closed_by = await self._conn.fetchval("SELECT clock_timestamp()")
+        deadline = time.monotonic() + self._gone_timeout
+        while True:
+            held = await self._conn.fetch(_HELD, list(pids), closed_by)
+            busy = sorted(str(r["state"]) for r in held if int(r["pid"]) not in linked())
+            if not busy:
+                return
+            if time.monotonic() > deadline:
+                states = ", ".join(busy)
+                raise SimulationStuck(f"{len(busy)} pooled backend(s) not released ({states})")
             await asyncio.sleep(0.0005)
 
     async def server_version(self) -> str:

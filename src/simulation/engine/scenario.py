@@ -76,6 +76,7 @@ class ScenarioWorld:
 
 DEADLOCK_STEP_MS = 100
 _STAGGER_DEADLOCKS = [True]  # cleared once if the role may not set deadlock_timeout
+_PID_AND_DEADLOCK_TIMEOUT = "SELECT pg_backend_pid() FROM set_config('deadlock_timeout', $1, false)"
 
 
 class WorkerContext:
@@ -102,23 +103,42 @@ class WorkerContext:
 
         Where the role may set it, ``deadlock_timeout`` is ``100 ms * (rank + 1)``: the
         tasks of a deadlock start waiting within one decision, so the victim is always
-        the first task by name in the cycle instead of whichever check ran first.
+        the first task by name in the cycle instead of whichever check ran first. It is
+        set by ``set_config`` after connecting, not as a startup parameter, which
+        pgbouncer refuses (ADR 2370). The same statement reads ``pg_backend_pid()``:
+        behind a pooler the driver's pid is the pooler's cancel key, not a backend.
         """
         refused = self._interleaver.refusal()
         if refused is not None:  # a refuse_connections window: the driver's own 57P03
             raise refused
-        settings = {"application_name": f"sim:{self.name}"}
-        conn: Any = None
+        conn = await asyncpg.connect(
+            self.url, server_settings={"application_name": f"sim:{self.name}"}
+        )
+        try:
+            pid = await self._backend_pid(conn)
+        except BaseException:
+            conn.terminate()  # not registered yet: nothing else would close it
+            raise
+        self._interleaver.register_backend(
+            self._task,
+            Backend(
+                pid,
+                conn.close,
+                conn.terminate,
+                is_closed=conn.is_closed,
+                pooled=pid != conn.get_server_pid(),
+            ),
+        )
+        return conn
+
+    async def _backend_pid(self, conn: Any) -> int:
         if _STAGGER_DEADLOCKS[0]:
-            staggered = {**settings, "deadlock_timeout": f"{DEADLOCK_STEP_MS * (self.rank + 1)}ms"}
+            timeout = f"{DEADLOCK_STEP_MS * (self.rank + 1)}ms"
             try:
-                conn = await asyncpg.connect(self.url, server_settings=staggered)
+                return int(await conn.fetchval(_PID_AND_DEADLOCK_TIMEOUT, timeout))
             except asyncpg.InsufficientPrivilegeError:
                 _STAGGER_DEADLOCKS[0] = False
-        if conn is None:
-            conn = await asyncpg.connect(self.url, server_settings=settings)
-        self.register_backend(conn.get_server_pid(), conn.close, conn.terminate)
-        return conn
+        return int(await conn.fetchval("SELECT pg_backend_pid()"))
 
     def sqlalchemy_engine(self, **kwargs: Any) -> Any:
         """An ``AsyncEngine`` whose every connection comes from ``connect()`` (watched).
