@@ -278,9 +278,9 @@ async def test_get_and_occurrences_count_their_statements(counted: Counted) -> N
     )
     assert inbox.status_code == 200
     assert counted.counts["transactions"] == 1  # ADR 2380: was 2
-    # The principal; the service's schedule read and the repository's own owner check
-    # (both kept: each layer refuses another's schedule); the page.
-    assert counted.counts["statements"] == 4
+    # The principal; the repository's owner check (its contract refuses another's
+    # schedule; the service's own schedule read before it is gone, ADR 2380); the page.
+    assert counted.counts["statements"] == 3
 
 
 async def test_an_access_line_costs_no_scan_unless_it_holds_client_text(

@@ -555,7 +555,8 @@ class ScheduleService:
         require_scope(principal, READ)
         page = PageRequest(limit=limit, cursor=cursor)
         async with self._within(principal, within) as uow:
-            await self._get(uow, schedule_id, principal)
+            # The repository refuses an absent or another principal's schedule itself
+            # (its contract, both adapters): no separate schedule read (ADR 2380).
             try:
                 found = await uow.occurrences.list(schedule_id, principal, page)
             except NotFoundError:
