@@ -1,6 +1,7 @@
 """The simulator behind pgbouncer in session mode (ADR 2370): the materialization
 scenarios reach every declared step, a lock wait is seen, the deadlock victim is the
-first task by name, and closed pooled backends count as released, not gone.
+first task by name, and closed pooled backends count as released, not gone; and
+(directly) a role that may not set ``deadlock_timeout`` still connects.
 
 Workers reach the database through a real pgbouncer (1.18) in front of a private
 cluster; the provider's server is not involved. Skipped, saying so, where pgbouncer
@@ -19,6 +20,7 @@ import asyncpg
 import pytest
 
 from simulation.engine import pg_observer
+from simulation.engine import scenario as engine_scenario
 from simulation.engine.errors import SimulationStuck
 from simulation.engine.evidence import failure_report
 from simulation.engine.faults import CLIENT_FAULT_KINDS
@@ -237,3 +239,27 @@ async def test_a_backend_the_pooler_hands_to_the_observer_is_released(pooled_emp
         assert await observer._conn.fetchval("SELECT pg_backend_pid()") == pid
     finally:
         await observer.close()
+
+
+async def test_a_role_that_may_not_set_deadlock_timeout_still_connects(
+    behind: Behind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # set_config raises 42501 for such a role: the stagger is cleared, the pid still read.
+    monkeypatch.setattr(engine_scenario, "_STAGGER_DEADLOCKS", [True])
+    server = behind.private.server
+    direct = server.create_database()
+    admin = await asyncpg.connect(direct)
+    try:
+        await admin.execute(
+            "DROP ROLE IF EXISTS sim_plain; CREATE ROLE sim_plain LOGIN NOSUPERUSER;"
+            " ALTER SCHEMA public OWNER TO sim_plain"
+        )
+        plain = direct.replace("postgres@", "sim_plain@", 1)
+        sim = _simulator(SharedDatabase(plain), tmp_path)
+        execution = await sim.replay(UNIQUE, UNIQUE_B_BLOCKS)
+        assert execution.status == "pass"
+        assert execution.decisions[-1].blocked == ("b",)
+        assert engine_scenario._STAGGER_DEADLOCKS == [False]
+    finally:
+        await admin.close()
+        server.drop_database(direct)
