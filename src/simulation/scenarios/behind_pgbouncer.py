@@ -9,7 +9,9 @@ checks connect through it. Checks that start their own private clusters (durable
 failover) still reach those directly. The exit status is pytest's.
 
 Default selection: the materialization gates that run on the shared server
-(``test_materialize_uniqueness``, ``_race``, ``_paths``).
+(``test_materialize_uniqueness``, ``_race``, ``_paths``). It is kept unless an argument
+names a test path, so ``-q -x`` or ``-k race`` narrow it instead of running the whole
+suite.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from simulation.provider import URL_ENV
 from simulation.provider._pgbouncer import POOL_MODES, pgbouncer_in_front
@@ -29,6 +32,13 @@ DEFAULT_SELECTION = (
     "src/gates/checks/test_materialize_race.py",
     "src/gates/checks/test_materialize_paths.py",
 )
+
+
+def pytest_command(pytest_args: Sequence[str]) -> list[str]:
+    """The pytest arguments: ``pytest_args``, plus the default selection unless one of
+    them names a test path (``file.py`` or ``file.py::test``) that exists."""
+    names_a_path = any(Path(arg.split("::", 1)[0]).exists() for arg in pytest_args)
+    return [*pytest_args, *(() if names_a_path else DEFAULT_SELECTION)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env[URL_ENV] = pooled.url_for(private.server.url_for("postgres"))
         env.pop("SCHEDULING_DATABASE_INFO", None)
         command = [sys.executable, "-m", "pytest", "-p", "no:randomly"]
-        command += list(pytest_args) or list(DEFAULT_SELECTION)
+        command += pytest_command(pytest_args)
         print(f"through pgbouncer ({args.pool_mode}): {env[URL_ENV]}", flush=True)
         code = subprocess.call(command, env=env)
         print(f"pgbouncer log: {pooled.log_text().count(' WARNING ')} WARNING lines", flush=True)
