@@ -117,7 +117,7 @@ async def test_bad_input_gets_stable_envelopes_and_writes_nothing(pg_url: str) -
         # Rejected input is never echoed back.
         secret = await world.create("i", instruction="use AKIAIOSFODNN7EXAMPLE now")
         assert "AKIA" not in secret.text
-        odd = await world.create("j", **{"sneaky_field_name": "value-xyz"})
+        odd = await world.create("j", sneaky_field_name="value-xyz")
         assert "value-xyz" not in odd.text
         assert await world.counts() == before
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -41,7 +42,8 @@ TRACKED = {
 async def test_metrics_are_complete_and_tenant_safe(pg_url: str) -> None:
     async with http_world(pg_url) as world:
         made = []
-        for n, extra in enumerate(({}, {"misfire_grace_seconds": 60})):
+        extras: tuple[dict[str, Any], ...] = ({}, {"misfire_grace_seconds": 60})
+        for n, extra in enumerate(extras):
             response = await world.create(
                 f"m{n}",
                 title=f"Title {SECRETISH}",
