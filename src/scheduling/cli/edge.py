@@ -29,6 +29,20 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings | None:
         return None
 
 
+TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
+
+
+def tokens_path(flag: str | None, settings: Settings) -> Path | None:
+    """The bearer-token file ``serve`` and ``mcp`` read (``--tokens-file``, else
+    ``AGENT_SCHEDULE_API_TOKENS_FILE``); ``None`` when unset, or missing in production
+    (each edge reports it with its own code)."""
+    raw = flag or os.environ.get(TOKENS_ENV)
+    path = Path(raw) if raw else None
+    if path is None or (settings.production and not path.is_file()):
+        return None
+    return path
+
+
 def system_edge() -> tuple[Clock, IdGenerator]:
     """The wall clock and random UUIDs: only CLI entry points construct these."""
     return SystemClock(), RandomIds()

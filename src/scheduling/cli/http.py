@@ -30,13 +30,19 @@ from scheduling.bootstrap import (
     serve_http,
     token_file,
 )
-from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
+from scheduling.cli.edge import (
+    TOKENS_ENV,
+    configure_logging,
+    load_settings,
+    report,
+    system_edge,
+    tokens_path,
+)
 from scheduling.cli.lifetime import listening_socket, supervise, until_signalled
 from scheduling.cli.registry import command
 from scheduling.config import UNPARSEABLE, Settings
 from scheduling.domain.reasons import reason
 
-TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
 WORKERS_ENV = "AGENT_SCHEDULE_API_WORKERS"
 TOKENS_MISSING = reason(
     "schedule.http.tokens_file_missing", "Production serving needs an existing API token file"
@@ -88,9 +94,8 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     workers = worker_count(args.workers, os.environ.get(WORKERS_ENV))
     if workers is None:
         return 1
-    raw = args.tokens_file or os.environ.get(TOKENS_ENV)
-    path = Path(raw) if raw else None
-    if path is None or (settings.production and not path.is_file()):
+    path = tokens_path(args.tokens_file, settings)
+    if path is None:
         report([f"{TOKENS_MISSING}: give --tokens-file or set {TOKENS_ENV} to an existing file"])
         return 1
     if workers > 1 and settings.storage == "memory":

@@ -36,13 +36,19 @@ from scheduling.bootstrap import (
     serve_mcp_stdio,
     token_file,
 )
-from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
+from scheduling.cli.edge import (
+    TOKENS_ENV,
+    configure_logging,
+    load_settings,
+    report,
+    system_edge,
+    tokens_path,
+)
 from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
 from scheduling.config import Settings
 from scheduling.domain.reasons import reason
 
-TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
 TOKEN_ENV = "AGENT_SCHEDULE_MCP_TOKEN"  # noqa: S105 (the variable's name, not a token)
 AGENT_ENV = "AGENT_SCHEDULE_MCP_AGENT_ID"
 MCP_TOKENS_MISSING = reason(
@@ -114,9 +120,8 @@ def _problems(
     args: argparse.Namespace, settings: Settings
 ) -> tuple[list[str], Path | None, UUID | None, str | None]:
     problems: list[str] = []
-    raw = args.tokens_file or os.environ.get(TOKENS_ENV)
-    path = Path(raw) if raw else None
-    if path is None or (settings.production and not path.is_file()):
+    path = tokens_path(args.tokens_file, settings)
+    if path is None:
         problems.append(
             f"{MCP_TOKENS_MISSING}: give --tokens-file or set {TOKENS_ENV} to an existing file"
         )
