@@ -1,7 +1,7 @@
 """The HTTP control plane measured from outside, against an anchor in the same run.
 
     python bench/bench_http_external.py --output bench/results/http_external.json
-        [--seconds 5] [--connections 1,8,32] [--workers 1] [--profile]
+        [--seconds 5] [--connections 1,8,32] [--workers 1[,2]] [--profile]
 
 ``scheduling serve`` runs in its own process (the composition root, development
 settings, the durable principal directory) over a fresh migrated database from the
@@ -16,6 +16,10 @@ figure is a ratio to the anchor beside it. The load average is recorded beside e
 pair. CPU per request is the server process tree's user+system time over the run
 divided by its requests. ``--profile`` then samples the server with py-spy (not
 during the measured runs) and names the top costs per operation.
+
+``--workers 1,2`` measures ``scheduling serve --workers N`` for each N in turn (ADR
+2320) against the same anchor process, database and load generator, so the figures at
+1 and 2 workers sit side by side; every row names its worker count.
 
 Writes the JSON to ``--output`` and a Markdown table beside it (same stem, ``.md``).
 """
@@ -241,7 +245,8 @@ def profile(pid: int, wrk: Wrk, url: str, workdir: Path, *, create: bool) -> lis
         return [{"function": "py-spy not installed", "inclusive_pct": 0.0, "self_pct": 0.0}]
     out = workdir / f"profile-{wrk.runs}.txt"
     seconds = max(4, int(wrk.seconds))
-    argv = [spy, "record", "-p", str(pid), "-d", str(seconds), "-r", "200", "-f", "raw"]
+    argv = [spy, "record", "-p", str(pid), "--subprocesses", "-d", str(seconds), "-r", "200"]
+    argv += ["-f", "raw"]  # --subprocesses: serve --workers N samples its workers too
     sampler = subprocess.Popen(
         [*argv, "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -368,16 +373,17 @@ def markdown(report: dict[str, Any]) -> str:
         f" run, interleaved; server workers: {report['workers']}; {report['cpus']} CPUs;"
         f" load average at start {report['loadavg_start']}, at end {report['loadavg_end']}.",
         "",
-        "| op | conns | rps | p50 ms | p99 ms | anchor rps | anchor p50 | anchor p99 | ratio"
-        " | target | server CPU ms/req (anchor) | errors | load 1m |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| workers | op | conns | rps | p50 ms | p99 ms | anchor rps | anchor p50 | anchor p99"
+        " | ratio | target | server CPU ms/req (anchor) | errors | load 1m |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in report["runs"]:
         ours, anchor = row["ours"], row["anchor"]
         target = TARGETS[row["op"]]
         met = "met" if row["ratio"] >= target else "missed"
         lines.append(
-            f"| {row['op']} | {row['connections']} | {ours['rps']} | {ours['p50_ms']} |"
+            f"| {row.get('workers', 1)} | {row['op']} | {row['connections']} | {ours['rps']} |"
+            f" {ours['p50_ms']} |"
             f" {ours['p99_ms']} | {anchor['rps']} | {anchor['p50_ms']} | {anchor['p99_ms']} |"
             f" {row['ratio']} | ≥ {target} ({met}) | {ours['server_cpu_ms_per_request']}"
             f" ({anchor['server_cpu_ms_per_request']}) | {ours['errors']}/{anchor['errors']}"
@@ -388,12 +394,13 @@ def markdown(report: dict[str, Any]) -> str:
         for r in report["runs"]
         if r["connections"] == 8 and r["op"] in ("get", "list", "occurrences")
     ]
-    if reads:
-        worst = max(r["ours"]["p99_ms"] for r in reads)
+    for workers in sorted({r.get("workers", 1) for r in reads}):
+        worst = max(r["ours"]["p99_ms"] for r in reads if r.get("workers", 1) == workers)
         verdict = "met" if worst <= READ_P99_MS_AT_8 else "missed"
         lines += [
             "",
-            f"Read p99 at 8 connections: worst {worst} ms (≤ {READ_P99_MS_AT_8} ms: {verdict}).",
+            f"Read p99 at 8 connections, {workers} worker(s): worst {worst} ms"
+            f" (≤ {READ_P99_MS_AT_8} ms: {verdict}).",
         ]
     for op, samples in report.get("profile", {}).items():
         if not samples or "inclusive" not in samples[0]:
@@ -410,13 +417,58 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class Measure:
+    """One server (at one worker count) measured beside the anchor, interleaved."""
+
+    def __init__(
+        self, wrk: Wrk, base: str, token: str, anchor_url: str, apid: int, pid: int
+    ) -> None:
+        self.wrk, self.anchor_url, self.apid, self.pid = wrk, anchor_url, apid, pid
+        schedule_id = warm(base, token)
+        self.paths = {
+            "create": f"{base}/v1/schedules",
+            "get": f"{base}/v1/schedules/{schedule_id}",
+            "list": f"{base}/v1/schedules?limit=50",
+            "occurrences": f"{base}/v1/schedules/{schedule_id}/occurrences",
+        }
+
+    def all(self, ops: list[str], connections: list[int], workers: int) -> list[dict[str, Any]]:
+        wrk, seconds = self.wrk, self.wrk.seconds
+        wrk.seconds = 1
+        for op in ops:  # warm both servers on every path
+            wrk.run(self.anchor_url, 2, create=False, pid=self.apid)
+            wrk.run(self.paths[op], 2, create=op == "create", pid=self.pid)
+        wrk.seconds = seconds
+        runs: list[dict[str, Any]] = []
+        for conns in connections:
+            for op in ops:
+                load = loadavg()
+                anchor = wrk.run(self.anchor_url, conns, create=False, pid=self.apid)
+                ours = wrk.run(self.paths[op], conns, create=op == "create", pid=self.pid)
+                runs.append(
+                    {
+                        "workers": workers,
+                        "op": op,
+                        "connections": conns,
+                        "loadavg": load,
+                        "anchor": anchor,
+                        "ours": ours,
+                        "ratio": ratio(ours, anchor),
+                    }
+                )
+                print(json.dumps(runs[-1]), flush=True)
+        return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--connections", default="1,8,32")
     parser.add_argument("--ops", default=",".join(OPERATIONS))
-    parser.add_argument("--workers", type=int, default=1, help="scheduling serve --workers")
+    parser.add_argument(
+        "--workers", default="1", help="scheduling serve --workers; a list (1,2) measures each"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy after the measured runs")
     parser.add_argument(
         "--source",
@@ -427,6 +479,7 @@ def main() -> None:
     args = parser.parse_args()
     connections = [int(c) for c in args.connections.split(",") if c.strip()]
     ops = [o for o in args.ops.split(",") if o]
+    counts = [int(w) for w in args.workers.split(",") if w.strip()]
     started = loadavg()
     db = acquire_server()
     runs: list[dict[str, Any]] = []
@@ -438,19 +491,7 @@ def main() -> None:
             workdir = Path(tmp)
             token_path = workdir / "tokens.json"
             token = asyncio.run(seed(url, token_path))
-            port, anchor_port = free_port(), free_port()
-            serve = [
-                str(Path(sys.executable).parent / "scheduling"),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--tokens-file",
-                str(token_path),
-            ]
-            if args.workers != 1:
-                serve += ["--workers", str(args.workers)]
+            anchor_port = free_port()
             anchor_argv = [
                 sys.executable,
                 str(BENCH / "anchor_app.py"),
@@ -461,48 +502,40 @@ def main() -> None:
                 "--port",
                 str(anchor_port),
             ]
-            base, anchor_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{anchor_port}"
+            anchor_base = f"http://127.0.0.1:{anchor_port}"
             env = server_env(url)
             if args.source is not None:
                 env["PYTHONPATH"] = str(args.source.resolve() / "src")
-            with (
-                process(serve, env, workdir / "server.log", f"{base}/healthz") as pid,
-                process(anchor_argv, env, workdir / "anchor.log", f"{anchor_base}/docs") as apid,
-            ):
-                schedule_id = warm(base, token)
-                wrk = Wrk(workdir, token, args.seconds)
-                paths = {
-                    "create": f"{base}/v1/schedules",
-                    "get": f"{base}/v1/schedules/{schedule_id}",
-                    "list": f"{base}/v1/schedules?limit=50",
-                    "occurrences": f"{base}/v1/schedules/{schedule_id}/occurrences",
-                }
-                anchor_url = f"{anchor_base}/anchor"
-                wrk.seconds, seconds = 1, args.seconds
-                for op in ops:  # warm both servers on every path
-                    wrk.run(anchor_url, 2, create=False, pid=apid)
-                    wrk.run(paths[op], 2, create=op == "create", pid=pid)
-                wrk.seconds = seconds
-                for conns in connections:
-                    for op in ops:
-                        load = loadavg()
-                        anchor = wrk.run(anchor_url, conns, create=False, pid=apid)
-                        ours = wrk.run(paths[op], conns, create=op == "create", pid=pid)
-                        runs.append(
-                            {
-                                "op": op,
-                                "connections": conns,
-                                "loadavg": load,
-                                "anchor": anchor,
-                                "ours": ours,
-                                "ratio": ratio(ours, anchor),
-                            }
-                        )
-                        print(json.dumps(runs[-1]), flush=True)
+            wrk = Wrk(workdir, token, args.seconds)
+            with process(anchor_argv, env, workdir / "anchor.log", f"{anchor_base}/docs") as apid:
+                for workers in counts:
+                    port = free_port()
+                    serve = [
+                        str(Path(sys.executable).parent / "scheduling"),
+                        "serve",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--tokens-file",
+                        str(token_path),
+                    ]
+                    if workers != 1:
+                        serve += ["--workers", str(workers)]
+                    base = f"http://127.0.0.1:{port}"
+                    log = workdir / f"server-{workers}.log"
+                    with process(serve, env, log, f"{base}/healthz") as pid:
+                        measure = Measure(wrk, base, token, f"{anchor_base}/anchor", apid, pid)
+                        runs += measure.all(ops, connections, workers)
+                        if args.profile:
+                            for op in ops:
+                                profiles[f"{op} ({workers} workers)"] = profile(
+                                    pid, wrk, measure.paths[op], workdir, create=op == "create"
+                                )
                 if args.profile:
-                    for op in ops:
-                        profiles[op] = profile(pid, wrk, paths[op], workdir, create=op == "create")
-                    profiles["anchor"] = profile(apid, wrk, anchor_url, workdir, create=False)
+                    profiles["anchor"] = profile(
+                        apid, wrk, f"{anchor_base}/anchor", workdir, create=False
+                    )
         db.drop_database(url)
     finally:
         db.close()
@@ -513,7 +546,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "load_generator": "wrk",
         "seconds": args.seconds,
-        "workers": args.workers,
+        "workers": counts if len(counts) > 1 else counts[0],
         "source": None if args.source is None else str(args.source),
         "loadavg_start": started,
         "loadavg_end": loadavg(),
