@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import TextIO
 
@@ -112,6 +113,11 @@ def scheduler(args: argparse.Namespace, out: TextIO) -> int:
             await role.close()
             _log.info("scheduler metrics: %s", role.worker.metrics.summary())
 
+    return _lifetime(body, "scheduler stopped", out)
+
+
+def _lifetime(body: Callable[[asyncio.Event], Awaitable[None]], stopped: str, out: TextIO) -> int:
+    """Run ``body`` until signalled; a refusal (or a taken metrics port) is exit 1."""
     try:
         asyncio.run(_until_signalled(body))
     except StartupRefused as exc:
@@ -120,7 +126,7 @@ def scheduler(args: argparse.Namespace, out: TextIO) -> int:
     except _PortUnavailable as exc:
         report([str(exc)])
         return 1
-    print("scheduler stopped", file=out, flush=True)
+    print(stopped, file=out, flush=True)
     return 0
 
 
@@ -162,13 +168,4 @@ def run_worker(args: argparse.Namespace, out: TextIO) -> int:
         finally:
             await role.close()
 
-    try:
-        asyncio.run(_until_signalled(body))
-    except StartupRefused as exc:
-        report(exc.problems)
-        return 1
-    except _PortUnavailable as exc:
-        report([str(exc)])
-        return 1
-    print("run worker stopped", file=out, flush=True)
-    return 0
+    return _lifetime(body, "run worker stopped", out)
