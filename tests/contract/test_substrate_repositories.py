@@ -141,3 +141,29 @@ class TestRunRepositoryContract:
         async with uow_factory.begin(build.bob) as uow:
             with pytest.raises(NotFoundError):
                 await uow.runs.get(run.id, build.bob)
+
+    async def test_get_many_returns_only_the_visible_runs_by_id(
+        self, uow_factory: UnitOfWorkFactory, build: Any
+    ) -> None:
+        mine = build.session()
+        theirs = build.session(build.mallory)  # another tenant, same principal id
+        colleague = build.session(build.bob)  # same tenant, another principal
+        runs = [build.run(mine), build.run(mine)]
+        foreign, beside = build.run(theirs), build.run(colleague)
+        async with uow_factory.begin() as uow:
+            for session in (mine, theirs, colleague):
+                await uow.sessions.create(session)
+            for run in (*runs, foreign, beside):
+                await uow.runs.create(run)
+            await uow.commit()
+        unknown = build.ids.next()
+        asked = [runs[0].id, foreign.id, unknown, beside.id, runs[1].id]
+        async with uow_factory.begin(build.alice) as uow:
+            found = await uow.runs.get_many(asked, build.alice)
+            assert found == {run.id: run for run in runs}
+            assert await uow.runs.get_many([], build.alice) == {}
+        async with uow_factory.begin(build.mallory) as uow:
+            assert await uow.runs.get_many(asked, build.mallory) == {foreign.id: foreign}
+        async with uow_factory.begin() as uow:
+            # No principal (a role's read): every stored run, still none for unknown ids.
+            assert set(await uow.runs.get_many(asked, None)) == set(asked) - {unknown}

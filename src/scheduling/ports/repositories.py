@@ -18,7 +18,7 @@ run against every adapter registered in ``tests/contract/registry.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -333,6 +333,13 @@ class RunRepository(Protocol):
 
     async def get(self, run_id: UUID, principal: Principal | None) -> RunRecord:
         """The run if visible. Raises ``NotFoundError``."""
+        ...
+
+    async def get_many(
+        self, run_ids: Collection[UUID], principal: Principal | None
+    ) -> dict[UUID, RunRecord]:
+        """The visible runs among ``run_ids`` by id, in one read: an unknown id, or one
+        ``get`` would refuse (another tenant's or principal's), is absent."""
         ...
 
     async def save(self, run: RunRecord, *, expected_fencing_token: int) -> RunRecord:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 from uuid import UUID
@@ -412,6 +412,16 @@ class MemoryRunRepository(_Base):
         if found is None or not self._sees(found.tenant_id, found.principal_id, principal):
             raise NotFoundError(NOT_FOUND, "run not found", {"run_id": str(run_id)})
         return found
+
+    async def get_many(
+        self, run_ids: Collection[UUID], principal: Principal | None
+    ) -> dict[UUID, RunRecord]:
+        found = (self.t.runs.get(run_id) for run_id in run_ids)
+        return {
+            run.id: run
+            for run in found
+            if run is not None and self._sees(run.tenant_id, run.principal_id, principal)
+        }
 
     async def save(self, run: RunRecord, *, expected_fencing_token: int) -> RunRecord:
         current = self.t.runs.get(run.id)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, true, update
+from sqlalchemy import ARRAY, Table, any_, bindparam, delete, func, insert, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from scheduling.adapters.postgres.prepared import Prepared
@@ -249,6 +250,16 @@ class PostgresRunRepository:
         if row is None:
             raise NotFoundError(NOT_FOUND, "run not found", {"run_id": str(run_id)})
         return _to_run(row)
+
+    async def get_many(
+        self, run_ids: Collection[UUID], principal: Principal | None
+    ) -> dict[UUID, RunRecord]:
+        if not run_ids:
+            return {}
+        # One array parameter, not an expanding IN: one statement text for any count.
+        ids = bindparam("run_ids", list(run_ids), type_=ARRAY(runs.c.id.type))
+        query = select(runs).where(runs.c.id == any_(ids), _owned(runs, principal))
+        return {row.id: _to_run(row) for row in (await self._tx.execute(query)).all()}
 
     async def save(self, run: RunRecord, *, expected_fencing_token: int) -> RunRecord:
         row = _run_row(run)
