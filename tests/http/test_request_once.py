@@ -16,29 +16,34 @@ import logging
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
 from sqlalchemy import event
 
+from scheduling.adapters.postgres.repositories.substrate import PostgresRunRepository
 from scheduling.bootstrap import ControlPlane, build_control_plane
 from scheduling.domain import cadence as cadence_module
+from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.secrets import SecretScanner
 from scheduling.http.app import create_app
 from scheduling.http.models import CreateScheduleBody
 from scheduling.http.serving import running
 from scheduling.logs import ProcessLogHandler
+from scheduling.ports.records import RunRecord, RunStatus, SessionRecord
 from scheduling.storage import PostgresStorage
 from scheduling.testing import PostgresUnitOfWorkFactory, TokenFile, issue_token
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.http import OWNER, body, settings_for
-from simulation.worlds.service import START, seed_durable
+from simulation.worlds.service import AGENT_ID, AGENT_VERSION, POLICY, START, seed_durable
 
 
 @dataclass
@@ -310,3 +315,99 @@ async def test_an_access_line_costs_no_scan_unless_it_holds_client_text(
     lines = stream.getvalue().splitlines()
     assert len(lines) == 3
     assert "request_id=client-7" in lines[-1]
+
+
+async def _link_runs(pg_url: str, schedule_id: str, n: int, *, after: int = 0) -> None:
+    """``n`` materialized occurrences of the schedule, each with its own session and run,
+    hourly from ``after + 1`` hours before the world's start."""
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    sid = UUID(schedule_id)
+    ids = SeededIds(f"{schedule_id}-{after}")
+    try:
+        async with admin.begin() as uow:
+            for i in range(n):
+                at = START - timedelta(hours=after + i + 1)
+                session = SessionRecord(
+                    id=ids.new_uuid(),
+                    tenant_id=OWNER.tenant_id,
+                    principal_id=OWNER.principal_id,
+                    agent_id=AGENT_ID,
+                    agent_version=AGENT_VERSION,
+                    metadata={"schedule_id": schedule_id, "schedule_revision": 1},
+                    created_at=at,
+                    updated_at=at,
+                )
+                run = RunRecord(
+                    id=ids.new_uuid(),
+                    tenant_id=OWNER.tenant_id,
+                    principal_id=OWNER.principal_id,
+                    session_id=session.id,
+                    agent_id=AGENT_ID,
+                    agent_version=AGENT_VERSION,
+                    policy_profile=POLICY,
+                    status=RunStatus.QUEUED,
+                    priority=10,
+                    scheduled_for=at,
+                    requested_scopes=frozenset({"memory.read"}),
+                    limits={"max_steps": 10},
+                    created_at=at,
+                    updated_at=at,
+                )
+                await uow.sessions.create(session)
+                await uow.runs.create(run)
+                await uow.occurrences.insert(
+                    ScheduleOccurrence(
+                        id=ids.new_uuid(),
+                        schedule_id=sid,
+                        schedule_revision=1,
+                        nominal_fire_at=at,
+                        disposition=OccurrenceDisposition.MATERIALIZED,
+                        session_id=session.id,
+                        run_id=run.id,
+                        reason_code=None,
+                        authority_version="av-1",
+                        materialized_at=at,
+                        links_erased_at=None,
+                        created_at=at,
+                    )
+                )
+            await uow.commit()
+    finally:
+        await admin.dispose()
+
+
+async def _page_statements(world: Counted, schedule_id: str, linked: int) -> int:
+    world.reset()
+    inbox = await world.client.get(f"/v1/schedules/{schedule_id}/occurrences", headers=world.auth)
+    assert inbox.status_code == 200, inbox.text
+    items = inbox.json()["items"]
+    assert sum(item["run"] is not None for item in items) == linked
+    assert world.counts["transactions"] == 1
+    return world.counts["statements"]
+
+
+async def test_occurrences_read_their_linked_runs_once(counted: Counted, pg_url: str) -> None:
+    """The page's linked runs are one read (ADR 2390): the principal, the owner check,
+    the page, the runs, whether the page links one run or three."""
+    made = (await _create(counted, "linked")).json()
+    await _link_runs(pg_url, made["id"], 1)
+    assert await _page_statements(counted, made["id"], 1) == 4
+    await _link_runs(pg_url, made["id"], 2, after=1)
+    assert await _page_statements(counted, made["id"], 3) == 4
+
+
+async def test_the_counters_see_one_run_read_per_row(
+    counted: Counted, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Test of the test: the per-row reads before ADR 2390 (a point read per linked
+    run) show as one statement per run on the same page."""
+
+    async def per_row(
+        self: PostgresRunRepository, run_ids: Collection[UUID], principal: Any
+    ) -> dict[UUID, RunRecord]:
+        return {run_id: await self.get(run_id, principal) for run_id in run_ids}
+
+    monkeypatch.setattr(PostgresRunRepository, "get_many", per_row)
+    made = (await _create(counted, "per-row")).json()
+    await _link_runs(pg_url, made["id"], 3)
+    assert await _page_statements(counted, made["id"], 3) == 3 + 3

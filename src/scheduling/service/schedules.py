@@ -39,7 +39,7 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.keys import IDEMPOTENCY_KEY, KEY_BYTES, KeyRing
 from scheduling.ports.notifier import NullNotifier, ScheduleNotifier
 from scheduling.ports.probe import NullProbe, Probe
-from scheduling.ports.records import IdempotencyEntry, ProcessEvent
+from scheduling.ports.records import IdempotencyEntry, ProcessEvent, RunRecord
 from scheduling.ports.repositories import KEY_REUSED, STALE, ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 from scheduling.service.validation import (
@@ -561,23 +561,20 @@ class ScheduleService:
                 found = await uow.occurrences.list(schedule_id, principal, page)
             except NotFoundError:
                 raise not_found() from None
-            views = []
-            for occurrence in found.items:
-                run = None
-                if occurrence.run_id is not None:
-                    run = await self._run_view(uow, occurrence.run_id, principal)
-                views.append(OccurrenceView(occurrence, run))
+            # The page's linked runs in one read, not one per row (ADR 2390); a run the
+            # principal cannot see, or one erased, is absent and its occurrence has none.
+            linked = {o.run_id for o in found.items if o.run_id is not None}
+            runs = await uow.runs.get_many(linked, principal)
+            views = [
+                OccurrenceView(o, self._run_view(runs[o.run_id]) if o.run_id in runs else None)
+                for o in found.items
+            ]
         return Page(items=views, next_cursor=found.next_cursor)
 
     # ------------------------------------------------------------------ helpers
 
-    async def _run_view(
-        self, uow: UnitOfWork, run_id: UUID, principal: Principal
-    ) -> RunView | None:
-        try:
-            run = await uow.runs.get(run_id, principal)
-        except NotFoundError:
-            return None
+    @staticmethod
+    def _run_view(run: RunRecord) -> RunView:
         return RunView(
             run_id=run.id,
             session_id=run.session_id,
