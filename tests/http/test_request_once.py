@@ -145,15 +145,15 @@ async def _create(world: Counted, key: str, **overrides: Any) -> httpx.Response:
     )
 
 
-async def test_create_reads_the_principal_once_in_two_units_of_work(counted: Counted) -> None:
+async def test_create_reads_the_principal_once_in_one_unit_of_work(counted: Counted) -> None:
     await _create(counted, "warm")  # first-use costs (pool, key ring) are not the path's
     counted.reset()
     answer = await _create(counted, "once")
     assert answer.status_code == 201, answer.text
     assert counted.counts["principal_reads"] == 1
-    # The authentication read; the write (replay look-up, pinned agent's read, inserts;
-    # its wake-up rides the COMMIT, ADR 2310).
-    assert counted.counts["transactions"] == 2
+    # The authentication read and the write (replay look-up, pinned agent's read,
+    # inserts; its wake-up rides the COMMIT, ADR 2310) in one (ADR 2395): was 2.
+    assert counted.counts["transactions"] == 1
     assert counted.counts["cadence_parse"] == 1
     assert counted.counts["secret_scans"] == 2  # one scan of the text: title, instruction
     assert counted.counts["revision_builds"] == 1
@@ -167,9 +167,26 @@ async def test_a_replayed_create_reads_nothing_twice(counted: Counted) -> None:
     assert replay.status_code == 200
     assert replay.json()["id"] == first.json()["id"]
     assert counted.counts["principal_reads"] == 1
-    # Authentication, the write that finds the key and reads its revision.
-    assert counted.counts["transactions"] == 2
+    # Authentication and the write that finds the key and reads its revision, in one.
+    assert counted.counts["transactions"] == 1
     assert counted.counts["cadence_parse"] <= 2  # the request's, the stored revision's
+
+
+async def test_the_counters_see_a_create_authenticated_apart(
+    counted: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Test of the test: a principal directory that ignores the write's unit of work
+    (``joined`` returns itself, so the principal is read in a transaction of its own,
+    as before ADR 2395) shows as a second unit of work on a create and on its replay."""
+    await _create(counted, "warm")
+    directory = counted.plane.principals
+    monkeypatch.setattr(directory, "joined", lambda principals: directory)
+    for expected in (201, 200):
+        counted.reset()
+        answer = await _create(counted, "apart-create")
+        assert answer.status_code == expected, answer.text
+        assert counted.counts["principal_reads"] == 1
+        assert counted.counts["transactions"] == 2
 
 
 async def test_list_builds_no_revision_and_reads_once(counted: Counted) -> None:
@@ -241,14 +258,14 @@ async def test_the_counters_see_the_agent_pinned_in_its_own_unit_of_work(
 ) -> None:
     """Test of the test: a registry that ignores the write's unit of work (``joined``
     returns itself, so the pin opens its own transaction, as before ADR 2310) shows as
-    a third unit of work."""
+    a second unit of work."""
     await _create(counted, "warm")
     registry = counted.plane.api.agents
     monkeypatch.setattr(registry, "joined", lambda agents: registry)
     counted.reset()
     answer = await _create(counted, "pinned-apart")
     assert answer.status_code == 201, answer.text
-    assert counted.counts["transactions"] == 3
+    assert counted.counts["transactions"] == 2
 
 
 async def test_update_locks_validates_and_writes_in_one_unit_of_work(counted: Counted) -> None:

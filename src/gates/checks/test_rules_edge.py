@@ -369,6 +369,13 @@ class ExplodingPrincipals:
             raise OperationalError(SQL, {"principal_id": f"{MARK}-bound"}, Exception(MARK))
         return await self.inner.current(tenant_id, principal_id)
 
+    def joined(self, principals: Any) -> ExplodingPrincipals:
+        """The read inside a request's own unit of work (ADR 2380, 2395) fails the same
+        way: ``__getattr__`` would hand back the real directory's, unplanted."""
+        joined = ExplodingPrincipals(self.inner.joined(principals))
+        joined.armed = self.armed  # armed before the request that joins it
+        return joined
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 

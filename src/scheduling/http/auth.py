@@ -110,19 +110,26 @@ class Guarded:
     uow: UnitOfWork
 
 
-def guarded(scope: str) -> Callable[[Request], AsyncIterator[Guarded]]:
+def guarded(scope: str, *, writes: bool = False) -> Callable[[Request], AsyncIterator[Guarded]]:
     """A ``yield`` dependency (declare it with ``scope="function"``) like ``requires``
     that also holds the request's one unit of work (ADR 2380): the principal row and
     the guarded read share a connection checkout and a transaction. The token is
     checked before any connection is taken; 401 and 403 are still raised before the
-    route's parameters are validated; the unit of work closes (rolled back: a read
-    writes nothing) when the route function returns or raises. The principal is read
-    again by every request, so revocation still stops the next one (ADR 1511)."""
+    route's parameters are validated; the unit of work closes when the route function
+    returns or raises, rolled back unless the service committed it. A read writes
+    nothing; a create (``writes``, ADR 2395) commits its write in it, and a create
+    that fails (422, 409) leaves nothing. The principal is read again by every
+    request, so revocation still stops the next one (ADR 1511)."""
 
     async def dependency(request: Request) -> AsyncIterator[Guarded]:
         identity = _identity(request)
         plane = plane_of(request)
-        async with plane.service.reading(identity.tenant_id, identity.principal_id) as uow:
+        tenant_id, principal_id = identity.tenant_id, identity.principal_id
+        if writes:
+            unit = await plane.service.writing(tenant_id, principal_id)
+        else:
+            unit = plane.service.reading(tenant_id, principal_id)
+        async with unit as uow:
             principals = plane.principals.joined(uow.principals)
             principal = await _authorized(request, identity, principals, scope)
             yield Guarded(principal, uow)

@@ -76,6 +76,9 @@ Cursor = Annotated[str | None, Query(max_length=CURSOR_MAX, description="opaque 
 # A schedule read: authorized and served in one unit of work, closed when the route
 # function ends (ADR 2380).
 Reading = Annotated[Guarded, Depends(guarded(READ), scope="function")]
+# A create: authorized and written in one unit of work, which the write commits
+# (ADR 2395).
+Writing = Annotated[Guarded, Depends(guarded(WRITE, writes=True), scope="function")]
 
 
 def _route(scope: str | None, *extra: dict[int | str, dict[str, Any]]) -> dict[str, Any]:
@@ -118,19 +121,23 @@ async def create_schedule(
     request: Request,
     response: Response,
     body: CreateScheduleBody,
-    principal: Annotated[Principal, Depends(requires(WRITE))],
+    writing: Writing,
     idempotency_key: Annotated[
         str, Header(alias="Idempotency-Key", max_length=200, json_schema_extra=IDEMPOTENCY_KEY)
     ],
 ) -> ScheduleOut:
     key = header_text(idempotency_key)
     result = await plane_of(request).service.create(
-        principal, key, body.to_definition(), authority=authority_of(request)
+        writing.principal,
+        key,
+        body.to_definition(),
+        authority=authority_of(request),
+        within=writing.uow,
     )
     if result.replayed:
         response.status_code = 200
         response.headers["Idempotent-Replayed"] = "true"
-    return await _written(request, principal, result)
+    return await _written(request, writing.principal, result)
 
 
 @router.get(

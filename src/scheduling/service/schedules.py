@@ -160,6 +160,7 @@ class ScheduleService:
         definition: ScheduleDefinition,
         *,
         authority: AuthoritySnapshot | None = None,
+        within: UnitOfWork | None = None,
     ) -> ScheduleResult:
         """Create a schedule and revision 1; replay an identical keyed request.
 
@@ -167,7 +168,9 @@ class ScheduleService:
         build, and one transaction besides the edge's authentication read (ADR 2310):
         the replay look-up, the pinned agent's read, the write and the wake-up, which
         PostgreSQL delivers iff it commits. ``authority`` is the caller's snapshot the
-        edge already read for this request."""
+        edge already read for this request; ``within`` the unit of work it read it in
+        (``writing``, ADR 2395), which then is the write's: one transaction in all. The
+        write commits it; any failure leaves it to the edge to roll back."""
         require_scope(principal, WRITE)
         key = check_idempotency_key(idempotency_key)
         # Unstorable text (NUL, lone surrogates) and then credential-shaped text fail
@@ -181,7 +184,8 @@ class ScheduleService:
         now = self._clock.now()
         try:
             # Outside the write: a directory read never holds a second connection while
-            # the write holds one (the edge's snapshot makes it no read at all).
+            # the write holds one (the edge's snapshot makes it no read at all; with
+            # ``within`` the edge passes the one it read there).
             snapshot = await self._validator.authority(principal, WRITE, authority)
         except SchedulingError:
             # An identical request that committed earlier replays, whatever changed since.
@@ -189,7 +193,7 @@ class ScheduleService:
             if replay is not None:
                 return replay
             raise
-        async with self._uow.begin(principal) as uow:
+        async with self._within(principal, within) as uow:
             entry = await uow.idempotency.lookup(principal, key)
             if entry is not None:
                 # Looked up before validating: an identical request that committed
@@ -496,6 +500,14 @@ class ScheduleService:
         """A principal-scoped unit of work (not yet entered) for an edge that reads the
         caller's authority and then the read it guards in one transaction (ADR 2380):
         ``get``, ``list`` and ``occurrences`` take it as ``within``."""
+        return self._uow.begin(Principal(tenant_id, principal_id))
+
+    async def writing(self, tenant_id: str, principal_id: str) -> UnitOfWork:
+        """Like ``reading``, for a create whose edge reads the caller's authority in
+        the write's own transaction (ADR 2395); ``create`` takes it as ``within``. The
+        idempotency secret is loaded first: the key ring's first read takes a
+        connection of its own, never while this unit of work holds one."""
+        await self._keys.key(IDEMPOTENCY_KEY)
         return self._uow.begin(Principal(tenant_id, principal_id))
 
     def _within(
