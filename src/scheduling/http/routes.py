@@ -1,8 +1,9 @@
 """The routes: the spec's eight ``/v1/schedules`` operations and the ones they link to.
 
 Every handler authenticates and checks its one exact scope first (the ``requires``
-dependency), then calls the application service; the service re-checks authority and
-validates everything. Handlers translate nothing but shapes.
+dependency, or ``guarded``, which also holds the unit of work the read or the create
+runs in: ADR 2380, 2395), then calls the application service; the service re-checks
+authority and validates everything. Handlers translate nothing but shapes.
 """
 
 from __future__ import annotations
