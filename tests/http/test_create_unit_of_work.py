@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from sqlalchemy import event
+
 from scheduling.domain.identity import Principal
+from scheduling.service.schedules import ScheduleService
 from simulation.worlds.http import OWNER, HttpWorld, body, http_world
 from simulation.worlds.service import principal
 
@@ -98,3 +102,41 @@ async def test_a_recorded_key_answers_409_to_another_body(pg_url: str) -> None:
         again = await world.create("kept")
         assert again.status_code == 409
         assert _code(again) == "schedule.idempotency.key_reused"
+
+
+def _most_checked_out(world: HttpWorld) -> list[int]:
+    """Records, at each connection checkout, how many the pool then has out."""
+    engine: Any = world.plane.api.uow.engine  # type: ignore[attr-defined]
+    seen: list[int] = []
+
+    def on_checkout(*_: Any) -> None:
+        seen.append(engine.pool.checkedout())
+
+    event.listen(engine.sync_engine, "checkout", on_checkout)
+    return seen
+
+
+async def test_the_first_create_never_holds_two_connections(pg_url: str) -> None:
+    """The idempotency secret's first read (a transaction of its own) comes before the
+    write's checkout: a create never waits for a second connection while holding one."""
+    async with http_world(pg_url, [OWNER]) as world:
+        seen = _most_checked_out(world)
+        assert (await world.create("first")).status_code == 201
+        assert len(seen) == 2  # the key ring's read, then the create's one unit of work
+        assert max(seen) == 1
+
+
+async def test_the_checkout_count_sees_the_secret_read_inside_the_write(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Test of the test: ``writing`` without loading the secret first makes the first
+    create read it while its unit of work holds a connection."""
+
+    async def late(self: ScheduleService, tenant_id: str, principal_id: str) -> Any:
+        return self.reading(tenant_id, principal_id)
+
+    monkeypatch.setattr(ScheduleService, "writing", late)
+    async with http_world(pg_url, [OWNER]) as world:
+        seen = _most_checked_out(world)
+        assert (await world.create("first")).status_code == 201
+        assert max(seen) == 2
