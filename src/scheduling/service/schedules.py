@@ -344,6 +344,15 @@ class ScheduleService:
         # current revision, validation with the agent pinned inside it, and the write.
         authority = await self._validator.authority(principal, WRITE, authority)
         async with self._uow.begin(principal) as uow:
+            if key is None:
+                # A stale or terminal update fails on an unlocked read, never queueing on
+                # the row lock: revisions only grow and a terminal state stays, so what
+                # fails here fails under the lock too. (A keyed one may replay an identical
+                # request committed since its look-up, so it reads under the lock.) It
+                # keeps one waiter fewer behind an UPDATE, whose next holder PostgreSQL
+                # picks at random: the simulator's lifecycle replays rely on it.
+                seen = await self._get(uow, schedule_id, principal)
+                decide(Action.UPDATE, seen.state, seen.current_revision, expected_revision)
             schedule = await self._get(uow, schedule_id, principal, lock=True)
             await self._probe.step("service.update.locked")
             if key is not None and digest is not None:
