@@ -3,6 +3,7 @@ durable principal directory and agent registry reading the database."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from uuid import UUID
@@ -12,6 +13,7 @@ from sqlalchemy import text
 
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError, NotFoundError, SchedulingError
+from scheduling.domain.lifecycle import STALE_REVISION
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import MaintenanceService, SchedulePatch
@@ -393,3 +395,24 @@ async def test_purge_keeps_materialized_sessions_and_runs(
     ):
         assert await count(admin, f"SELECT count(*) FROM {table}") == left, table
     assert await count(admin, "SELECT count(*) FROM process_events") >= 3
+
+
+async def test_a_stale_update_fails_without_waiting_on_the_row_lock(
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory],
+) -> None:
+    """The lifecycle scenarios' premise: a stale unkeyed update never queues on the row
+    lock (two waiters behind an UPDATE: PostgreSQL picks the next holder, and a replay
+    diverges). Checked with the row held FOR UPDATE by another session: an update that
+    took the lock first would wait until the bound and fail with TimeoutError."""
+    world, admin = pg
+    s = (await world.service.create(ALICE, "k", definition())).schedule
+    await world.service.update(ALICE, s.id, 1, definition(title="Second"))
+    async with admin.engine.connect() as holder:
+        await holder.begin()
+        await holder.execute(text(f"SELECT 1 FROM schedules WHERE id = '{s.id}' FOR UPDATE"))
+        with pytest.raises(ConflictError) as stale:
+            await asyncio.wait_for(
+                world.service.update(ALICE, s.id, 1, definition(title="Stale")), timeout=10
+            )
+        await holder.rollback()
+    assert stale.value.code == STALE_REVISION
