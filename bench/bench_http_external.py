@@ -477,6 +477,9 @@ def main() -> None:
         help="serve the product from this tree's src/ (e.g. an export of an older commit)",
     )
     args = parser.parse_args()
+    if args.source is not None and not (args.source / "src" / "scheduling").is_dir():
+        # Otherwise the server quietly imports the installed tree: a "before" of the after.
+        parser.error(f"--source {args.source}: no src/scheduling there (give the tree's root)")
     connections = [int(c) for c in args.connections.split(",") if c.strip()]
     ops = [o for o in args.ops.split(",") if o]
     counts = [int(w) for w in args.workers.split(",") if w.strip()]
