@@ -216,20 +216,24 @@ class ScheduleOut(Out):
     def of(
         cls, schedule: Schedule, revision: ScheduleRevision, *, replayed: bool = False
     ) -> ScheduleOut:
-        return cls(
-            id=schedule.id,
-            state=schedule.state.value,
-            pause_reason=None if schedule.pause_reason is None else schedule.pause_reason.value,
-            current_revision=schedule.current_revision,
-            next_fire_at=schedule.next_fire_at,
-            consecutive_failures=schedule.consecutive_failures,
-            title=revision.title,
-            cadence=dict(revision.cadence),
-            timezone=revision.timezone,
-            created_at=schedule.created_at,
-            updated_at=schedule.updated_at,
-            replayed=replayed,
-        )
+        return cls(**_schedule_fields(schedule, revision), replayed=replayed)
+
+
+def _schedule_fields(schedule: Schedule, revision: ScheduleRevision) -> dict[str, Any]:
+    """The schedule body's fields, shared by the mutation answer and the point read."""
+    return dict(
+        id=schedule.id,
+        state=schedule.state.value,
+        pause_reason=None if schedule.pause_reason is None else schedule.pause_reason.value,
+        current_revision=schedule.current_revision,
+        next_fire_at=schedule.next_fire_at,
+        consecutive_failures=schedule.consecutive_failures,
+        title=revision.title,
+        cadence=dict(revision.cadence),
+        timezone=revision.timezone,
+        created_at=schedule.created_at,
+        updated_at=schedule.updated_at,
+    )
 
 
 class RevisionOut(Out):
@@ -282,20 +286,7 @@ class ScheduleDetailOut(ScheduleOut):
     @classmethod
     def of_read(cls, schedule: Schedule, revision: ScheduleRevision) -> ScheduleDetailOut:
         """The point read's body, built once (not a ``ScheduleOut`` dumped and re-read)."""
-        return cls(
-            id=schedule.id,
-            state=schedule.state.value,
-            pause_reason=None if schedule.pause_reason is None else schedule.pause_reason.value,
-            current_revision=schedule.current_revision,
-            next_fire_at=schedule.next_fire_at,
-            consecutive_failures=schedule.consecutive_failures,
-            title=revision.title,
-            cadence=dict(revision.cadence),
-            timezone=revision.timezone,
-            created_at=schedule.created_at,
-            updated_at=schedule.updated_at,
-            revision=RevisionOut.of(revision),
-        )
+        return cls(**_schedule_fields(schedule, revision), revision=RevisionOut.of(revision))
 
 
 class ScheduleSummaryOut(Out):
