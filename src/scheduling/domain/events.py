@@ -101,6 +101,8 @@ FORBIDDEN_KEY_PARTS = (
     "scopes",
     "title",
 )
+if any(p in k for keys in PAYLOAD_FIELDS.values() for k in keys for p in FORBIDDEN_KEY_PARTS):
+    raise RuntimeError("a closed payload set names a forbidden key part")
 
 # The lifecycle state events, by the transition that emits them.
 STATE_EVENTS = frozenset({_E.CREATED, _E.UPDATED, _E.PAUSED, _E.RESUMED, _E.CANCELLED})
@@ -128,12 +130,16 @@ class ScheduleEvent(DomainModel):
 
     @model_validator(mode="after")
     def _closed_payload(self) -> Self:
-        keys = set(self.payload)
-        forbidden = sorted(k for k in keys if any(p in k for p in FORBIDDEN_KEY_PARTS))
-        if forbidden:
-            raise ValidationError(FORBIDDEN_FIELD, "forbidden event field", {"fields": forbidden})
         expected = PAYLOAD_FIELDS[self.event_type]
-        if keys != expected:
+        # The closed sets hold no forbidden part (checked at import), so only a payload
+        # that is not exactly its set is scanned: the scan per key was 3 % of a drain.
+        if self.payload.keys() != expected:
+            keys = set(self.payload)
+            forbidden = sorted(k for k in keys if any(p in k for p in FORBIDDEN_KEY_PARTS))
+            if forbidden:
+                raise ValidationError(
+                    FORBIDDEN_FIELD, "forbidden event field", {"fields": forbidden}
+                )
             raise ValidationError(
                 PAYLOAD_SHAPE,
                 f"{self.event_type.value} payload fields differ from the closed set",

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -338,17 +339,23 @@ def _run_values(queued: QueuedRun, params: dict[str, Any]) -> None:
         _values(event, f"e{i}_", params)
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[tuple[type, str], tuple[tuple[str, ...], attrgetter[Any]]] = {}
 
 
 def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
     """Shallow field values of a record dataclass (``asdict`` deep-copies payloads).
-    The names are read once per class: ``fields`` per record was 3 % of a drain's CPU."""
-    names = _FIELD_NAMES.get(type(record))
-    if names is None:
-        names = _FIELD_NAMES.setdefault(type(record), tuple(f.name for f in fields(record)))
-    for name in names:
-        out[prefix + name] = getattr(record, name)
+    The prefixed names and a getter of every field are built once per class and
+    prefix: ``fields`` per record was 3 % of a drain's CPU, a ``getattr`` per field
+    and the key concatenation another 2 % (ADR 2460)."""
+    known = _FIELDS.get((type(record), prefix))
+    if known is None:
+        names = tuple(f.name for f in fields(record))
+        getter = attrgetter(*names) if len(names) > 1 else attrgetter(names[0], names[0])
+        known = _FIELDS.setdefault(
+            (type(record), prefix), (tuple(prefix + name for name in names), getter)
+        )
+    keys, getter = known
+    out.update(zip(keys, getter(record), strict=False))
 
 
 class PostgresMaterializationRepository:
