@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 from uuid import UUID
 
 from scheduling.domain.admission import TenantUsage
@@ -116,13 +116,22 @@ class ScheduleCommand:
             raise ValidationError(INVALID_COMMAND, "the command's before and after do not fit")
 
 
-@dataclass(frozen=True)
-class ScheduleListing:
-    """One list row as stored: the control record beside its current revision's title,
-    canonical cadence payload and instruction, read from the row (no revision is
-    built: a page needs a summary, not a validated definition)."""
+class ScheduleListing(NamedTuple):
+    """One list row as stored: the control record's fields beside its current
+    revision's title, canonical cadence payload and instruction. Built from the row of
+    the adapter's own SELECT as plain values: no ``Schedule`` and no revision is built
+    or validated per row (a page needs a summary; ADR 2420). A tuple, the cheapest
+    immutable record to build (a frozen dataclass of these twelve fields costs 4x)."""
 
-    schedule: Schedule
+    id: UUID
+    tenant_id: str
+    principal_id: str
+    state: str
+    pause_reason: str | None
+    current_revision: int
+    next_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
     title: str
     cadence: dict[str, object]
     instruction: str

@@ -142,19 +142,19 @@ class ScheduleSummary:
 
     @classmethod
     def listed(cls, row: ScheduleListing) -> ScheduleSummary:
-        """The summary of a list row read from its stored fields (no revision built)."""
-        schedule = row.schedule
+        """The summary of a list row read from its stored fields (no schedule or
+        revision built; ADR 2420). Positional: the field order above."""
         return cls(
-            schedule_id=schedule.id,
-            title=row.title,
-            state=schedule.state.value,
-            pause_reason=None if schedule.pause_reason is None else schedule.pause_reason.value,
-            current_revision=schedule.current_revision,
-            next_fire_at=schedule.next_fire_at,
-            cadence=dict(row.cadence),
-            instruction_preview=preview(row.instruction),
-            created_at=schedule.created_at,
-            updated_at=schedule.updated_at,
+            row.id,
+            row.title,
+            row.state,
+            row.pause_reason,
+            row.current_revision,
+            row.next_fire_at,
+            row.cadence,
+            preview(row.instruction),
+            row.created_at,
+            row.updated_at,
         )
 
 

@@ -157,7 +157,20 @@ class MemoryScheduleRepository(_Base):
         for s in found.items:
             revision = await self.get_revision(s.id, s.current_revision, principal)
             items.append(
-                ScheduleListing(s, revision.title, dict(revision.cadence), revision.instruction)
+                ScheduleListing(
+                    s.id,
+                    s.tenant_id,
+                    s.principal_id,
+                    s.state.value,
+                    None if s.pause_reason is None else s.pause_reason.value,
+                    s.current_revision,
+                    s.next_fire_at,
+                    s.created_at,
+                    s.updated_at,
+                    revision.title,
+                    dict(revision.cadence),
+                    revision.instruction,
+                )
             )
         return Page(items=items, next_cursor=found.next_cursor)
 

@@ -183,7 +183,9 @@ def _paged(
     return query.limit(page.limit + 1)
 
 
-def _next_cursor(items: Sequence[Schedule], fetched: int, page: PageRequest) -> str | None:
+def _next_cursor(
+    items: Sequence[Schedule] | Sequence[ScheduleListing], fetched: int, page: PageRequest
+) -> str | None:
     if fetched <= page.limit:
         return None
     last = items[-1]
@@ -240,6 +242,30 @@ _FIRST_PAGE = Prepared(
 )
 """``_paged`` of the summary query without a cursor or a state filter (the first page,
 most lists' only one) with the principal and the limit bound: prepared (ADR 2300)."""
+
+
+def _listing(row: Any) -> ScheduleListing:
+    """A list row of ``_summary_query`` (an asyncpg record or a SQLAlchemy row's
+    mapping) as plain values: the row is our own SELECT's, its column types already
+    hold, so no ``Schedule`` is built or validated per row (that was 16 of ~25 us a
+    row; ADR 2420). A missing current revision fails as the point read does."""
+    title = row["summary_title"]
+    if title is None:
+        raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(row["id"])})
+    return ScheduleListing(
+        row["id"],
+        row["tenant_id"],
+        row["principal_id"],
+        row["state"],
+        row["pause_reason"],
+        row["current_revision"],
+        row["next_fire_at"],
+        row["created_at"],
+        row["updated_at"],
+        title,
+        row["summary_cadence"],
+        row["summary_instruction"],
+    )
 
 
 def _owned_params(schedule_id: UUID, principal: Principal) -> dict[str, Any]:
@@ -390,22 +416,8 @@ class PostgresScheduleRepository:
         else:
             query = _paged(_summary_query(), principal, page, states)
             rows = [row._mapping for row in (await self._tx.execute(query)).all()]
-        items = []
-        for row in rows[: page.limit]:
-            if row["summary_title"] is None:
-                raise NotFoundError(
-                    NOT_FOUND, "revision not found", {"schedule_id": str(row["id"])}
-                )
-            items.append(
-                ScheduleListing(
-                    schedule_by_name(row),
-                    row["summary_title"],
-                    dict(row["summary_cadence"]),
-                    row["summary_instruction"],
-                )
-            )
-        found = [item.schedule for item in items]
-        return Page(items=items, next_cursor=_next_cursor(found, len(rows), page))
+        items = [_listing(row) for row in rows[: page.limit]]
+        return Page(items=items, next_cursor=_next_cursor(items, len(rows), page))
 
     async def mutate(self, command: ScheduleCommand) -> Schedule:
         if command.principal is None:  # the scheduler's hot path: one prepared statement
