@@ -52,6 +52,26 @@ class TestScheduleRepositoryContract:
                 page = await uow.schedules.list(intruder, PageRequest())
                 assert page.items == []
 
+    async def test_get_current_is_get_with_its_current_revision(
+        self, uow_factory: UnitOfWorkFactory, build: Any
+    ) -> None:
+        schedule, revision = build.schedule()
+        async with uow_factory.begin(build.alice) as uow:
+            await uow.schedules.create(schedule, revision)
+            await uow.commit()
+        async with uow_factory.begin(build.alice) as uow:
+            current = await uow.schedules.get_current(schedule.id, build.alice)
+            assert current == (schedule, revision)
+            assert current[1].to_definition() == revision.to_definition()
+            with pytest.raises(NotFoundError) as absent:
+                await uow.schedules.get_current(build.schedule()[0].id, build.alice)
+            assert absent.value.code == NOT_FOUND
+        for intruder in (build.bob, build.mallory):
+            async with uow_factory.begin(intruder) as uow:
+                with pytest.raises(NotFoundError) as caught:
+                    await uow.schedules.get_current(schedule.id, intruder)
+                assert caught.value.code == NOT_FOUND
+
     async def test_duplicate_id_conflicts(self, uow_factory: UnitOfWorkFactory, build: Any) -> None:
         schedule, revision = build.schedule()
         async with uow_factory.begin(build.alice) as uow:

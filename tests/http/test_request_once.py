@@ -293,7 +293,8 @@ async def test_get_and_occurrences_count_their_statements(counted: Counted) -> N
     counted.reset()
     answer = await counted.client.get(f"/v1/schedules/{made['id']}", headers=counted.auth)
     assert answer.status_code == 200
-    assert counted.counts["statements"] == 3  # the principal, the schedule, its revision
+    # The principal; the schedule with its current revision, one read (ADR 2420: was 3).
+    assert counted.counts["statements"] == 2
     counted.reset()
     inbox = await counted.client.get(
         f"/v1/schedules/{made['id']}/occurrences", headers=counted.auth

@@ -166,6 +166,15 @@ class ScheduleRepository(Protocol):
         """One immutable revision, if its schedule is visible. Raises ``NotFoundError``."""
         ...
 
+    async def get_current(
+        self, schedule_id: UUID, principal: Principal
+    ) -> tuple[Schedule, ScheduleRevision]:
+        """``get`` and ``get_revision`` of its ``current_revision`` in one read (the
+        point read, ADR 2420): the schedule and the revision of one snapshot. An
+        absent or another principal's schedule, or a missing current revision (a
+        broken invariant), raises ``NotFoundError(NOT_FOUND)``."""
+        ...
+
     async def get_revisions(
         self, keys: Sequence[tuple[UUID, int]], principal: Principal | None
     ) -> dict[tuple[UUID, int], ScheduleRevision]:

@@ -534,10 +534,11 @@ class ScheduleService:
         """The authorized point read: the only read returning the full instruction."""
         require_scope(principal, READ)
         async with self._within(principal, within) as uow:
-            schedule = await self._get(uow, schedule_id, principal)
-            revision = await uow.schedules.get_revision(
-                schedule_id, schedule.current_revision, principal
-            )
+            # The schedule and its current revision in one read (ADR 2420).
+            try:
+                schedule, revision = await uow.schedules.get_current(schedule_id, principal)
+            except NotFoundError:
+                raise not_found() from None
         return ScheduleDetail(schedule, revision)
 
     async def list(

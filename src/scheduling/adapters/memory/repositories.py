@@ -109,6 +109,12 @@ class MemoryScheduleRepository(_Base):
             raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(schedule_id)})
         return found
 
+    async def get_current(
+        self, schedule_id: UUID, principal: Principal
+    ) -> tuple[Schedule, ScheduleRevision]:
+        schedule = await self.get(schedule_id, principal)
+        return schedule, await self.get_revision(schedule_id, schedule.current_revision, principal)
+
     async def get_revisions(
         self, keys: Sequence[tuple[UUID, int]], principal: Principal | None
     ) -> dict[tuple[UUID, int], ScheduleRevision]:
