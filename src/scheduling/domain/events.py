@@ -132,7 +132,7 @@ class ScheduleEvent(DomainModel):
     def _closed_payload(self) -> Self:
         expected = PAYLOAD_FIELDS[self.event_type]
         # The closed sets hold no forbidden part (checked at import), so only a payload
-        # that is not exactly its set is scanned: the scan per key was 3 % of a drain.
+        # that is not exactly its set is scanned (about 12 us per event, ADR 2460).
         if self.payload.keys() != expected:
             keys = set(self.payload)
             forbidden = sorted(k for k in keys if any(p in k for p in FORBIDDEN_KEY_PARTS))

@@ -345,8 +345,8 @@ _FIELDS: dict[tuple[type, str], tuple[tuple[str, ...], attrgetter[Any]]] = {}
 def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
     """Shallow field values of a record dataclass (``asdict`` deep-copies payloads).
     The prefixed names and a getter of every field are built once per class and
-    prefix: ``fields`` per record was 3 % of a drain's CPU, a ``getattr`` per field
-    and the key concatenation another 2 % (ADR 2460)."""
+    prefix: ``fields`` per record was 3 % of a drain's CPU; one getter and no key
+    concatenation take about 1 us per record off the rest (ADR 2460)."""
     known = _FIELDS.get((type(record), prefix))
     if known is None:
         names = tuple(f.name for f in fields(record))
