@@ -14,7 +14,7 @@ from sqlalchemy import text
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ConflictError, NotFoundError, SchedulingError
 from scheduling.domain.lifecycle import STALE_REVISION
-from scheduling.domain.schedule import ScheduleState
+from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.ports.repositories import KEY_REUSED
 from scheduling.service import MaintenanceService, SchedulePatch
 from scheduling.testing import open_storage, storage_over
@@ -82,6 +82,33 @@ async def test_cross_principal_reads_are_not_found(
         with pytest.raises(NotFoundError):
             await world.service.get(BOB, sid)
     assert (await world.service.list(BOB)).items == []
+
+
+async def test_a_list_page_builds_no_schedule_per_row(
+    pg: tuple[ServiceWorld, PostgresUnitOfWorkFactory], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADR 2420: a page's rows are the SELECT's values; neither the validating
+    constructor nor the trusted one (``model_construct``) runs while listing."""
+    world, _ = pg
+    made = [(await world.service.create(ALICE, f"k{i}", definition())).schedule for i in range(3)]
+    world.clock.advance(60)
+    await world.service.pause(ALICE, made[0].id, 1)
+
+    def built(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Schedule was built for a list row")
+
+    monkeypatch.setattr(Schedule, "__init__", built)
+    monkeypatch.setattr(Schedule, "model_construct", built)
+    for states in (None, frozenset({ScheduleState.PAUSED})):
+        page = await world.service.list(ALICE, limit=2, states=states)
+        rest = await world.service.list(ALICE, cursor=page.next_cursor, states=states)
+        seen = page.items + rest.items if page.next_cursor else page.items
+        expected = 3 if states is None else 1
+        assert len({item.schedule_id for item in seen}) == expected
+    paused = (await world.service.list(ALICE, states=frozenset({ScheduleState.PAUSED}))).items
+    assert [(p.schedule_id, p.state, p.pause_reason) for p in paused] == [
+        (made[0].id, "PAUSED", "user")
+    ]
 
 
 async def test_validation_failure_stores_nothing(
