@@ -40,10 +40,11 @@ from scheduling.cli.edge import (
 )
 from scheduling.cli.lifetime import listening_socket, supervise, until_signalled
 from scheduling.cli.registry import command
-from scheduling.config import UNPARSEABLE, Settings
+from scheduling.config import UNPARSEABLE, ConfigurationError, Settings, parse_port
 from scheduling.domain.reasons import reason
 
 WORKERS_ENV = "AGENT_SCHEDULE_API_WORKERS"
+PORT_ENV = "AGENT_SCHEDULE_API_PORT"
 TOKENS_MISSING = reason(
     "schedule.http.tokens_file_missing", "Production serving needs an existing API token file"
 )
@@ -57,9 +58,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=int,
-        default=int(os.environ.get("AGENT_SCHEDULE_API_PORT", "8080")),
-        help="port (default: $AGENT_SCHEDULE_API_PORT or 8080)",
+        default=None,
+        help=f"port (default: ${PORT_ENV} or 8080)",
     )
     parser.add_argument("--tokens-file", default=None, help=f"default: ${TOKENS_ENV}")
     parser.add_argument(
@@ -67,6 +67,20 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"worker processes sharing the socket (default: ${WORKERS_ENV} or 1)",
     )
+
+
+def api_port(flag: str | None, env: str | None) -> int | None:
+    """``--port``, else ``AGENT_SCHEDULE_API_PORT``, else 8080; ``None`` after reporting
+    a value that is not a port (parsed here, not by argparse, so a bad value is a
+    stable ``schedule.config.unparseable`` refusal, exit 1, like the other settings)."""
+    raw, name = (flag, "--port") if flag is not None else (env, PORT_ENV)
+    if raw is None or (flag is None and not raw.strip()):
+        return 8080
+    try:
+        return parse_port(raw, name)
+    except ConfigurationError as exc:
+        report(list(exc.details["problems"]))
+        return None
 
 
 def worker_count(flag: str | None, env: str | None) -> int | None:
@@ -91,8 +105,9 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:
         return 1
+    port = api_port(args.port, os.environ.get(PORT_ENV))
     workers = worker_count(args.workers, os.environ.get(WORKERS_ENV))
-    if workers is None:
+    if port is None or workers is None:
         return 1
     path = tokens_path(args.tokens_file, settings)
     if path is None:
@@ -102,13 +117,13 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         report([f"{MEMORY_REPOSITORIES}: {workers} workers would each hold their own store"])
         return 1
     if workers > 1:
-        return _serve_workers(settings, args.host, args.port, path, workers, out)
+        return _serve_workers(settings, args.host, port, path, workers, out)
 
     async def body(stop: asyncio.Event) -> None:
         plane = _plane(settings, path)
         try:
-            print(f"serving on http://{args.host}:{args.port}", file=out, flush=True)
-            await serve_http(plane, args.host, args.port, stop)
+            print(f"serving on http://{args.host}:{port}", file=out, flush=True)
+            await serve_http(plane, args.host, port, stop)
         finally:
             await plane.close()
 
