@@ -15,20 +15,18 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
-from scheduling.http import schemas
+from scheduling.http import encoding, schemas
 from scheduling.http.auth import Guarded, authority_of, guarded, plane_of, requires, scope_extra
 from scheduling.http.models import (
     CreateScheduleBody,
     ErasureOut,
     ErrorEnvelope,
-    OccurrenceOut,
     OccurrencePage,
     RevisionGuard,
     RunOut,
     ScheduleDetailOut,
     ScheduleOut,
     SchedulePage,
-    ScheduleSummaryOut,
     StateParam,
     TranscriptEventOut,
     TranscriptOut,
@@ -126,7 +124,7 @@ async def create_schedule(
     idempotency_key: Annotated[
         str, Header(alias="Idempotency-Key", max_length=200, json_schema_extra=IDEMPOTENCY_KEY)
     ],
-) -> ScheduleOut:
+) -> ScheduleOut | Response:
     key = header_text(idempotency_key)
     result = await plane_of(request).service.create(
         writing.principal,
@@ -135,10 +133,17 @@ async def create_schedule(
         authority=authority_of(request),
         within=writing.uow,
     )
+    if result.revision is None:  # not held by the command: read it back
+        written = await _written(request, writing.principal, result)
+        if result.replayed:
+            response.status_code = 200
+            response.headers["Idempotent-Replayed"] = "true"
+        return written
+    # The body as bytes straight from the command's schedule and revision (ADR 2400).
+    content = encoding.schedule_body(result.schedule, result.revision, replayed=result.replayed)
     if result.replayed:
-        response.status_code = 200
-        response.headers["Idempotent-Replayed"] = "true"
-    return await _written(request, writing.principal, result)
+        return encoding.json_response(content, 200, {"Idempotent-Replayed": "true"})
+    return encoding.json_response(content, 201)
 
 
 @router.get(
@@ -153,14 +158,12 @@ async def list_schedules(
     limit: Limit = PAGE_LIMIT_DEFAULT,
     cursor: Cursor = None,
     state: Annotated[list[StateParam] | None, Query(max_length=4)] = None,
-) -> SchedulePage:
+) -> Response:
     states = frozenset(ScheduleState(s.value) for s in state) if state else None
     page = await plane_of(request).service.list(
         reading.principal, limit=limit, cursor=cursor, states=states, within=reading.uow
     )
-    return SchedulePage(
-        items=[ScheduleSummaryOut.of(item) for item in page.items], next_cursor=page.next_cursor
-    )
+    return encoding.json_response(encoding.schedule_page(page.items, page.next_cursor))
 
 
 @router.get(
@@ -173,9 +176,9 @@ async def get_schedule(
     request: Request,
     schedule_id: UUID,
     reading: Reading,
-) -> ScheduleDetailOut:
+) -> Response:
     detail = await plane_of(request).service.get(reading.principal, schedule_id, within=reading.uow)
-    return ScheduleDetailOut.of_read(detail.schedule, detail.revision)
+    return encoding.json_response(encoding.schedule_detail(detail.schedule, detail.revision))
 
 
 @router.patch(
@@ -265,13 +268,11 @@ async def list_occurrences(
     reading: Reading,
     limit: Limit = PAGE_LIMIT_DEFAULT,
     cursor: Cursor = None,
-) -> OccurrencePage:
+) -> Response:
     page = await plane_of(request).service.occurrences(
         reading.principal, schedule_id, limit=limit, cursor=cursor, within=reading.uow
     )
-    return OccurrencePage(
-        items=[OccurrenceOut.of(v) for v in page.items], next_cursor=page.next_cursor
-    )
+    return encoding.json_response(encoding.occurrence_page(page.items, page.next_cursor))
 
 
 # ------------------------------------------------------------------ runs, sessions
