@@ -6,7 +6,7 @@ validation of the returned value against the response field, then the dump. Thes
 encoders take one: plain dicts in the exact field order of the response models in
 ``models.py``, dumped by a ``TypeAdapter`` over a ``TypedDict`` of the same fields, so
 UUIDs, datetimes (``...Z``) and nested objects come out byte-identical to what FastAPI
-rendered from the model (tests/unit/test_http_encoding.py compares the bytes, and the
+rendered from the model (tests/http/test_response_encoding.py compares the bytes, and the
 key order, with the models'). The decorators keep ``response_model=``, so the OpenAPI
 document is unchanged.
 """
