@@ -370,19 +370,24 @@ def _value(env: Mapping[str, str], name: str) -> str | None:
     return value.strip()
 
 
-def parse_port(raw: str, name: str) -> int:
-    """A TCP port to listen on (1..65535) from ``raw``, the value of ``name`` (a flag
-    or an ``AGENT_SCHEDULE_*`` variable); else ``ConfigurationError`` (``UNPARSEABLE``)
+def parse_port(raw: str, name: str, *, lowest: int = 1) -> int:
+    """A TCP port to listen on (``lowest``..65535; ``lowest=0`` where 0 means "a free
+    one" or "none") from ``raw``, the value of ``name`` (a flag or an
+    ``AGENT_SCHEDULE_*`` variable); else ``ConfigurationError`` (``UNPARSEABLE``)
     naming it. ASCII digits only: ``int()`` would also take ``+80``, ``8_080`` and
     non-ASCII digits, and raises its own error past 4300 digits."""
     text = raw.strip()
-    port = int(text) if text.isascii() and text.isdigit() and len(text) <= 5 else 0
-    if not 1 <= port <= 65535:
+    port = int(text) if text.isascii() and text.isdigit() and len(text) <= 5 else -1
+    if not lowest <= port <= 65535:
         shown = raw if len(raw) <= 32 else raw[:32] + "..."  # repr escapes a NUL
         raise ConfigurationError(
             UNPARSEABLE,
             "a port does not parse",
-            {"problems": [f"{UNPARSEABLE}: {name}={shown!r} must be an integer in 1..65535"]},
+            {
+                "problems": [
+                    f"{UNPARSEABLE}: {name}={shown!r} must be an integer in {lowest}..65535"
+                ]
+            },
         )
     return port
 

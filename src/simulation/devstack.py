@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scheduling.cli.dev import print_stack, run_dev_stack
+from scheduling.cli.dev import dev_port, print_stack, run_dev_stack
 from scheduling.cli.edge import configure_logging, system_edge
 from scheduling.cli.lifetime import until_signalled
 from simulation.provider import acquire_server
@@ -29,8 +29,11 @@ from simulation.provider import acquire_server
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulation.devstack", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8080, help="port (0: a free one)")
+    parser.add_argument("--port", default="8080", help="port (default 8080; 0: a free one)")
     args = parser.parse_args(argv)
+    port = dev_port(args.port)  # before acquiring a server: nothing to clean up
+    if port is None:
+        return 1
     configure_logging()
     server = acquire_server()
     try:
@@ -45,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                     clock=clock,
                     ids=ids,
                     host=args.host,
-                    port=args.port,
+                    port=port,
                     state_dir=Path(state),
                     announce=print_stack(sys.stdout),
                 )

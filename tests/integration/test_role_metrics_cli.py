@@ -20,7 +20,8 @@ from tests.integration.test_cli_ops import SCRIPT, WHO, sql, start, terminate
 from scheduling import bootstrap as b
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.cli import build_parser
-from scheduling.config import Settings
+from scheduling.cli.serve import metrics_address
+from scheduling.config import UNPARSEABLE, ConfigurationError, Settings
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
 from simulation.worlds.service import CEILINGS, ceiling_env, definition, seed_durable
@@ -133,10 +134,12 @@ def test_a_port_in_use_is_a_stable_refusal(pg_url: str) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_a_port_outside_the_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_port_outside_the_range_is_the_stable_unparseable_refusal() -> None:
+    # no longer argparse's usage error (exit 2): tests/unit/test_port_options.py runs both
     parser = build_parser()
     for role in (["scheduler"], ["run-worker", "--class", "async"]):
-        with pytest.raises(SystemExit) as exited:
-            parser.parse_args([*role, "--metrics-port", "70000"])
-        assert exited.value.code == 2
-        assert "within 0..65535" in capsys.readouterr().err
+        args = parser.parse_args([*role, "--metrics-port", "70000"])
+        with pytest.raises(ConfigurationError) as refused:
+            metrics_address(args, Settings.from_env({}))
+        assert refused.value.code == UNPARSEABLE
+        assert "must be an integer in 0..65535" in refused.value.details["problems"][0]

@@ -40,7 +40,13 @@ from scheduling.bootstrap import (
 from scheduling.cli.edge import configure_logging, report, system_edge
 from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
-from scheduling.config import CeilingSettings, Environment, Settings
+from scheduling.config import (
+    CeilingSettings,
+    ConfigurationError,
+    Environment,
+    Settings,
+    parse_port,
+)
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.runtime import RunPriority
@@ -214,12 +220,24 @@ def print_stack(out: TextIO) -> Announce:
     return announce
 
 
+def dev_port(raw: str) -> int | None:
+    """``--port`` of ``scheduling dev`` and ``python -m simulation.devstack`` (0: a free
+    one); ``None`` after reporting a value that is not a port: the stable
+    ``schedule.config.unparseable`` line and exit 1, as ``serve --port``, not
+    argparse's generic usage error (exit 2)."""
+    try:
+        return parse_port(raw, "--port", lowest=0)
+    except ConfigurationError as exc:
+        report(list(exc.details["problems"]))
+        return None
+
+
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database-url", default=None, help="default: $AGENT_SCHEDULE_DATABASE_URL"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    parser.add_argument("--port", default="8080", help="port (default 8080; 0: a free one)")
 
 
 @command("dev", "development only: API + schedule worker + run workers in one process", _configure)
@@ -227,6 +245,9 @@ def dev(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging()
     if os.environ.get("AGENT_SCHEDULE_ENVIRONMENT", "").strip().lower() == "production":
         report([f"{DEVELOPMENT_IN_PRODUCTION}: scheduling dev never runs in production"])
+        return 1
+    port = dev_port(args.port)
+    if port is None:
         return 1
     url = args.database_url or os.environ.get("AGENT_SCHEDULE_DATABASE_URL")
     if not url:
@@ -246,7 +267,7 @@ def dev(args: argparse.Namespace, out: TextIO) -> int:
                 clock=clock,
                 ids=ids,
                 host=args.host,
-                port=args.port,
+                port=port,
                 state_dir=Path(state),
                 announce=print_stack(out),
             )

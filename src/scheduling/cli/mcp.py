@@ -46,11 +46,12 @@ from scheduling.cli.edge import (
 )
 from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
-from scheduling.config import Settings
+from scheduling.config import ConfigurationError, Settings, parse_port
 from scheduling.domain.reasons import reason
 
 TOKEN_ENV = "AGENT_SCHEDULE_MCP_TOKEN"  # noqa: S105 (the variable's name, not a token)
 AGENT_ENV = "AGENT_SCHEDULE_MCP_AGENT_ID"
+PORT_ENV = "AGENT_SCHEDULE_MCP_PORT"
 MCP_TOKENS_MISSING = reason(
     "schedule.mcp.tokens_file_missing",
     "MCP serving needs the API token file (production: existing)",
@@ -77,9 +78,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=int,
-        default=int(os.environ.get("AGENT_SCHEDULE_MCP_PORT", "8090")),
-        help="http: port (default: $AGENT_SCHEDULE_MCP_PORT or 8090)",
+        default=None,
+        help=f"http: port (default: ${PORT_ENV} or 8090; 0: a free one)",
     )
     parser.add_argument(
         "--tokens-file", default=None, help=f"the API token file (default: ${TOKENS_ENV})"
@@ -107,6 +107,17 @@ def _agent(raw: str | None) -> UUID | None:
         return None
 
 
+def mcp_port(flag: str | None, env: str | None) -> int:
+    """``--port``, else ``AGENT_SCHEDULE_MCP_PORT``, else 8090; parsed when the command
+    runs, not while building the parser (a bad variable broke every subcommand), and
+    a bad value is ``ConfigurationError`` (``schedule.config.unparseable``), as
+    ``serve --port``."""
+    raw, name = (flag, "--port") if flag is not None else (env, PORT_ENV)
+    if raw is None or (flag is None and not raw.strip()):
+        return 8090
+    return parse_port(raw, name, lowest=0)
+
+
 def _bearer(args: argparse.Namespace) -> str | None:
     if args.bearer_file:
         try:
@@ -118,8 +129,13 @@ def _bearer(args: argparse.Namespace) -> str | None:
 
 def _problems(
     args: argparse.Namespace, settings: Settings
-) -> tuple[list[str], Path | None, UUID | None, str | None]:
+) -> tuple[list[str], Path | None, UUID | None, str | None, int]:
     problems: list[str] = []
+    try:
+        port = mcp_port(args.port, os.environ.get(PORT_ENV))
+    except ConfigurationError as exc:
+        problems.extend(exc.details["problems"])
+        port = -1
     path = tokens_path(args.tokens_file, settings)
     if path is None:
         problems.append(
@@ -131,7 +147,7 @@ def _problems(
     token = _bearer(args) if args.transport == "stdio" else None
     if args.transport == "stdio" and token is None:
         problems.append(f"{MCP_TOKEN_MISSING}: set {TOKEN_ENV} or give --bearer-file")
-    return problems, path, agent, token
+    return problems, path, agent, token, port
 
 
 def _announce_stdio() -> None:
@@ -144,7 +160,7 @@ def mcp(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:
         return 1
-    problems, path, agent, token = _problems(args, settings)
+    problems, path, agent, token, port = _problems(args, settings)
     if problems or path is None or agent is None:
         report(problems)
         return 1
@@ -163,9 +179,9 @@ def mcp(args: argparse.Namespace, out: TextIO) -> int:
             if token is not None:
                 await serve_mcp_stdio(role, token, stop, started=_announce_stdio)
             else:
-                url = f"http://{args.host}:{args.port}/mcp/"
+                url = f"http://{args.host}:{port}/mcp/"
                 print(f"serving MCP on {url}", file=out, flush=True)
-                await serve_mcp_http(role, args.host, args.port, stop)
+                await serve_mcp_http(role, args.host, port, stop)
         finally:
             await role.close()
 

@@ -28,7 +28,7 @@ from scheduling.bootstrap import (
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
 from scheduling.cli.lifetime import until_signalled as _until_signalled
 from scheduling.cli.registry import command
-from scheduling.config import Settings
+from scheduling.config import ConfigurationError, Settings, parse_port
 from scheduling.domain.reasons import reason
 from scheduling.metrics import Exported, serving_metrics
 from scheduling.ports.runtime import RunPriority
@@ -45,20 +45,9 @@ class _PortUnavailable(Exception):
     """The metrics port could not be bound (its message is the problem line)."""
 
 
-def _port(raw: str) -> int:
-    try:
-        port = int(raw)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError("must be an integer within 0..65535")
-    return port
-
-
 def _metrics_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
-        type=_port,
         default=None,
         help="Prometheus port (default: $AGENT_SCHEDULE_METRICS_PORT; 0 or unset: none)",
     )
@@ -69,9 +58,21 @@ def _metrics_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _metrics_address(args: argparse.Namespace, settings: Settings) -> tuple[str, int] | None:
-    port = settings.metrics_port if args.metrics_port is None else args.metrics_port
+def metrics_address(args: argparse.Namespace, settings: Settings) -> tuple[str, int] | None:
+    """Where to serve the role's metrics (``None``: nowhere, port 0 or unset). A bad
+    ``--metrics-port`` is ``ConfigurationError`` (``schedule.config.unparseable``), as
+    ``serve --port``, not argparse's generic usage error (exit 2)."""
+    port = (
+        settings.metrics_port
+        if args.metrics_port is None
+        else parse_port(args.metrics_port, "--metrics-port", lowest=0)
+    )
     return (args.metrics_host or settings.metrics_host, port) if port else None
+
+
+def _refused(exc: ConfigurationError) -> int:
+    report(list(exc.details["problems"]))
+    return 1
 
 
 async def _serve_metrics(
@@ -94,7 +95,10 @@ def scheduler(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:
         return 1
-    address = _metrics_address(args, settings)
+    try:
+        address = metrics_address(args, settings)
+    except ConfigurationError as exc:
+        return _refused(exc)
     clock, ids = system_edge()
 
     async def body(stop: asyncio.Event) -> None:
@@ -147,7 +151,10 @@ def run_worker(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_settings()
     if settings is None:
         return 1
-    address = _metrics_address(args, settings)
+    try:
+        address = metrics_address(args, settings)
+    except ConfigurationError as exc:
+        return _refused(exc)
     clock, ids = system_edge()
     priority = (
         RunPriority.INTERACTIVE if args.priority_class == "interactive" else RunPriority.ASYNC
