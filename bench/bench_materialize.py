@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 from materialize_world import (
+    EVENT_LOOP,
     DrainResult,
     admission_cost,
     drain_process,
@@ -262,7 +263,8 @@ def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]
     for _ in range(max(1, args.rounds)):
         load_before = os.getloadavg()
         tps = pgbench(server, clients, args.pgbench_seconds, args.pgbench_scale)
-        ran = [drain_run(server, template, args.schedules, args.tenants, n, {}) for n in clients]
+        loop = {EVENT_LOOP: args.loop}
+        ran = [drain_run(server, template, args.schedules, args.tenants, n, loop) for n in clients]
         for d in ran:
             d["ratio_to_pgbench"] = round(d["rate_per_second"] / tps[d["workers"]], 4)
         rounds.append(
@@ -344,6 +346,12 @@ def main() -> int:
         type=Path,
         default=Path(tempfile.gettempdir()),
         help="parent directory of the durable cluster (on disk, not /dev/shm)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the drain processes' event loop (asyncio is the roles' own; ADR 2440)",
     )
     args = parser.parse_args()
     clients = [int(w) for w in args.workers.split(",")]

@@ -278,9 +278,22 @@ async def drain(
     )
 
 
+EVENT_LOOP = "event_loop"
+"""Key of ``extra`` naming the drain process's event loop: ``asyncio`` (the roles'
+production loop, the default) or ``uvloop`` (an A/B for ADR 2440; not a setting)."""
+
+
 def drain_process(args: tuple[str, datetime, float, dict[str, Any]]) -> DrainResult:
     """Entry of one worker process (multiprocessing)."""
     url, nominal, real_start, extra = args
+    extra = dict(extra)
+    loop = extra.pop(EVENT_LOOP, "asyncio")
+    if loop == "uvloop":
+        import uvloop  # optional, only for the A/B
+
+        return uvloop.run(drain(url, nominal, real_start, extra))
+    if loop != "asyncio":
+        raise ValueError(f"unknown event loop {loop!r}")
     return asyncio.run(drain(url, nominal, real_start, extra))
 
 
