@@ -106,7 +106,10 @@ def test_a_soak_worker_logs_through_the_process_handler() -> None:
     # A storm is written once and then counted: hundreds of records, a few lines.
     assert counted["process_log"]["repeat_summaries"] >= 1, log
     assert len(lines) <= 20, log
-    assert warnings >= 10 * len(lines), (warnings, log)
+    # More records than lines: the summaries stand for folded ones. How many more depends
+    # on how many records the 3 s of wall time hold (1,469 idle, 31 on a loaded 2-core
+    # CI machine), so no fixed multiple: that failed under load.
+    assert warnings > len(lines), (warnings, log)
 
 
 def test_the_check_above_tells_the_former_wiring() -> None:
