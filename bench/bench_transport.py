@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import time
 
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
+from scheduling.testing import PostgresUnitOfWorkFactory
 from simulation.provider import acquire_server
 
 
