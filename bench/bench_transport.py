@@ -4,7 +4,7 @@
 
 On the provider's PostgreSQL, ``--iterations`` of each, ``time.process_time`` per
 operation: an empty unit of work (checkout, BEGIN with the scope, COMMIT, check-in), a
-pool checkout and check-in alone (what holding one connection per drain batch would
+rolled-back one (how a read request's ends, ADR 2380 and 2540), a pool checkout and check-in alone (what holding one connection per drain batch would
 remove) and one ``select 1`` round trip on a held connection. Loops run interleaved in
 the order given; uvloop must be installed for ``uvloop``.
 """
@@ -31,6 +31,12 @@ async def measure(url: str, iterations: int) -> dict[str, float]:
             async with factory.begin(tenant_id="t") as uow:
                 await uow.commit()
         out["empty_unit_of_work_us"] = (time.process_time() - started) / iterations * 1e6
+        # A read request's unit of work ends rolled back (ADR 2380).
+        started = time.process_time()
+        for _ in range(iterations):
+            async with factory.begin(tenant_id="t"):
+                pass
+        out["rolled_back_unit_of_work_us"] = (time.process_time() - started) / iterations * 1e6
         engine = factory.autocommit
         started = time.process_time()
         for _ in range(iterations):

@@ -3,7 +3,9 @@ checkout and the check-in. SQLAlchemy's logical begin and commit run without one
 DBAPI autocommit they send nothing), and the driver connection of a valid checked-out
 connection is read without one; the ``begin`` and ``commit`` events still fire once each
 (the bench counts transactions with ``begin``), a rollback still reaches the server, and
-an invalidated connection still takes the hop that may reconnect.
+an invalidated connection still takes the hop that may reconnect. A rolled-back unit of
+work (a read request's) takes the same two (ADR 2540), and without begin, commit or
+rollback listeners no logical transaction is begun at all.
 
 The counter is shown able to fail: one ``get_raw_connection`` inside the unit of work
 (what ``Transaction`` did before) adds a hop it sees.
@@ -54,6 +56,55 @@ async def test_a_committed_unit_of_work_takes_two_hops_and_fires_its_events(
             await uow.commit()
         assert events == ["begin", "commit"]
         assert hops == ["connect", "close"]  # was connect, begin, getattr, commit, close
+    finally:
+        await factory.dispose()
+
+
+async def test_a_rolled_back_unit_of_work_takes_two_hops_and_fires_its_events(
+    pg_url: str, hops: list[str]
+) -> None:
+    # A read request's unit of work ends rolled back (ADR 2380): its logical rollback
+    # takes no hop either (ADR 2540; it was connect, rollback, close).
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    events: list[str] = []
+    sync = factory.engine.sync_engine
+    event.listen(sync, "rollback", lambda *_: events.append("rollback"))
+    try:
+        async with factory.begin(tenant_id="t"):  # warm the pool
+            pass
+        hops.clear()
+        events.clear()
+        async with factory.begin(tenant_id="t") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert uow.tx.is_open
+        assert hops == ["connect", "close"]
+        assert events == ["rollback"]  # a rollback listener alone still sees it, once
+    finally:
+        await factory.dispose()
+
+
+async def test_without_listeners_no_logical_transaction_is_begun(pg_url: str) -> None:
+    # Production has no begin/commit/rollback listener: SQLAlchemy's logical
+    # transaction is not begun (ADR 2540), a SQLAlchemy statement autobegins one and
+    # the unit of work's commit or rollback ends it.
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    try:
+        async with factory.begin(tenant_id="t") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert uow.tx._conn is not None
+            assert not uow.tx._conn.in_transaction()
+            assert (await uow.tx.execute(text("SELECT 1"))).scalar() == 1
+            assert uow.tx._conn.in_transaction()
+            conn = uow.tx._conn
+            await uow.commit()
+            assert not conn.in_transaction()
+        async with factory.begin(tenant_id="t") as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            assert uow.tx._conn is not None
+            assert (await uow.tx.execute(text("SELECT 1"))).scalar() == 1
+            conn = uow.tx._conn
+            await uow.rollback()
+            assert not conn.in_transaction()
     finally:
         await factory.dispose()
 

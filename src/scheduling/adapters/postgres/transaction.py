@@ -17,7 +17,7 @@ only or deferrable is part of that ``BEGIN`` (``Characteristics``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -178,8 +178,13 @@ class Transaction:
         sql = f"{characteristics.begin()}; SELECT {calls}" if calls else characteristics.begin()
         # Open from here: if the settings fail after BEGIN, ``close`` rolls back.
         self._open = True
-        async with _translated(conn, sql, (), self):
+        # An inline try, not an async context manager: that costs a generator
+        # and two awaits per statement on the hottest path (ADR 2540).
+        try:
             await driver.execute(sql)
+        except BaseException as exit_:
+            await _driver_failed(conn, sql, (), self, exit_)
+            raise
 
     async def commit(self) -> None:
         """``COMMIT``; a failure raises SQLAlchemy's ``DBAPIError`` (the caller decides
@@ -250,8 +255,11 @@ class Transaction:
                 dispatch.before_cursor_execute, sync, None, sql, tuple(args), None, False
             )
         driver = await self._driver_of(conn)
-        async with _translated(conn, sql, args, self):
+        try:
             rows: list[asyncpg.Record] = await driver.fetch(sql, *args)
+        except BaseException as exit_:
+            await _driver_failed(conn, sql, args, self, exit_)
+            raise
         if observed:
             await greenlet_spawn(
                 dispatch.after_cursor_execute, sync, None, sql, tuple(args), None, False
@@ -270,15 +278,35 @@ def begin_logical(conn: AsyncConnection) -> None:
     """SQLAlchemy's logical ``begin`` on a connection in DBAPI autocommit, without the
     greenlet hop ``await conn.begin()`` takes: there it sends nothing (the dialect's
     ``do_begin`` is a no-op and the asyncpg adapter starts no transaction), so only
-    its ``begin`` event runs (ADR 2341). A ``begin`` listener must not do I/O."""
-    _sync(conn).begin()
+    its ``begin`` event runs (ADR 2341). A ``begin`` listener must not do I/O.
+
+    With no ``begin``, ``commit`` or ``rollback`` listener (production) nothing needs
+    that logical transaction, so none is begun (ADR 2540): a SQLAlchemy statement
+    autobegins one, sending nothing, and ``commit_logical``/``rollback_logical`` or the
+    check-in end it. With a listener (the benches' and tests' transaction counts) the
+    events fire once per unit of work, as before."""
+    sync = _sync(conn)
+    dispatch = sync.dispatch
+    if dispatch.begin or dispatch.commit or dispatch.rollback:
+        sync.begin()
 
 
 def commit_logical(conn: AsyncConnection) -> None:
     """SQLAlchemy's logical ``commit`` after ``Transaction.commit`` sent the server's
     COMMIT: in DBAPI autocommit the adapter has nothing to commit, so this runs the
-    ``commit`` event without ``await conn.commit()``'s greenlet hop (ADR 2341)."""
+    ``commit`` event without ``await conn.commit()``'s greenlet hop (ADR 2341); without
+    a logical transaction (``begin_logical`` began none and no statement autobegan
+    one) it does nothing, as SQLAlchemy documents."""
     _sync(conn).commit()
+
+
+def rollback_logical(conn: AsyncConnection) -> None:
+    """SQLAlchemy's logical ``rollback`` after ``Transaction.rollback`` sent the
+    server's ROLLBACK, without ``await conn.rollback()``'s greenlet hop: in DBAPI
+    autocommit the asyncpg adapter started no transaction, so its ``rollback`` sends
+    nothing (ADR 2540; a read request ends this way, ADR 2380). Only the ``rollback``
+    event runs; a ``rollback`` listener must not do I/O."""
+    _sync(conn).rollback()
 
 
 def literal(value: str) -> str:
@@ -295,26 +323,21 @@ async def _invalidate(conn: AsyncConnection) -> None:
             await conn.invalidate()
 
 
-@contextlib.asynccontextmanager
-async def _translated(
-    conn: AsyncConnection, sql: str, args: Any, tx: Transaction
-) -> AsyncIterator[None]:
-    """A driver error inside becomes the domain error ``Transaction.execute`` raises; a
-    broken or cancelled connection never returns to the pool (nor stays cached)."""
-    try:
-        yield
-    except DRIVER_ERRORS as error:
-        tx.forget_driver()
-        wrapped = DBAPIError(sql, args, error)
+async def _driver_failed(
+    conn: AsyncConnection, sql: str, args: Any, tx: Transaction, exit_: BaseException
+) -> None:
+    """After a driver call raised ``exit_``: a driver error is raised as the domain
+    error ``Transaction.execute`` raises; a broken or cancelled connection never
+    returns to the pool (nor stays cached). Anything else the caller re-raises."""
+    tx.forget_driver()
+    if isinstance(exit_, DRIVER_ERRORS):
+        wrapped = DBAPIError(sql, args, exit_)
         await discard_if_broken(conn, wrapped)
         raise translate(wrapped) from wrapped
-    except BaseException as exit_:
-        tx.forget_driver()
-        # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
-        # connection never returns to the pool (what SQLAlchemy does for execute).
-        if not isinstance(exit_, Exception):
-            await _invalidate(conn)
-        raise
+    # Cancelled (or exiting) mid-statement: the protocol state is unknown, so the
+    # connection never returns to the pool (what SQLAlchemy does for execute).
+    if not isinstance(exit_, Exception):
+        await _invalidate(conn)
 
 
 async def discard_if_broken(conn: AsyncConnection, exc: BaseException) -> None:

@@ -32,6 +32,7 @@ from scheduling.adapters.postgres.transaction import (
     commit_logical,
     discard_if_broken,
     literal,
+    rollback_logical,
 )
 from scheduling.domain.errors import SchedulingError, UnavailableError, ValidationError
 from scheduling.domain.identity import Principal
@@ -173,7 +174,10 @@ class PostgresUnitOfWork:
         if conn is not None:
             try:
                 await self.tx.rollback()
-                await conn.rollback()
+                if conn.invalidated:
+                    await conn.rollback()  # may take the reconnecting path: keep the hop
+                else:
+                    rollback_logical(conn)
             except (DBAPIError, OSError) as exc:
                 # A dead connection cannot roll back: the server already did. Discard it
                 # and let the error that brought us here (if any) stand.
