@@ -238,17 +238,32 @@ async def test_the_pooled_connection_returns_to_sqlalchemys_own_transactions(
     pg_url: str,
 ) -> None:
     """The unit of work's autocommit is per connection use: a plain connection from the
-    same pool afterwards begins (and rolls back) as SQLAlchemy always did."""
+    same pool afterwards begins (and rolls back) as SQLAlchemy always did, after a unit
+    of work that committed, one rolled back (a read's) and one whose statement failed
+    (the unit of work sets and undoes DBAPI autocommit itself, ADR 2540)."""
     factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
-    try:
-        async with factory.begin() as uow:
-            await uow.tx.execute(text("CREATE TABLE IF NOT EXISTS pool_probe (k int)"))
-            await uow.commit()
+
+    async def rolls_back_as_sqlalchemy_does() -> None:
         async with factory.engine.connect() as conn:
             await conn.execute(text("INSERT INTO pool_probe VALUES (1)"))
             await conn.rollback()
         async with factory.engine.connect() as conn:
             assert (await conn.execute(text("SELECT count(*) FROM pool_probe"))).scalar() == 0
+
+    try:
+        async with factory.begin() as uow:
+            await uow.tx.execute(text("CREATE TABLE IF NOT EXISTS pool_probe (k int)"))
+            await uow.commit()
+        await rolls_back_as_sqlalchemy_does()
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            await uow.tx.execute(text("SELECT 1"))
+        await rolls_back_as_sqlalchemy_does()
+        async with factory.begin() as uow:
+            assert isinstance(uow, PostgresUnitOfWork)
+            with pytest.raises(SchedulingError):
+                await uow.tx.execute(text("SELECT 1/0"))
+        await rolls_back_as_sqlalchemy_does()
     finally:
         await factory.dispose()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -52,10 +52,6 @@ _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 OPEN_ERRORS: tuple[type[BaseException], ...] = (*CONNECT_ERRORS, DBAPIError)
 """What a checkout (connect, pool, SQLAlchemy's begin) can raise about the server."""
 
-AUTOCOMMIT = {"isolation_level": "AUTOCOMMIT"}
-"""SQLAlchemy's side of the connection: DBAPI autocommit, so it begins nothing and the
-unit of work's ``Transaction`` owns the server transaction (ADR 2160)."""
-
 
 class PostgresUnitOfWork:
     """See ``scheduling.ports.unit_of_work.UnitOfWork``."""
@@ -68,20 +64,18 @@ class PostgresUnitOfWork:
         principal_id: str | None,
         assume_role: str | None,
         characteristics: Characteristics | None = None,
-        force_autocommit: bool = False,
     ) -> None:
-        """On an engine not in DBAPI autocommit (the factory's ``autocommit`` is), or
-        with ``force_autocommit`` (an engine with its own isolation level, whose option
-        would otherwise win), the connection is put in autocommit after checkout.
-        ``characteristics`` default to the engine's execution options."""
+        """The checked-out connection is put in DBAPI autocommit for its time in the
+        unit of work (``_connect``), whatever ``engine``'s options; ``characteristics``
+        default to the engine's execution options."""
         options = engine.get_execution_options()
         self._engine = engine
-        self._force_autocommit = force_autocommit or options.get("isolation_level") != "AUTOCOMMIT"
         self._tenant_id = tenant_id
         self._principal_id = principal_id
         self._assume_role = assume_role
         self._characteristics = characteristics or Characteristics.of(options)
         self._conn: AsyncConnection | None = None
+        self._dbapi: Any = None
         self._committed = False
         self._used = False
         self.tx = Transaction()
@@ -130,12 +124,19 @@ class PostgresUnitOfWork:
         """Check a connection out of the pool (or open one); a refused connect, raw
         asyncpg error or socket error alike, is translated (``DATABASE_UNAVAILABLE``)."""
         try:
-            self._conn = await self._engine.connect()
-            if self._force_autocommit:
-                await self._conn.execution_options(**AUTOCOMMIT)
+            self._conn = conn = await self._engine.connect()
+            # DBAPI autocommit, so SQLAlchemy's asyncpg adapter begins nothing and the
+            # unit of work's ``Transaction`` owns the server transaction (ADR 2160). Set
+            # on the DBAPI connection (its public ``autocommit``) and undone before the
+            # check-in (``_close``), not through the ``isolation_level="AUTOCOMMIT"``
+            # execution option, whose set and reset per checkout cost about 20 us of
+            # CPU (ADR 2540); the pool is shared with ``engine.begin()`` users, so the
+            # connection must return to it as it came.
+            self._dbapi = _dbapi_of(conn)
+            self._dbapi.autocommit = True
             # SQLAlchemy's logical transaction (its ``begin`` event); the server
             # transaction is ``Transaction.open``'s.
-            begin_logical(self._conn)
+            begin_logical(conn)
         except OPEN_ERRORS as exc:
             await self._close()
             raise translate(exc, connecting=True) from exc
@@ -200,10 +201,13 @@ class PostgresUnitOfWork:
     async def _close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
+            dbapi, self._dbapi = self._dbapi, None
             try:
                 try:
                     await self.tx.close()  # a transaction still open is rolled back first
                 finally:
+                    if dbapi is not None and not conn.invalidated:
+                        dbapi.autocommit = False  # as it came out of the pool
                     await conn.close()
             except (DBAPIError, OSError) as exc:
                 # Returning a broken connection to the pool failed: discard it instead.
@@ -213,6 +217,15 @@ class PostgresUnitOfWork:
             finally:
                 self.tx.attach(None)
         self.tx.attach(None)
+
+
+def _dbapi_of(conn: AsyncConnection) -> Any:
+    """The DBAPI connection (SQLAlchemy's asyncpg adapter) of a connection just checked
+    out: no I/O (``Connection.connection`` of a valid connection)."""
+    sync = conn.sync_connection
+    if sync is None:
+        raise UnavailableError(CLOSED, "the unit of work is not open")
+    return sync.connection.dbapi_connection
 
 
 def _pool_capacity(engine: AsyncEngine) -> int:
@@ -226,7 +239,7 @@ class PostgresUnitOfWorkFactory:
     """Begins PostgreSQL units of work on one engine.
 
     ``engine`` stays the caller's (events, ``dispose``); units of work connect through
-    ``autocommit``, the same pool in DBAPI autocommit. The transaction's isolation
+    it and put each connection in DBAPI autocommit while they hold it. The transaction's isolation
     level, read only and deferrable are ``characteristics``, by default the engine's
     execution options (``engine.execution_options(isolation_level=...)``; a level
     given to ``create_async_engine`` itself is not visible through SQLAlchemy's public
@@ -244,10 +257,6 @@ class PostgresUnitOfWorkFactory:
         self.engine = engine
         self.assume_role = assume_role
         self.characteristics = characteristics or Characteristics.of(engine.get_execution_options())
-        self.autocommit = engine.execution_options(**AUTOCOMMIT)
-        # The engine's own isolation-level option is applied to each connection after
-        # the one above: only a connection-level option is sure to come last.
-        self._force_autocommit = "isolation_level" in engine.get_execution_options()
 
     @classmethod
     def from_url(
@@ -263,12 +272,11 @@ class PostgresUnitOfWorkFactory:
         if principal is not None:
             tenant_id = principal.tenant_id
         return PostgresUnitOfWork(
-            self.autocommit,
+            self.engine,
             tenant_id=tenant_id,
             principal_id=principal.principal_id if principal is not None else None,
             assume_role=self.assume_role,
             characteristics=self.characteristics,
-            force_autocommit=self._force_autocommit,
         )
 
     async def dispose(self) -> None:
