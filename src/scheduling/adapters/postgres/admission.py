@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import BigInteger, Numeric, and_, any_, bindparam, case, cast, func, or_, select
@@ -48,8 +49,10 @@ DAY = timedelta(days=1)
 MONTH = timedelta(days=30)
 
 
+@lru_cache(maxsize=4096)
 def admission_lock_key(tenant_id: str) -> int:
-    """The advisory-lock key that serializes one tenant's admissions."""
+    """The advisory-lock key that serializes one tenant's admissions. Cached: a pure
+    function of the tenant, hashed twice per decision otherwise (ADR 2580)."""
     return advisory_key(f"scheduling.admission:{tenant_id}")
 
 
