@@ -13,6 +13,9 @@ drains, per round), and every figure that matters is reported as a range over th
 rounds (``range``: min and max of drain rate, pgbench TPS, their ratio and client CPU
 per decision, with the load average around each round); ``drain`` and ``pgbench.tps``
 hold the round whose ratio is the median, in the shape ``bench/table.py`` reads.
+The timed drains run without the statement and round-trip counters, which cost client
+CPU; one counted drain per worker count after the rounds gives those counts (copied into
+every round) and shows its own CPU under ``counted_drain``.
 A burst (``--burst``) of schedules due at one instant is drained by one worker with
 the configured in-worker concurrency. Numbers on a shared 2-core machine are noisy.
 
@@ -47,6 +50,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 from materialize_world import (
+    COUNTED,
     EVENT_LOOP,
     DrainResult,
     admission_cost,
@@ -136,6 +140,15 @@ def drain_run(
         control.update(r.control)
     total = sum(statements.values())
     lags = [lag for r in results for lag in r.lags]
+    counts = {
+        "statements_per_materialization": round(total / decided, 2),
+        "statements_by_verb": dict(sorted(statements.items())),
+        "round_trips_per_materialization": round(sum(r.round_trips for r in results) / decided, 2),
+        "transaction_control_by_verb": dict(sorted(control.items())),
+        "transactions_per_materialization": round(
+            sum(r.transactions for r in results) / decided, 3
+        ),
+    }
     return {
         "workers": workers,
         "schedules": schedules,
@@ -149,13 +162,7 @@ def drain_run(
         "client_system_cpu_ms_per_materialization": round(
             1000 * sum(r.system_seconds for r in results) / decided, 3
         ),
-        "statements_per_materialization": round(total / decided, 2),
-        "statements_by_verb": dict(sorted(statements.items())),
-        "round_trips_per_materialization": round(sum(r.round_trips for r in results) / decided, 2),
-        "transaction_control_by_verb": dict(sorted(control.items())),
-        "transactions_per_materialization": round(
-            sum(r.transactions for r in results) / decided, 3
-        ),
+        **(counts if extra.get(COUNTED, True) else {}),
         "server_commits_per_materialization": round(
             (after["xact_commit"] - before["xact_commit"]) / decided, 3
         ),
@@ -177,6 +184,15 @@ async def _decided(url: str) -> int:
     finally:
         await conn.close()
 
+
+COUNT_KEYS = (
+    "statements_per_materialization",
+    "statements_by_verb",
+    "round_trips_per_materialization",
+    "transaction_control_by_verb",
+    "transactions_per_materialization",
+)
+"""What only a counted drain measures (its listeners cost CPU, so timed drains skip them)."""
 
 BRIEF = (
     "rate_per_second",
@@ -245,7 +261,9 @@ def server_settings(server: DatabaseServer) -> dict[str, Any]:
     async def read() -> dict[str, Any]:
         conn = await asyncpg.connect(server.info.dsn)
         try:
-            shown = {name: str(await conn.fetchval(f"SHOW {name}")) for name in SETTINGS}
+            shown: dict[str, Any] = {
+                name: str(await conn.fetchval(f"SHOW {name}")) for name in SETTINGS
+            }
         finally:
             await conn.close()
         cluster_dir = server.info.to_dict().get("cluster_dir")
@@ -259,12 +277,12 @@ def server_settings(server: DatabaseServer) -> dict[str, Any]:
 def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]) -> dict[str, Any]:
     """``--rounds`` of pgbench then the drains on ``server``, and the ranges over them."""
     template = server.ensure_template(migrated_template_key(), build_migrated)
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     for _ in range(max(1, args.rounds)):
         load_before = os.getloadavg()
         tps = pgbench(server, clients, args.pgbench_seconds, args.pgbench_scale)
-        loop = {EVENT_LOOP: args.loop}
-        ran = [drain_run(server, template, args.schedules, args.tenants, n, loop) for n in clients]
+        timed: dict[str, Any] = {EVENT_LOOP: args.loop, COUNTED: False}
+        ran = [drain_run(server, template, args.schedules, args.tenants, n, timed) for n in clients]
         for d in ran:
             d["ratio_to_pgbench"] = round(d["rate_per_second"] / tps[d["workers"]], 4)
         rounds.append(
@@ -275,6 +293,16 @@ def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]
                 "drain": ran,
             }
         )
+    # The rounds' drains are timed without counters; one counted drain per worker count
+    # gives the statements and round trips (the same per decision), and its CPU shows
+    # what the counters cost.
+    counted: dict[str, Any] = {EVENT_LOOP: args.loop, COUNTED: True}
+    counts = {
+        n: drain_run(server, template, args.schedules, args.tenants, n, counted) for n in clients
+    }
+    for r in rounds:
+        for d in r["drain"]:
+            d.update({k: counts[d["workers"]][k] for k in COUNT_KEYS})
     chosen = _median_round(rounds, clients[0])
     return {
         "template": template,
@@ -292,6 +320,13 @@ def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]
         },
         "drain": chosen["drain"],
         "range": {str(n): _range(rounds, n) for n in clients},
+        "counted_drain": {
+            str(n): {
+                "client_cpu_ms_per_materialization": c["client_cpu_ms_per_materialization"],
+                "rate_per_second": c["rate_per_second"],
+            }
+            for n, c in counts.items()
+        },
         "rounds": [
             {
                 "load_average_before": r["load_average_before"],

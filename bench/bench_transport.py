@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import time
 
 from scheduling.testing import PostgresUnitOfWorkFactory
@@ -63,7 +64,7 @@ def main() -> None:
         url = server.create_database()
         for loop in args.loops.split(","):
             if loop == "uvloop":
-                import uvloop  # optional, only for the A/B
+                uvloop = importlib.import_module("uvloop")  # optional, only for the A/B
 
                 result = uvloop.run(measure(url, args.iterations))
             else:
