@@ -109,6 +109,10 @@ refusing server past this would lose the lease of the run it holds (ADR 2350).""
 MAX_ACCOUNTING_POLL_SECONDS = 60.0
 """Accounting lag after a run finishes is about the poll, and the failure-limit pause
 waits for the accounting: a longer poll lets a failing schedule fire again (ADR 2350)."""
+API_POOL_SIZE = 10
+"""The API's connections per login: a pool of 5 served 8 concurrent requests by opening
+and closing about one connection per 17 checkouts (ADR 2620)."""
+MAX_API_POOL_SIZE = 100
 
 PREFIX = "AGENT_SCHEDULE_"
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -260,6 +264,10 @@ class Settings(BaseModel):
     # The scheduler's and run worker's Prometheus port (ADR 1510); 0 serves none.
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=0, ge=0, le=65535)
+    api_pool_size: int = Field(default=API_POOL_SIZE, ge=1, le=MAX_API_POOL_SIZE)
+    """Connections an API process keeps open per login it uses (ADR 2620): at least
+    the requests it serves at once, or each request beyond it opens and closes a
+    connection of its own (the pool's overflow)."""
 
     # ---------------------------------------------------------------- flags
 
@@ -309,6 +317,7 @@ class Settings(BaseModel):
             "RUN_WORKER_DATABASE_URL": "run_worker_database_url",
             "METRICS_HOST": "metrics_host",
             "METRICS_PORT": "metrics_port",
+            "API_POOL_SIZE": "api_pool_size",
         }
         topology = {
             "TOTAL_SLOTS": "total_slots",

@@ -88,7 +88,7 @@ def build_api(
             settings.api_database_url or settings.database_url
         ):
             refuse([*problems, f"{DATABASE_URL_MISSING}: no API database URL"])
-        storage = storage_for(settings)
+        storage = storage_for(settings, pool_size=settings.api_pool_size)
     uow = storage.as_role("api")
     if notifier is None:
         notifier = storage.notifier("api")
