@@ -69,14 +69,23 @@ def _refused_url() -> str:
     return f"postgresql://nobody@127.0.0.1:{port}/none"
 
 
+STARTUP = timedelta(seconds=6)
+
+
 def _worker_stderr(*, old_logging: bool = False) -> str:
-    """A real soak worker process (``--worker``) for 3 simulated hours at 3,600x (3 s of
-    wall time) against a refused server: every scan, claim and sweep logs a WARNING."""
+    """A real soak worker process (``--worker``) at 3,600x against a refused server until
+    3 simulated hours past ``SIM_START``: every scan, claim and sweep logs a WARNING.
+
+    ``SIM_START`` is put ``STARTUP`` of wall time from now, so the worker runs for at
+    least 3 s once started, however long its interpreter takes to start: with the
+    window starting now, a loaded 2-core CI machine once spent all 3 s importing, and
+    the worker wrote no line at all (it begins before ``SIM_START``, which is harmless
+    here: nothing is due on a refused server)."""
     plan = {
         "url": _refused_url(),
         "name": "soak-0",
         "seed": 1,
-        "wall_base": SystemClock().now().isoformat(),
+        "wall_base": (SystemClock().now() + STARTUP).isoformat(),
         "speed": 3600.0,
         "sim_end": (SIM_START + timedelta(hours=3)).isoformat(),
     }
