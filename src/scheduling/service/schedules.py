@@ -49,6 +49,7 @@ from scheduling.service.validation import (
     check_idempotency_key,
     check_patch_text,
     normalized_request,
+    normalized_with_limits,
     request_hash,
     require_scope,
 )
@@ -164,13 +165,14 @@ class ScheduleService:
     ) -> ScheduleResult:
         """Create a schedule and revision 1; replay an identical keyed request.
 
-        Each thing once (ADR 2240): one text scan, one cadence parse, one revision
-        build, and one transaction besides the edge's authentication read (ADR 2310):
-        the replay look-up, the pinned agent's read, the write and the wake-up, which
-        PostgreSQL delivers iff it commits. ``authority`` is the caller's snapshot the
-        edge already read for this request; ``within`` the unit of work it read it in
-        (``writing``, ADR 2395), which then is the write's: one transaction in all. The
-        write commits it; any failure leaves it to the edge to roll back."""
+        Each thing once (ADR 2240, 2600): one text scan, one cadence parse, one
+        ``RunLimits``, one first-fire instant, one revision build, and one transaction
+        besides the edge's authentication read (ADR 2310): the replay look-up, the
+        pinned agent's read, the write and the wake-up, which PostgreSQL delivers iff it
+        commits. ``authority`` is the caller's snapshot the edge already read for this
+        request; ``within`` the unit of work it read it in (``writing``, ADR 2395), which
+        then is the write's: one transaction in all. The write commits it; any failure
+        leaves it to the edge to roll back."""
         require_scope(principal, WRITE)
         key = check_idempotency_key(idempotency_key)
         # Unstorable text (NUL, lone surrogates) and then credential-shaped text fail
@@ -179,7 +181,8 @@ class ScheduleService:
         self._validator.scan_text(definition.title, definition.instruction)
         cadence = parse_cadence(definition.cadence)
         key = await self._stored_key(principal, key)
-        digest = request_hash("schedule.create", normalized_request(definition, cadence))
+        request, limits = normalized_with_limits(definition, cadence)
+        digest = request_hash("schedule.create", request)
         schedule_id = self._ids.new_uuid()
         now = self._clock.now()
         try:
@@ -218,6 +221,7 @@ class ScheduleService:
                 scanned=True,
                 schedule_id=schedule_id,
                 agents=uow.agents,
+                limits=limits,
             )
             revision = valid.build(schedule_id, 1, principal.principal_id, now)
             schedule = Schedule(
@@ -227,7 +231,8 @@ class ScheduleService:
                 state=ScheduleState.ACTIVE,
                 pause_reason=None,
                 current_revision=1,
-                next_fire_at=next_after(valid.cadence, now),
+                # require_future computed it at this same ``now`` (ADR 2600).
+                next_fire_at=valid.first_fire,
                 consecutive_failures=0,
                 created_at=now,
                 updated_at=now,

@@ -114,11 +114,15 @@ class ValidatedDefinition:
     """A definition that passed every rule; ``build`` makes its immutable revision.
 
     ``built`` is the revision ``validate`` already constructed to apply the domain's own
-    rules; ``build`` returns it when asked for the same identity (a create builds once)."""
+    rules; ``build`` returns it when asked for the same identity (a create builds once).
+    ``first_fire`` is the first nominal instant strictly after the validation's ``now``
+    that ``require_future`` computed (a create's ``next_fire_at``, not computed twice);
+    None when it was not asked for."""
 
     fields: dict[str, Any]
     cadence: Cadence
     built: ScheduleRevision | None = None
+    first_fire: datetime | None = None
 
     def build(
         self, schedule_id: UUID, revision: int, principal_id: str, at: datetime
@@ -180,6 +184,16 @@ def normalized_request(
     keeps the hash it had before website binding existed. ``cadence`` is the
     definition's already parsed cadence, if the caller has it.
     """
+    return normalized_with_limits(definition, cadence)[0]
+
+
+def normalized_with_limits(
+    definition: ScheduleDefinition, cadence: Cadence | None = None
+) -> tuple[dict[str, Any], RunLimits]:
+    """``normalized_request`` and the ``RunLimits`` it validated on the way, which a
+    create hands to ``validate`` (``limits=``) so they are built once (ADR 2600).
+    Evaluated in the order the one dict display was, so the first invalid value is
+    the one reported, as before."""
     limits = definition.limits
     parsed = parse_cadence(definition.cadence) if cadence is None else cadence
     out: dict[str, Any] = {
@@ -190,14 +204,15 @@ def normalized_request(
         "agent_version": definition.agent_version,
         "policy_profile": definition.policy_profile,
         "requested_scopes": sorted(definition.requested_scopes),
-        "limits": (limits if isinstance(limits, RunLimits) else RunLimits(**limits)).to_json(),
-        "run_timeout_seconds": definition.run_timeout_seconds,
-        "misfire_grace_seconds": definition.misfire_grace_seconds,
-        "max_consecutive_failures": definition.max_consecutive_failures,
     }
+    run_limits = limits if isinstance(limits, RunLimits) else RunLimits(**limits)
+    out["limits"] = run_limits.to_json()
+    out["run_timeout_seconds"] = definition.run_timeout_seconds
+    out["misfire_grace_seconds"] = definition.misfire_grace_seconds
+    out["max_consecutive_failures"] = definition.max_consecutive_failures
     if definition.browser_profile_id is not None:
         out["browser_profile_id"] = str(definition.browser_profile_id)
-    return out
+    return out, run_limits
 
 
 def request_hash(operation: str, body: Mapping[str, Any]) -> str:
@@ -270,6 +285,7 @@ class DefinitionValidator:
         scanned: bool = False,
         schedule_id: UUID | None = None,
         agents: AgentRepository | None = None,
+        limits: RunLimits | None = None,
     ) -> ValidatedDefinition:
         """Every rule, in order; returns the normalized revision fields, which pin
         ``authority.authority_version`` (the version the owner approves under).
@@ -279,13 +295,17 @@ class DefinitionValidator:
         revision built to apply the domain's rules is revision 1 of that schedule at
         ``now`` (a create's own, returned by ``build``). With ``agents``, the agent
         repository of the caller's open unit of work, the agent is pinned inside that
-        transaction (the registry ``joined`` to it, ADR 2310) instead of one of its own."""
+        transaction (the registry ``joined`` to it, ADR 2310) instead of one of its own.
+        ``limits`` are the definition's limits the caller already validated
+        (``normalized_with_limits``); ``first_fire`` carries the ``require_future``
+        instant, so neither is computed twice (ADR 2600)."""
         if not scanned:
             self.scan_text(definition.title, definition.instruction)
         if cadence is None:
             cadence = parse_cadence(definition.cadence)
-        raw_limits = definition.limits
-        limits = raw_limits if isinstance(raw_limits, RunLimits) else RunLimits(**raw_limits)
+        if limits is None:
+            raw_limits = definition.limits
+            limits = raw_limits if isinstance(raw_limits, RunLimits) else RunLimits(**raw_limits)
         self._check_scopes(principal, authority, definition.requested_scopes)
         await self._check_browser(principal, definition)
         registry = self._agents if agents is None else self._agents.joined(agents)
@@ -326,10 +346,13 @@ class DefinitionValidator:
         )
         if over:
             raise ValidationError(CEILING_EXCEEDED, "above the tenant ceiling", {"fields": over})
-        if require_future and next_after(cadence, now) is None:
+        first_fire = next_after(cadence, now) if require_future else None
+        if require_future and first_fire is None:
             raise ValidationError(NO_FUTURE_OCCURRENCE, "the cadence never fires after now")
         fields["cadence"] = cadence  # a later build re-parses nothing either
-        return ValidatedDefinition(fields, cadence, built if schedule_id is not None else None)
+        return ValidatedDefinition(
+            fields, cadence, built if schedule_id is not None else None, first_fire
+        )
 
     def _check_scopes(
         self, principal: Principal, authority: AuthoritySnapshot, requested: frozenset[str]

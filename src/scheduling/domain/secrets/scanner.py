@@ -9,8 +9,10 @@ and ``PERCENT_ROUNDS`` rounds of percent-decoding per level.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from scheduling.domain.secrets.detectors import (
     DETECTORS,
@@ -19,6 +21,7 @@ from scheduling.domain.secrets.detectors import (
     VENDOR_KIND,
     Detector,
 )
+from scheduling.domain.secrets.prefilter import required_sets
 from scheduling.domain.secrets.views import (
     View,
     base64_pieces,
@@ -128,11 +131,93 @@ def _without_shadowed(findings: list[SecretFinding]) -> list[SecretFinding]:
     ]
 
 
+_Finditer = Callable[[str, int, int], Iterator[re.Match[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One detector as a window runs it, prepared once per scanner (ADR 2600)."""
+
+    detector: Detector
+    finditer: _Finditer
+    group: str | int
+    needs: tuple[frozenset[str], ...]
+    """``required_sets`` of the pattern: a pure-ASCII window with no character of one
+    of them holds no match, so the regex is not run there. Empty: always run."""
+
+
+@lru_cache(maxsize=256)
+def _row(detector: Detector) -> _Row:
+    # Cached per detector: the scanners over one table (the validator's, the log
+    # redactor's, reject_secrets' default) derive each condition once per process.
+    pattern = detector.pattern
+    return _Row(detector, pattern.finditer, detector.value_group(), required_sets(pattern))
+
+
+CHOSEN_KEPT = 4096
+"""Row selections a plan keeps (one per distinct set of conditions met; a tuple each)."""
+
+
+class _Plan:
+    """The rows one kind of view runs, in table order (the order decides which
+    transforms the first finding of a span keeps), and the selection of them a
+    window's characters call for (ADR 2600)."""
+
+    __slots__ = ("_by_char", "_chosen", "_wants", "rows")
+
+    def __init__(self, rows: tuple[_Row, ...]) -> None:
+        self.rows = rows
+        # Each distinct condition (a character set) is bit j; per character, the
+        # conditions it meets. A row is chosen when all of its conditions are met.
+        conditions: dict[frozenset[str], int] = {}
+        for row in rows:
+            for need in row.needs:
+                conditions.setdefault(need, 1 << len(conditions))
+        self._by_char: dict[str, int] = {}
+        for need, bit in conditions.items():
+            for char in need:
+                self._by_char[char] = self._by_char.get(char, 0) | bit
+        self._wants = tuple(sum(conditions[need] for need in row.needs) for row in rows)
+        self._chosen: dict[int, tuple[_Row, ...]] = {}
+
+    def for_window(self, chunk: str) -> tuple[_Row, ...]:
+        """The rows whose conditions ``chunk`` meets (every row for non-ASCII text)."""
+        if not chunk.isascii():
+            return self.rows
+        met = 0
+        by_char = self._by_char
+        for char in set(chunk):
+            met |= by_char.get(char, 0)
+        chosen = self._chosen.get(met)
+        if chosen is None:
+            chosen = tuple(
+                row
+                for row, wants in zip(self.rows, self._wants, strict=True)
+                if wants & met == wants
+            )
+            if len(self._chosen) < CHOSEN_KEPT:
+                self._chosen[met] = chosen
+        return chosen
+
+
 class SecretScanner:
-    """Finds credential-shaped runs in text. Pure: no I/O, no logging, no state kept."""
+    """Finds credential-shaped runs in text. Pure: no I/O, no logging, and nothing kept
+    of any text (only the detector plans, and which rows sets of characters select)."""
 
     def __init__(self, detectors: Iterable[Detector] = DETECTORS) -> None:
         self._detectors = tuple(detectors)
+        self._plans: dict[bool, _Plan] = {}
+
+    def _plan(self, glued: bool) -> _Plan:
+        """The plan a view runs: built once, on first use (deriving the conditions
+        costs a fifth of a second; an importer that never scans pays none), not per
+        view. A view that glued lines together runs no contextual detector."""
+        plan = self._plans.get(glued)
+        if plan is None:
+            rows = tuple(_row(d) for d in self._detectors if not (glued and d.contextual))
+            plan = _Plan(rows)
+            self._plans[glued] = plan
+        return plan
 
     def scan(self, text: str) -> list[SecretFinding]:
         """Findings in ``text``, ordered by span; empty when it looks credential-free."""
@@ -189,13 +274,15 @@ class SecretScanner:
         # After the last base64 decoding, has a view glued lines together?
         since_decode = view.transforms[_last_index(view.transforms, "base64") + 1 :]
         glued = "unwrapped" in since_decode or "rewrapped" in since_decode
-        detectors = [d for d in self._detectors if not (glued and d.contextual)]
+        plan = self._plan(glued)
         for start, end in windows(text):
             state.windows += 1
-            for detector in detectors:
-                state.chars_searched += end - start
-                group = detector.value_group()
-                for match in detector.pattern.finditer(text, start, end):
+            # Counted per detector as before: the bound the counter proves is the work
+            # the rows may do, whether or not a window's characters spare some of them.
+            state.chars_searched += (end - start) * len(plan.rows)
+            for row in plan.for_window(text[start:end]):
+                detector, group = row.detector, row.group
+                for match in row.finditer(text, start, end):
                     if detector.accept is not None and not detector.accept(match.group(group)):
                         continue
                     s, e = match.span(group)
