@@ -21,9 +21,11 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from scheduling.http.auth import RELEASE_KEY, release
 from scheduling.http.codes import BODY_TOO_LARGE, INTERNAL
 from scheduling.http.errors import TOO_LARGE_FLAG, envelope
 from scheduling.logs import safe_fields
+from scheduling.ports.unit_of_work import UnitOfWork
 
 access_log = logging.getLogger("scheduling.http.access")
 _log = logging.getLogger("scheduling.http")
@@ -67,13 +69,20 @@ class EdgeMiddleware:
         accepted = offered if offered and _REQUEST_ID.match(offered) else None
         generated = accepted is None
         request_id = self.new_request_id() if accepted is None else accepted
-        scope.setdefault("state", {})["request_id"] = request_id
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        # The units of work guarded routes open (auth.guarded): closed before the
+        # response starts, so the client never sees a byte before the rollback.
+        held: list[UnitOfWork] = []
+        state[RELEASE_KEY] = held
         status = 500
         sent_start = False
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, sent_start
             if message["type"] == "http.response.start":
+                if held:
+                    await release(held)
                 status = int(message["status"])
                 sent_start = True
                 headers = list(message.get("headers", []))
@@ -105,7 +114,11 @@ class EdgeMiddleware:
                 else:
                     await self._internal(send_with_id)
         finally:
-            self._log(scope, status, started, request_id, generated=generated)
+            try:
+                if held:  # ended without a response: nothing was sent after all
+                    await release(held)
+            finally:
+                self._log(scope, status, started, request_id, generated=generated)
 
     def _limited(self, scope: Scope, receive: Receive) -> Receive:
         seen = 0

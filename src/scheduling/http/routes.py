@@ -72,12 +72,12 @@ ExpectedRevision = Annotated[
 ]
 IDEMPOTENCY_KEY = {"pattern": schemas.IDEMPOTENCY_KEY_PATTERN}
 Cursor = Annotated[str | None, Query(max_length=CURSOR_MAX, description="opaque cursor")]
-# A schedule read: authorized and served in one unit of work, closed when the route
-# function ends (ADR 2380).
-Reading = Annotated[Guarded, Depends(guarded(READ), scope="function")]
+# A schedule read: authorized and served in one unit of work, closed before the
+# response starts (ADR 2380, 2620).
+Reading = Annotated[Guarded, Depends(guarded(READ))]
 # A create: authorized and written in one unit of work, which the write commits
 # (ADR 2395).
-Writing = Annotated[Guarded, Depends(guarded(WRITE, writes=True), scope="function")]
+Writing = Annotated[Guarded, Depends(guarded(WRITE, writes=True))]
 
 
 def _route(scope: str | None, *extra: dict[int | str, dict[str, Any]]) -> dict[str, Any]:
