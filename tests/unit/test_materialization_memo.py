@@ -11,6 +11,7 @@ from uuid import UUID
 import pytest
 
 from scheduling.adapters.postgres import materialization as m
+from scheduling.adapters.postgres import memo as memos
 from scheduling.domain.canonical import canonical_json
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.ports.directories import authority_version
@@ -59,8 +60,8 @@ def valid_definition() -> dict[str, Any]:
     ],
 )
 def test_values_that_compare_equal_but_encode_differently_are_not_the_same(a: Any, b: Any) -> None:
-    assert not m._same(a, b)
-    assert not m._same(b, a)
+    assert not memos.same(a, b)
+    assert not memos.same(b, a)
 
 
 @pytest.mark.parametrize(
@@ -70,11 +71,11 @@ def test_values_that_compare_equal_but_encode_differently_are_not_the_same(a: An
 def test_equal_values_of_equal_types_are_the_same(value: Any) -> None:
     import copy
 
-    assert m._same(value, copy.deepcopy(value))
+    assert memos.same(value, copy.deepcopy(value))
 
 
 def test_memo_hits_only_on_the_same_inputs_and_clears_when_full() -> None:
-    memo = m._Memo(2)
+    memo = memos.Memo(2)
     memo.put("k", {"a": 1}, "one")
     assert memo.get("k", {"a": 1}) == "one"
     assert memo.get("k", {"a": True}) is None

@@ -61,6 +61,7 @@ from scheduling.adapters.postgres.admission import (
     usage_params,
     usage_query,
 )
+from scheduling.adapters.postgres.memo import Memo, revision_of
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.occurrences import (
     INSERT_OCCURRENCE,
@@ -358,73 +359,21 @@ def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
     out.update(zip(keys, getter(record), strict=False))
 
 
-class _Memo:
-    """A bounded memo of a pure function of values the database returned (ADR 2580).
-
-    An entry is used only when its inputs equal the row's *exactly* (``_same``: types
-    too, so a JSON ``1`` is not ``1.0`` or ``true``, whose canonical texts differ), so
-    a hit returns what the call would have built; a changed row misses and replaces
-    the entry. The result must be immutable (frozen models, strings): it is shared.
-    The stored inputs are the row's own decoded JSON, which nothing mutates. Full:
-    cleared, not evicted one by one (a worker's working set is far below the size)."""
-
-    __slots__ = ("_entries", "_size")
-
-    def __init__(self, size: int) -> None:
-        self._entries: dict[Any, tuple[Any, Any]] = {}
-        self._size = size
-
-    def get(self, key: Any, inputs: Any) -> Any:
-        hit = self._entries.get(key)
-        if hit is not None and _same(hit[0], inputs):
-            return hit[1]
-        return None
-
-    def put(self, key: Any, inputs: Any, value: Any) -> None:
-        if len(self._entries) >= self._size:
-            self._entries.clear()
-        self._entries[key] = (inputs, value)
-
-
-_EXACT = (str, int, bool, type(None))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON values equal with their types: ``==`` alone takes ``1 == 1.0 == True``
-    and ``0.0 == -0.0``, whose canonical texts (and so hashes) differ."""
-    kind = type(a)
-    if kind is not type(b):
-        return False
-    if kind is dict:
-        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
-    if kind is list:
-        return len(a) == len(b) and all(map(_same, a, b))
-    if kind in _EXACT:
-        return bool(a == b)
-    return bool(a == b) and repr(a) == repr(b)
-
-
-_REVISIONS = _Memo(1024)
-"""(schedule, revision, author, created_at) -> the revision its definition rebuilds:
-a revision is immutable, so a schedule firing again skips ``from_definition``."""
-_AUTHORITY_VERSIONS = _Memo(4096)
+_AUTHORITY_VERSIONS = Memo(4096)
 """(tenant, principal, enabled, scopes) + authority inputs -> the authority version
 (a canonical JSON and sha256 per decision otherwise)."""
-_AGENT_LIMITS = _Memo(256)
+_AGENT_LIMITS = Memo(256)
 """(agent, version) + stored limits -> the validated ``RunLimits``."""
 
 
 def _revision(schedule: Schedule, row: Record) -> ScheduleRevision:
-    definition = row["r_definition"]
-    author, created_at = row["r_created_by_principal_id"], row["r_created_at"]
-    key = (schedule.id, schedule.current_revision, author, created_at)
-    revision: ScheduleRevision | None = _REVISIONS.get(key, definition)
-    if revision is None:
-        revision = ScheduleRevision.from_definition(
-            schedule.id, schedule.current_revision, author, created_at, definition
-        )
-        _REVISIONS.put(key, definition, revision)
-    return revision
+    return revision_of(
+        schedule.id,
+        schedule.current_revision,
+        row["r_created_by_principal_id"],
+        row["r_created_at"],
+        row["r_definition"],
+    )
 
 
 def _authority_version(

@@ -24,6 +24,7 @@ from sqlalchemy import (
     update,
 )
 
+from scheduling.adapters.postgres.memo import revision_of
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import (
     schedule_idempotency_keys,
@@ -400,7 +401,9 @@ class PostgresScheduleRepository:
         row = rows[0]
         if row["revision_definition"] is None:
             raise NotFoundError(NOT_FOUND, "revision not found", {"schedule_id": str(schedule_id)})
-        revision = ScheduleRevision.from_definition(
+        # Memoized (ADR 2620): a point read of the same revision again skips the
+        # rebuild; a definition that differs in any value or JSON type misses.
+        revision = revision_of(
             row["id"],
             row["current_revision"],
             row["revision_created_by"],

@@ -1,0 +1,80 @@
+"""Bounded memos of pure functions of values the database returned (ADR 2580, 2620).
+
+Shared by the decision store (a schedule firing again) and the point read (the same
+schedule read again): both rebuild an immutable revision from its stored definition.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from scheduling.domain.revision import ScheduleRevision
+
+
+class Memo:
+    """A bounded memo of a pure function of values the database returned (ADR 2580).
+
+    An entry is used only when its inputs equal the row's *exactly* (``same``: types
+    too, so a JSON ``1`` is not ``1.0`` or ``true``, whose canonical texts differ), so
+    a hit returns what the call would have built; a changed row misses and replaces
+    the entry. The result must be immutable (frozen models, strings): it is shared.
+    The stored inputs are the row's own decoded JSON, which nothing mutates. Full:
+    cleared, not evicted one by one (a worker's working set is far below the size)."""
+
+    __slots__ = ("_entries", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._entries: dict[Any, tuple[Any, Any]] = {}
+        self._size = size
+
+    def get(self, key: Any, inputs: Any) -> Any:
+        hit = self._entries.get(key)
+        if hit is not None and same(hit[0], inputs):
+            return hit[1]
+        return None
+
+    def put(self, key: Any, inputs: Any, value: Any) -> None:
+        if len(self._entries) >= self._size:
+            self._entries.clear()
+        self._entries[key] = (inputs, value)
+
+
+EXACT_TYPES = (str, int, bool, type(None))
+
+
+def same(a: Any, b: Any) -> bool:
+    """JSON values equal with their types: ``==`` alone takes ``1 == 1.0 == True``
+    and ``0.0 == -0.0``, whose canonical texts (and so hashes) differ."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is dict:
+        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    if kind is list:
+        return len(a) == len(b) and all(map(same, a, b))
+    if kind in EXACT_TYPES:
+        return bool(a == b)
+    return bool(a == b) and repr(a) == repr(b)
+
+
+REVISIONS = Memo(1024)
+"""(schedule, revision, author, created_at) -> the revision its definition rebuilds:
+a revision is immutable, so a schedule firing again, or read again, skips
+``from_definition``."""
+
+
+def revision_of(
+    schedule_id: UUID, revision: int, author: str, created_at: datetime, definition: Any
+) -> ScheduleRevision:
+    """``ScheduleRevision.from_definition`` of a stored revision row, memoized: a hit
+    needs the same key and a definition equal to the stored one with its JSON types."""
+    key = (schedule_id, revision, author, created_at)
+    built: ScheduleRevision | None = REVISIONS.get(key, definition)
+    if built is None:
+        built = ScheduleRevision.from_definition(
+            schedule_id, revision, author, created_at, definition
+        )
+        REVISIONS.put(key, definition, built)
+    return built
