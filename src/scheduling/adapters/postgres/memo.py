@@ -2,10 +2,12 @@
 
 Shared by the decision store (a schedule firing again) and the point read (the same
 schedule read again): both rebuild an immutable revision from its stored definition.
+A list page decodes each row's cadence from its JSON text through ``cadence_of``.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -78,3 +80,20 @@ def revision_of(
         )
         REVISIONS.put(key, definition, built)
     return built
+
+
+_CADENCES: dict[str, dict[str, Any]] = {}
+_CADENCES_SIZE = 4096
+
+
+def cadence_of(text: str) -> dict[str, Any]:
+    """The cadence a list row's JSON text holds (``json.loads``, memoized by the text:
+    about 4 us a row decoded, 0.5 us from the memo; ADR 2620). A fresh dict each call,
+    its lists copied too, so no caller can change what the next one gets. Full:
+    cleared, as ``Memo``."""
+    decoded = _CADENCES.get(text)
+    if decoded is None:
+        if len(_CADENCES) >= _CADENCES_SIZE:
+            _CADENCES.clear()
+        decoded = _CADENCES[text] = json.loads(text)
+    return {k: list(v) if type(v) is list else v for k, v in decoded.items()}

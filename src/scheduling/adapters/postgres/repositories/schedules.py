@@ -24,7 +24,7 @@ from sqlalchemy import (
     update,
 )
 
-from scheduling.adapters.postgres.memo import revision_of
+from scheduling.adapters.postgres.memo import cadence_of, revision_of
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.tables import (
     schedule_idempotency_keys,
@@ -252,7 +252,8 @@ def _summary_query() -> Select[Any]:
     return select(
         schedules,
         definition["title"].astext.label("summary_title"),
-        definition["cadence"].label("summary_cadence"),
+        # As JSON text, decoded through a memo (a page repeats few cadences; ADR 2620).
+        definition["cadence"].astext.label("summary_cadence"),
         definition["instruction"].astext.label("summary_instruction"),
     ).select_from(joined)
 
@@ -286,7 +287,7 @@ def _listing(row: Any) -> ScheduleListing:
         row["created_at"],
         row["updated_at"],
         title,
-        row["summary_cadence"],
+        cadence_of(row["summary_cadence"]),
         row["summary_instruction"],
     )
 
