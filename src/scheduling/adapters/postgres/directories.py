@@ -13,27 +13,26 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from scheduling.adapters.postgres.memo import authority_version_of
 from scheduling.domain.identity import Principal
 from scheduling.domain.revision import RunLimits
-from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
+from scheduling.ports.directories import AgentSpec, AuthoritySnapshot
 from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
 from scheduling.ports.repositories import AgentRepository, PrincipalRepository
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 
 
 def snapshot_of(record: PrincipalRecord) -> AuthoritySnapshot:
-    """The current authority of a principal row, with its content-derived version."""
+    """The current authority of a principal row, with its content-derived version
+    (memoized: every request authenticates through here; ADR 2620)."""
+    scopes = frozenset(record.scopes)
     return AuthoritySnapshot(
         tenant_id=record.tenant_id,
         principal_id=record.principal_id,
         enabled=record.enabled,
-        scopes=frozenset(record.scopes),
-        authority_version=authority_version(
-            record.tenant_id,
-            record.principal_id,
-            record.enabled,
-            frozenset(record.scopes),
-            record.authority_inputs,
+        scopes=scopes,
+        authority_version=authority_version_of(
+            record.tenant_id, record.principal_id, record.enabled, scopes, record.authority_inputs
         ),
     )
 

@@ -61,7 +61,7 @@ from scheduling.adapters.postgres.admission import (
     usage_params,
     usage_query,
 )
-from scheduling.adapters.postgres.memo import Memo, revision_of
+from scheduling.adapters.postgres.memo import Memo, authority_version_of, revision_of
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.occurrences import (
     INSERT_OCCURRENCE,
@@ -89,7 +89,7 @@ from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
 from scheduling.domain.revision import RunLimits, ScheduleRevision
 from scheduling.domain.schedule import Schedule, ScheduleState
-from scheduling.ports.directories import AgentSpec, AuthoritySnapshot, authority_version
+from scheduling.ports.directories import AgentSpec, AuthoritySnapshot
 from scheduling.ports.firing import Decision, FiringContext, QueuedRun
 from scheduling.ports.records import ProcessEvent, RunStatus
 from scheduling.ports.repositories import ScheduleCommand
@@ -359,9 +359,6 @@ def _values(record: Any, prefix: str, out: dict[str, Any]) -> None:
     out.update(zip(keys, getter(record), strict=False))
 
 
-_AUTHORITY_VERSIONS = Memo(4096)
-"""(tenant, principal, enabled, scopes) + authority inputs -> the authority version
-(a canonical JSON and sha256 per decision otherwise)."""
 _AGENT_LIMITS = Memo(256)
 """(agent, version) + stored limits -> the validated ``RunLimits``."""
 
@@ -379,14 +376,7 @@ def _revision(schedule: Schedule, row: Record) -> ScheduleRevision:
 def _authority_version(
     schedule: Schedule, enabled: bool, scopes: frozenset[str], inputs: Any
 ) -> str:
-    key = (schedule.tenant_id, schedule.principal_id, enabled, scopes)
-    version: str | None = _AUTHORITY_VERSIONS.get(key, inputs)
-    if version is None:
-        version = authority_version(
-            schedule.tenant_id, schedule.principal_id, enabled, scopes, inputs
-        )
-        _AUTHORITY_VERSIONS.put(key, inputs, version)
-    return version
+    return authority_version_of(schedule.tenant_id, schedule.principal_id, enabled, scopes, inputs)
 
 
 def _agent_limits(revision: ScheduleRevision, stored: Any) -> RunLimits:

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from scheduling.domain.revision import ScheduleRevision
+from scheduling.ports.directories import authority_version
 
 
 class Memo:
@@ -97,3 +98,21 @@ def cadence_of(text: str) -> dict[str, Any]:
             _CADENCES.clear()
         decoded = _CADENCES[text] = json.loads(text)
     return {k: list(v) if type(v) is list else v for k, v in decoded.items()}
+
+
+AUTHORITY_VERSIONS = Memo(4096)
+"""(tenant, principal, enabled, scopes) + authority inputs -> the authority version
+(a canonical JSON and sha256 otherwise: per decision, and per request at the edge)."""
+
+
+def authority_version_of(
+    tenant_id: str, principal_id: str, enabled: bool, scopes: frozenset[str], inputs: Any
+) -> str:
+    """``authority_version`` of a principal row, memoized: a hit needs the same key and
+    authority inputs equal with their JSON types."""
+    key = (tenant_id, principal_id, enabled, scopes)
+    version: str | None = AUTHORITY_VERSIONS.get(key, inputs)
+    if version is None:
+        version = authority_version(tenant_id, principal_id, enabled, scopes, inputs)
+        AUTHORITY_VERSIONS.put(key, inputs, version)
+    return version
