@@ -24,7 +24,7 @@ import re
 import string
 import tomllib
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +248,38 @@ def entropy_cases(seed: int = DEFAULT_SEED, per_context: int = 4) -> list[Creden
             cases.append(
                 _case(f"entropy:{index}:{n}", "entropy_in_context", instruction, embedded, secret)
             )
+    return cases
+
+
+def turkish_upper(text: str) -> str:
+    """``text`` upper-cased as a Turkish locale does: ``i`` becomes U+0130 (dotted capital I)."""
+    return text.replace("i", "\u0130").upper()
+
+
+def turkish_lower(text: str) -> str:
+    """``text`` upper-cased, then lower-cased as a Turkish locale does: ``I`` becomes
+    U+0131 (dotless small i), so no ASCII ``i`` or ``I`` is left."""
+    return text.upper().replace("I", "\u0131").lower()
+
+
+def turkish_cased_cases(seed: int = DEFAULT_SEED) -> list[CredentialCase]:
+    """``entropy_cases(seed)`` again, the whole instruction Turkish-upper-cased and
+    Turkish-lower-cased (ids ``entropy:<context>:<n>:tr-upper``/``tr-lower``), as text
+    a Turkish-locale tool re-cased, like the credential corpus's ``uppercase``.
+
+    U+0130 and U+0131 survive NFKC, and a case-insensitive ``is`` still matches them
+    (Python's ``re`` folds both to ``i``), yet neither is ASCII: ``the secret is
+    <token>`` re-cased so that no ASCII ``i``/``I`` is left is the shape where only a
+    scanner that searches non-ASCII text with every detector finds the credential
+    (ADR 2630)."""
+    cases: list[CredentialCase] = []
+    for case in entropy_cases(seed):
+        for tag, recase in (("tr-upper", turkish_upper), ("tr-lower", turkish_lower)):
+            instruction = recase(case.instruction)
+            embedded = recase(case.embedded)
+            secret = recase(case.secret)
+            cased = _case(f"{case.case_id}:{tag}", case.kind, instruction, embedded, secret)
+            cases.append(replace(cased, needles=(secret, case.secret)))
     return cases
 
 
