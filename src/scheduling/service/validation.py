@@ -187,6 +187,12 @@ def normalized_request(
     return normalized_with_limits(definition, cadence)[0]
 
 
+def run_limits_of(definition: ScheduleDefinition) -> RunLimits:
+    """The definition's limits as validated ``RunLimits`` (given as such or as fields)."""
+    limits = definition.limits
+    return limits if isinstance(limits, RunLimits) else RunLimits(**limits)
+
+
 def normalized_with_limits(
     definition: ScheduleDefinition, cadence: Cadence | None = None
 ) -> tuple[dict[str, Any], RunLimits]:
@@ -194,7 +200,6 @@ def normalized_with_limits(
     create hands to ``validate`` (``limits=``) so they are built once (ADR 2600).
     Evaluated in the order the one dict display was, so the first invalid value is
     the one reported, as before."""
-    limits = definition.limits
     parsed = parse_cadence(definition.cadence) if cadence is None else cadence
     out: dict[str, Any] = {
         "title": definition.title,
@@ -205,7 +210,7 @@ def normalized_with_limits(
         "policy_profile": definition.policy_profile,
         "requested_scopes": sorted(definition.requested_scopes),
     }
-    run_limits = limits if isinstance(limits, RunLimits) else RunLimits(**limits)
+    run_limits = run_limits_of(definition)
     out["limits"] = run_limits.to_json()
     out["run_timeout_seconds"] = definition.run_timeout_seconds
     out["misfire_grace_seconds"] = definition.misfire_grace_seconds
@@ -304,8 +309,7 @@ class DefinitionValidator:
         if cadence is None:
             cadence = parse_cadence(definition.cadence)
         if limits is None:
-            raw_limits = definition.limits
-            limits = raw_limits if isinstance(raw_limits, RunLimits) else RunLimits(**raw_limits)
+            limits = run_limits_of(definition)
         self._check_scopes(principal, authority, definition.requested_scopes)
         await self._check_browser(principal, definition)
         registry = self._agents if agents is None else self._agents.joined(agents)
