@@ -59,6 +59,7 @@ from materialize_world import (
     server_counters,
 )
 
+from scheduling.cli.role_loop import role_loop_name
 from simulation.provider import DatabaseServer, acquire_server
 from simulation.provider._cluster import BASE_DIR_ENV
 from simulation.provider._info import on_shm
@@ -384,9 +385,10 @@ def main() -> int:
     )
     parser.add_argument(
         "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="the drain processes' event loop (asyncio is the roles' own; ADR 2440)",
+        choices=("role", "asyncio", "uvloop"),
+        default="role",
+        help="the drain processes' event loop: the roles' own (uvloop where it imports, "
+        "ADR 2640), or asyncio / uvloop named for an A/B (ADR 2440)",
     )
     args = parser.parse_args()
     clients = [int(w) for w in args.workers.split(",")]
@@ -409,6 +411,8 @@ def main() -> int:
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        # The loop the drains ran on (``role`` resolved: uvloop where it imports).
+        "event_loop": role_loop_name() if args.loop == "role" else args.loop,
         **measured,
         "burst": burst,
         "admission": admission,

@@ -39,6 +39,7 @@ import asyncpg
 from sqlalchemy import event
 
 from scheduling.bootstrap import SchedulerSettings, build_scheduler
+from scheduling.cli.role_loop import run_role
 from scheduling.config import Settings
 from scheduling.service.materializer import MaterializeStatus
 from scheduling.testing import (
@@ -290,17 +291,20 @@ COUNTED = "counted"
 counters (default ``True``), so its client CPU is the role's own."""
 
 EVENT_LOOP = "event_loop"
-"""Key of ``extra`` naming the drain process's event loop: ``asyncio`` (the roles'
-production loop, the default) or ``uvloop`` (an A/B for ADR 2440; not a setting)."""
+"""Key of ``extra`` naming the drain process's event loop: ``role`` (the default, the
+production roles' loop: uvloop where it imports, ADR 2640), ``asyncio`` or ``uvloop``
+(an A/B, ADR 2440; not a setting)."""
 
 
 def drain_process(args: tuple[str, datetime, float, dict[str, Any]]) -> DrainResult:
     """Entry of one worker process (multiprocessing)."""
     url, nominal, real_start, extra = args
     extra = dict(extra)
-    loop = extra.pop(EVENT_LOOP, "asyncio")
+    loop = extra.pop(EVENT_LOOP, "role")
+    if loop == "role":
+        return run_role(drain(url, nominal, real_start, extra))
     if loop == "uvloop":
-        uvloop = importlib.import_module("uvloop")  # optional, only for the A/B
+        uvloop = importlib.import_module("uvloop")  # named explicitly: fail if missing
 
         result: DrainResult = uvloop.run(drain(url, nominal, real_start, extra))
         return result

@@ -157,3 +157,26 @@ async def test_an_invalidated_connection_is_not_reused(pg_url: str) -> None:
             await uow.commit()
     finally:
         await factory.dispose()
+
+
+async def test_units_of_work_in_a_lane_take_two_hops_in_all(pg_url: str, hops: list[str]) -> None:
+    # A lane (ADR 2640) checks out once and checks in once: the units of work inside
+    # take no hop of their own, and each still fires its begin and commit events.
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    events: list[str] = []
+    sync = factory.engine.sync_engine
+    event.listen(sync, "begin", lambda *_: events.append("begin"))
+    event.listen(sync, "commit", lambda *_: events.append("commit"))
+    try:
+        async with factory.begin(tenant_id="t") as uow:  # warm the pool
+            await uow.commit()
+        hops.clear()
+        events.clear()
+        async with factory.lane():
+            for _ in range(3):
+                async with factory.begin(tenant_id="t") as uow:
+                    await uow.commit()
+        assert hops == ["connect", "close"]  # without the lane: 3 x connect, close
+        assert events == ["begin", "commit"] * 3
+    finally:
+        await factory.dispose()

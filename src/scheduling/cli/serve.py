@@ -28,6 +28,7 @@ from scheduling.bootstrap import (
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
 from scheduling.cli.lifetime import until_signalled as _until_signalled
 from scheduling.cli.registry import command
+from scheduling.cli.role_loop import run_role
 from scheduling.config import ConfigurationError, Settings, parse_port
 from scheduling.domain.reasons import reason
 from scheduling.metrics import Exported, serving_metrics
@@ -121,9 +122,10 @@ def scheduler(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _lifetime(body: Callable[[asyncio.Event], Awaitable[None]], stopped: str, out: TextIO) -> int:
-    """Run ``body`` until signalled; a refusal (or a taken metrics port) is exit 1."""
+    """Run ``body`` until signalled on the roles' loop (uvloop where it imports, ADR
+    2640); a refusal (or a taken metrics port) is exit 1."""
     try:
-        asyncio.run(_until_signalled(body))
+        run_role(_until_signalled(body))
     except StartupRefused as exc:
         report(exc.problems)
         return 1

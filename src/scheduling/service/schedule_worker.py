@@ -6,19 +6,22 @@ neither roll back nor block its siblings: its error is logged, counted, and the
 schedule is set aside for a bounded backoff (in memory) while the rest proceed.
 An admission RETRY sets the schedule aside for the controller's backoff the same way.
 
-Throughput (ADR 1701): up to ``concurrency`` materializations of the batch are in
-flight at once, each still its own transaction on its own pooled connection (sibling
-isolation unchanged). A worker given a ``lane`` (a random 128-bit number) processes
-its batch in the order of ``(id - lane) mod 2**128``: workers that read the same
-deterministic batch start at different points of the id ring and work on disjoint
-stretches instead of colliding on the same first ids; the row lock (``SKIP LOCKED``)
-still decides every race. Without a lane the batch keeps its scan order. A NOT_DUE
-result means another worker got there first (or the schedule changed): the pass
+Throughput (ADR 1701): up to ``concurrency`` materializations of the batch are in flight
+at once, each still its own transaction (sibling isolation unchanged). Each of the
+``concurrency`` slots is one task taking the batch's next id, inside a connection lane
+of the factory where it has them (``ConnectionLanes``): one pooled connection passed
+from one decision's transaction to the next, returned or discarded when a decision fails
+(ADR 2640). A worker given a ``lane`` (a random 128-bit number; the ring position, not a
+connection lane) processes its batch in the order of ``(id - lane) mod 2**128``: workers
+that read the same deterministic batch start at different points of the id ring and work
+on disjoint stretches instead of colliding on the same first ids; the row lock (``SKIP
+LOCKED``) still decides every race. Without a lane the batch keeps its scan order. A
+NOT_DUE result means another worker got there first (or the schedule changed): the pass
 starts nothing more and leaves the rest of its batch (``PassReport.yielded``) to an
 immediate next pass, whose fresh scan no longer contains what others decided. A laned
-worker that collided at id ``c`` restarts at the median of the fresh batch in ring
-order from ``c``: the worker it met keeps going forward from ``c``, so the two split
-the stretch ahead instead of leapfrogging through it.
+worker that collided at id ``c`` restarts at the median of the fresh batch in ring order
+from ``c``: the worker it met keeps going forward from ``c``, so the two split the
+stretch ahead instead of leapfrogging through it.
 
 ``run(stop)`` loops: a pass, then (optionally) a post-run accounting sweep, then sleep
 on the Clock until the earliest of the next known ``next_fire_at``, the earliest
@@ -45,9 +48,10 @@ import random
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 from uuid import UUID
 
 from scheduling.domain.schedule import ScheduleState
@@ -70,6 +74,15 @@ from scheduling.service.materializer import (
 _log = logging.getLogger(__name__)
 _accounting_log = logging.getLogger("scheduling.accounting")
 _RING = 1 << 128
+
+
+@runtime_checkable
+class ConnectionLanes(Protocol):
+    """A unit-of-work factory that can pass one connection along the units of work a
+    task begins inside ``lane()`` (PostgreSQL's, ADR 2640), each still its own
+    transaction; a failed one's connection is never passed on."""
+
+    def lane(self) -> AbstractAsyncContextManager[None]: ...
 
 
 class WakeSource(Protocol):
@@ -286,23 +299,34 @@ class ScheduleWorker:
                 self._collided_at = schedule_id
                 self._lane = schedule_id.int
 
-        if self.settings.concurrency == 1:
-            for schedule_id in batch:
-                await step(schedule_id)
-        else:
-            slots = asyncio.Semaphore(self.settings.concurrency)
+        # Up to ``concurrency`` slots take the batch's ids in order, each one at a
+        # time: the same ids start in the same order as one task per id behind a
+        # semaphore did, but a slot is one task for its whole share of the batch and,
+        # where the factory can (``ConnectionLanes``), passes one pooled connection
+        # from each decision's transaction to the next (ADR 2640).
+        ids = iter(batch)
 
-            async def bounded(schedule_id: UUID) -> None:
-                async with slots:
+        async def run_slot() -> None:
+            async with self._lane_of():
+                for schedule_id in ids:
                     await step(schedule_id)
 
+        if self.settings.concurrency == 1:
+            await run_slot()
+        else:
             # Cancelling the pass cancels every materialization in flight.
             async with asyncio.TaskGroup() as group:
-                for schedule_id in batch:
-                    group.create_task(bounded(schedule_id))
+                for _ in range(min(self.settings.concurrency, len(batch))):
+                    group.create_task(run_slot())
         self.metrics.transient_retries = self._retry.retried
         self.metrics.scanned(len(due), time.perf_counter() - started)
         return report
+
+    def _lane_of(self) -> AbstractAsyncContextManager[None]:
+        """A lane of the worker's factory, if it has them (a wrapped or in-memory
+        factory has none: each unit of work checks its connection out as before)."""
+        lanes = self._uow
+        return lanes.lane() if isinstance(lanes, ConnectionLanes) else nullcontext()
 
     async def _attempt(self, schedule_id: UUID, report: PassReport) -> bool:
         """Materialize one schedule; False on NOT_DUE (a collision: stop the pass)."""

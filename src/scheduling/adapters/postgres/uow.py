@@ -10,6 +10,9 @@ scheduler or maintenance role through one admin login.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Self
 
@@ -53,6 +56,24 @@ OPEN_ERRORS: tuple[type[BaseException], ...] = (*CONNECT_ERRORS, DBAPIError)
 """What a checkout (connect, pool, SQLAlchemy's begin) can raise about the server."""
 
 
+class _Lane:
+    """A connection a sequence of units of work passes on (``PostgresUnitOfWorkFactory
+    .lane``): checked out of ``engine``'s pool once, in DBAPI autocommit while held."""
+
+    __slots__ = ("conn", "dbapi", "engine")
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.conn: AsyncConnection | None = None
+        self.dbapi: Any = None
+
+
+_LANE: ContextVar[_Lane | None] = ContextVar("scheduling_uow_lane", default=None)
+"""The current task's lane, if any. A context variable, not an argument, so the
+service's units of work keep their port (``begin``) and a lane reaches every unit of
+work its task begins on that engine, the materializer's included."""
+
+
 class PostgresUnitOfWork:
     """See ``scheduling.ports.unit_of_work.UnitOfWork``."""
 
@@ -78,6 +99,8 @@ class PostgresUnitOfWork:
         self._dbapi: Any = None
         self._committed = False
         self._used = False
+        self._clean = False
+        """Ended without an error: only then may a lane keep the connection."""
         self.tx = Transaction()
         repos = bind_repositories(self.tx)
         self.schedules = repos.schedules
@@ -121,8 +144,23 @@ class PostgresUnitOfWork:
         return self
 
     async def _connect(self) -> None:
-        """Check a connection out of the pool (or open one); a refused connect, raw
-        asyncpg error or socket error alike, is translated (``DATABASE_UNAVAILABLE``)."""
+        """Take the lane's connection, or check one out of the pool (or open one); a
+        refused connect, raw asyncpg error or socket error alike, is translated
+        (``DATABASE_UNAVAILABLE``)."""
+        lane = _LANE.get()
+        if lane is not None and lane.engine is self._engine and lane.conn is not None:
+            # Taken, not shared: a sibling unit of work begun while this one runs
+            # (another task of the same context) finds the lane empty and checks out.
+            conn, self._dbapi = lane.conn, lane.dbapi
+            lane.conn = lane.dbapi = None
+            self._conn = conn
+            try:
+                begin_logical(conn)  # its ``begin`` event fires per unit of work, as before
+            except OPEN_ERRORS as exc:
+                await self._close()
+                raise translate(exc, connecting=True) from exc
+            self.tx.attach(conn)
+            return
         try:
             self._conn = conn = await self._engine.connect()
             # DBAPI autocommit, so SQLAlchemy's asyncpg adapter begins nothing and the
@@ -167,26 +205,39 @@ class PostgresUnitOfWork:
                 # The COMMIT was sent; whether it landed is unknown to us.
                 error.details[COMMIT_OUTCOME_UNKNOWN] = True
             raise error from exc
-        self._committed = True
+        self._committed = self._clean = True
         await self._close()
 
     async def rollback(self) -> None:
+        # Clean only on the way out of a block left without an error (``__aexit__``
+        # says so) and if the ROLLBACK went through on a valid connection; a caller's
+        # own rollback returns the connection to the pool.
+        clean, self._clean = self._clean, False
+        try:
+            self._clean = await self._roll_back() and clean
+        finally:
+            await self._close()
+
+    async def _roll_back(self) -> bool:
+        """Roll back (the connection stays attached); True when the ROLLBACK went
+        through on a connection still valid, the only end after which a lane keeps it."""
         conn = self._conn
-        if conn is not None:
-            try:
-                await self.tx.rollback()
-                if conn.invalidated:
-                    await conn.rollback()  # may take the reconnecting path: keep the hop
-                else:
-                    rollback_logical(conn)
-            except (DBAPIError, OSError) as exc:
-                # A dead connection cannot roll back: the server already did. Discard it
-                # and let the error that brought us here (if any) stand.
-                await discard_if_broken(conn, exc)
-                if not broken_connection(exc):
-                    raise translate(exc) from exc
-            finally:
-                await self._close()
+        if conn is None:
+            return False
+        try:
+            await self.tx.rollback()
+            if conn.invalidated:
+                await conn.rollback()  # may take the reconnecting path: keep the hop
+                return False
+            rollback_logical(conn)
+        except (DBAPIError, OSError) as exc:
+            # A dead connection cannot roll back: the server already did. Discard it
+            # and let the error that brought us here (if any) stand.
+            await discard_if_broken(conn, exc)
+            if not broken_connection(exc):
+                raise translate(exc) from exc
+            return False
+        return True
 
     async def __aexit__(
         self,
@@ -194,6 +245,9 @@ class PostgresUnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        # Left without an error (a decision that wrote nothing, a read): a lane may
+        # keep the connection if the rollback goes through on it (``rollback``).
+        self._clean = exc is None
         if not self._committed:
             await self.rollback()
         await self._close()
@@ -202,21 +256,47 @@ class PostgresUnitOfWork:
         conn, self._conn = self._conn, None
         if conn is not None:
             dbapi, self._dbapi = self._dbapi, None
+            if self._clean and _kept(self._engine, conn, dbapi, self.tx):
+                self.tx.attach(None)
+                return
             try:
-                try:
-                    await self.tx.close()  # a transaction still open is rolled back first
-                finally:
-                    if dbapi is not None and not conn.invalidated:
-                        dbapi.autocommit = False  # as it came out of the pool
-                    await conn.close()
-            except (DBAPIError, OSError) as exc:
-                # Returning a broken connection to the pool failed: discard it instead.
-                await discard_if_broken(conn, exc)
-                if not broken_connection(exc):
-                    raise translate(exc) from exc
+                await _check_in(conn, dbapi, self.tx)
             finally:
                 self.tx.attach(None)
         self.tx.attach(None)
+
+
+def _kept(engine: AsyncEngine, conn: AsyncConnection, dbapi: Any, tx: Transaction) -> bool:
+    """Leave ``conn`` to the current task's lane instead of checking it in: only after
+    a clean end (the caller's ``_clean``), on a valid connection with no transaction
+    open, server's or SQLAlchemy's, and if the lane is on this engine and empty.
+    Anything else goes back to the pool (or is discarded) as without a lane, so a
+    connection that failed is never reused (ADR 2160, 2220)."""
+    lane = _LANE.get()
+    if lane is None or lane.engine is not engine or lane.conn is not None:
+        return False
+    if conn.invalidated or tx.is_open or conn.in_transaction() or dbapi is None:
+        return False
+    lane.conn, lane.dbapi = conn, dbapi
+    return True
+
+
+async def _check_in(conn: AsyncConnection, dbapi: Any, tx: Transaction | None) -> None:
+    """Return ``conn`` to its pool (``tx``: a transaction still open is rolled back
+    first), or discard it if that fails."""
+    try:
+        try:
+            if tx is not None:
+                await tx.close()
+        finally:
+            if dbapi is not None and not conn.invalidated:
+                dbapi.autocommit = False  # as it came out of the pool
+            await conn.close()
+    except (DBAPIError, OSError) as exc:
+        # Returning a broken connection to the pool failed: discard it instead.
+        await discard_if_broken(conn, exc)
+        if not broken_connection(exc):
+            raise translate(exc) from exc
 
 
 def _dbapi_of(conn: AsyncConnection) -> Any:
@@ -278,6 +358,27 @@ class PostgresUnitOfWorkFactory:
             assume_role=self.assume_role,
             characteristics=self.characteristics,
         )
+
+    @asynccontextmanager
+    async def lane(self) -> AsyncIterator[None]:
+        """Units of work this task begins on this factory's engine inside the block pass
+        one pooled connection on (ADR 2640): each is still its own transaction (BEGIN
+        with its scope, COMMIT or ROLLBACK), but the checkout and check-in happen once
+        per lane, not per unit of work. A unit of work that ends with an error, or on an
+        invalidated connection, returns or discards it as without a lane, and the next
+        one checks a fresh connection out. The connection goes back to the pool when the
+        block ends. Lanes do not nest: an inner block would hide the outer one's
+        connection until it ends."""
+        lane = _Lane(self.engine)
+        token = _LANE.set(lane)
+        try:
+            yield
+        finally:
+            _LANE.reset(token)
+            conn, dbapi = lane.conn, lane.dbapi
+            lane.conn = lane.dbapi = None
+            if conn is not None:
+                await _check_in(conn, dbapi, None)
 
     async def dispose(self) -> None:
         await self.engine.dispose()
