@@ -15,9 +15,10 @@ the prepared statement per pooled connection):
   sends no lock statement of its own;
 * ``decision_statement`` writes the whole decision (ADR 2330): the occurrence INSERT
   (``ON CONFLICT DO NOTHING``) first, and every other write as a data-modifying CTE
-  that selects its one row ``FROM`` the occurrence's RETURNING, so it writes only if
-  the occurrence was new: the session, its three events, the run and its checkpoint
-  (or the outcome row), the decision's process events and the schedule's CAS UPDATE.
+  that selects its rows ``FROM`` the occurrence's RETURNING, so it writes only if
+  the occurrence was new: the session, its three events (one INSERT, ADR 2680), the
+  run and its checkpoint (or the outcome row), the decision's process events and the
+  schedule's CAS UPDATE.
   All CTEs share one snapshot and run to completion; foreign keys are checked at the
   end of the statement. It returns whether the occurrence and the advance were written;
 * ``QUEUE_RUN`` writes the run's rows alone, in one INSERT;
@@ -46,12 +47,14 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    column,
     func,
     insert,
     literal,
     literal_column,
     select,
     true,
+    values,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
@@ -268,6 +271,25 @@ def _if_new(table: Table, prefix: str, *, statement: Any = insert) -> Any:
     return statement(table).from_select(list(bound), rows)
 
 
+def _events_if_new(count: int) -> Insert:
+    """The run's ``count`` session events in ONE INSERT selected ``FROM`` the occurrence
+    CTE (ADR 2680): a ``VALUES`` list of the same bound rows (``e0_`` ... in seq order)
+    cross-joined with the occurrence's RETURNING, so all are written only if the
+    occurrence was new. One data-modifying CTE per event (ADR 2330) made the executor
+    set up a result relation per row: its indexes opened and its CHECK constraint parsed
+    from the catalog text again for each (``ExecConstraints`` builds them per result
+    relation per execution), and a CTE scan each."""
+    names = [c.name for c in session_events.columns]
+    rows = values(*(column(c.name, c.type) for c in session_events.columns), name="events").data(
+        [
+            tuple(bindparam(f"e{i}_{c.name}", type_=c.type) for c in session_events.columns)
+            for i in range(count)
+        ]
+    )
+    chosen = select(*rows.c).select_from(_new_occurrence).join(rows, true())
+    return insert(session_events).from_select(names, chosen)
+
+
 def _cte(write: Any, name: str) -> CTE:
     cte: CTE = write.cte(name)
     return cte
@@ -289,10 +311,7 @@ def decision_statement(
     writes = [_new_occurrence]
     if run:
         writes.append(_cte(_if_new(sessions, "s_"), "queued_session"))
-        writes += [
-            _cte(_if_new(session_events, f"e{i}_"), f"session_event_{i}")
-            for i in range(SESSION_EVENTS)
-        ]
+        writes.append(_cte(_events_if_new(SESSION_EVENTS), "queued_events"))
         writes.append(_cte(_if_new(runs, "r_"), "queued_run"))
         writes.append(_cte(_if_new(run_checkpoints, "c_"), "queued_checkpoint"))
     if outbox:
