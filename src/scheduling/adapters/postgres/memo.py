@@ -85,18 +85,25 @@ def revision_of(
 
 
 @lru_cache(maxsize=4096)
-def _decoded(text: str) -> dict[str, Any]:
+def _decoded(text: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     # A pure function of the text, so a plain LRU suffices (no ``same`` check); its
-    # value is shared and never handed out (``cadence_of`` copies it).
+    # value is shared and never handed out (``cadence_of`` copies it). Beside it, the
+    # keys whose values are lists: the only values a copy must copy too.
     decoded: dict[str, Any] = json.loads(text)
-    return decoded
+    return decoded, tuple(k for k, v in decoded.items() if type(v) is list)
 
 
 def cadence_of(text: str) -> dict[str, Any]:
     """The cadence a list row's JSON text holds (``json.loads``, memoized by the text:
-    about 4 us a row decoded, 0.5 us from the memo; ADR 2620). A fresh dict each call,
-    its lists copied too, so no caller can change what the next one gets."""
-    return {k: list(v) if type(v) is list else v for k, v in _decoded(text).items()}
+    about 4 us a row decoded; ADR 2620). A fresh dict each call, its lists copied too,
+    so no caller can change what the next one gets. The copy is ``dict.copy`` and one
+    ``list`` per list value (most cadences have none): 0.2 us against 1 us for a
+    comprehension over every value (ADR 2650)."""
+    decoded, lists = _decoded(text)
+    copy = decoded.copy()
+    for key in lists:
+        copy[key] = list(copy[key])
+    return copy
 
 
 AUTHORITY_VERSIONS = Memo(4096)
