@@ -199,6 +199,9 @@ class TokenFile:
 
     def __init__(self, path: Path) -> None:
         self._path = path
+        # Stat'ed on every request (a revoke takes effect without a restart): by its
+        # text, which skips pathlib's per-call conversion of the Path.
+        self._fspath = os.fspath(path)
         self._stamp: tuple[int, int, int] | None = None
         self._entries: list[TokenEntry] = []
         self._refresh()
@@ -209,7 +212,7 @@ class TokenFile:
 
     def _refresh(self) -> None:
         try:
-            st = self._path.stat()
+            st = os.stat(self._fspath)
         except FileNotFoundError:
             self._stamp, self._entries = None, []
             return

@@ -46,9 +46,9 @@ def _bearer(request: Request) -> str:
     return token
 
 
-def _identity(request: Request) -> TokenIdentity:
+def _identity(request: Request, plane: Plane) -> TokenIdentity:
     """The token's (tenant, principal), or 401: no database is touched for it."""
-    identity = plane_of(request).authenticator.authenticate(_bearer(request))
+    identity = plane.authenticator.authenticate(_bearer(request))
     if identity is None:
         raise Unauthenticated(UNAUTHENTICATED, "a valid bearer token is required")
     request.state.token_id = identity.token_id
@@ -81,8 +81,9 @@ async def authenticate(request: Request) -> Principal:
     The one authentication read of the request (ADR 2240), in a transaction of its
     own. Nothing is kept across requests, so a revoked token or scope stops the next
     request (ADR 1511)."""
-    identity = _identity(request)
-    return await _authorized(request, identity, plane_of(request).principals, None)
+    plane = plane_of(request)
+    identity = _identity(request, plane)
+    return await _authorized(request, identity, plane.principals, None)
 
 
 def authority_of(request: Request) -> AuthoritySnapshot | None:
@@ -95,8 +96,9 @@ def requires(scope: str | None) -> Callable[[Request], Awaitable[Principal]]:
     """A dependency authenticating the caller and demanding exactly ``scope``."""
 
     async def dependency(request: Request) -> Principal:
-        identity = _identity(request)
-        return await _authorized(request, identity, plane_of(request).principals, scope)
+        plane = plane_of(request)
+        identity = _identity(request, plane)
+        return await _authorized(request, identity, plane.principals, scope)
 
     return dependency
 
@@ -132,8 +134,9 @@ def guarded(scope: str, *, writes: bool = False) -> Callable[[Request], Awaitabl
     route function returned or raised and before the client sees a byte."""
 
     async def dependency(request: Request) -> Guarded:
-        identity = _identity(request)
+        # The plane is looked up once (app, its State, a __getattr__: ADR 2660).
         plane = plane_of(request)
+        identity = _identity(request, plane)
         tenant_id, principal_id = identity.tenant_id, identity.principal_id
         held: list[UnitOfWork] | None = request.scope.get("state", {}).get(RELEASE_KEY)
         if held is None:  # only EdgeMiddleware closes what is opened here
