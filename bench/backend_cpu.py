@@ -43,9 +43,10 @@ class BackendPids:
         self.pids: list[int] = []
 
     def attach(self, engine: AsyncEngine) -> None:
-        event.listen(engine.sync_engine, "connect", self._on_connect)
+        event.listen(engine.sync_engine, "connect", self.on_connect)
 
-    def _on_connect(self, dbapi_connection: Any, _record: Any) -> None:
+    def on_connect(self, dbapi_connection: Any, _record: Any) -> None:
+        """The pool's ``connect`` listener."""
         self.pids.append(int(dbapi_connection.driver_connection.get_server_pid()))
 
     def cpu_seconds(self) -> float | None:

@@ -163,6 +163,7 @@ def drain_run(
         "client_system_cpu_ms_per_materialization": round(
             1000 * sum(r.system_seconds for r in results) / decided, 3
         ),
+        **server_share(results, decided),
         **(counts if extra.get(COUNTED, True) else {}),
         "server_commits_per_materialization": round(
             (after["xact_commit"] - before["xact_commit"]) / decided, 3
@@ -175,6 +176,25 @@ def drain_run(
         "lag_seconds": percentiles(lags),
         "rss_kib": [r.rss_kib for r in results],
         "rss_kib_at_decisions": [r.rss_at for r in results],
+    }
+
+
+def server_share(results: list[DrainResult], decided: int) -> dict[str, float | None]:
+    """The server backends' CPU per decision, and the rate both together allow on this
+    machine's cores if nothing ever waited: ``cpus / (client + server CPU)``. A drain
+    cannot beat that ceiling, so a ratio target above ``ceiling / pgbench`` is out of
+    reach for this work here whatever the client does (ADR 2670). ``None`` when the
+    server's processes are not readable from here."""
+    server = [r.server_cpu_seconds for r in results]
+    if decided == 0 or any(s is None for s in server):
+        return {"server_cpu_ms_per_materialization": None, "cpu_bound_rate_per_second": None}
+    client_ms = 1000 * sum(r.cpu_seconds for r in results) / decided
+    server_ms = 1000 * sum(s for s in server if s is not None) / decided
+    both = client_ms + server_ms
+    cores = os.cpu_count() or 1
+    return {
+        "server_cpu_ms_per_materialization": round(server_ms, 3),
+        "cpu_bound_rate_per_second": round(1000 * cores / both, 1) if both else None,
     }
 
 
@@ -199,6 +219,8 @@ BRIEF = (
     "rate_per_second",
     "ratio_to_pgbench",
     "client_cpu_ms_per_materialization",
+    "server_cpu_ms_per_materialization",
+    "cpu_bound_ratio_to_pgbench",
     "statements_per_materialization",
     "round_trips_per_materialization",
 )
@@ -216,6 +238,12 @@ def _median_round(rounds: list[dict[str, Any]], workers: int) -> dict[str, Any]:
 
     ordered = sorted(rounds, key=ratio)
     return ordered[(len(ordered) - 1) // 2]
+
+
+def span_known(values: list[float | None]) -> list[float] | None:
+    """Min and max, or ``None`` if any round could not measure it."""
+    known = [v for v in values if v is not None]
+    return [min(known), max(known)] if known and len(known) == len(values) else None
 
 
 def _range(rounds: list[dict[str, Any]], workers: int) -> dict[str, Any]:
@@ -239,6 +267,12 @@ def _range(rounds: list[dict[str, Any]], workers: int) -> dict[str, Any]:
         ),
         "round_trips_per_materialization": span(
             [d["round_trips_per_materialization"] for d in drains]
+        ),
+        "server_cpu_ms_per_materialization": span_known(
+            [d.get("server_cpu_ms_per_materialization") for d in drains]
+        ),
+        "cpu_bound_ratio_to_pgbench": span_known(
+            [d.get("cpu_bound_ratio_to_pgbench") for d in drains]
         ),
         "load_average_1min": span(loads),
     }
@@ -286,6 +320,10 @@ def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]
         ran = [drain_run(server, template, args.schedules, args.tenants, n, timed) for n in clients]
         for d in ran:
             d["ratio_to_pgbench"] = round(d["rate_per_second"] / tps[d["workers"]], 4)
+            ceiling = d["cpu_bound_rate_per_second"]
+            d["cpu_bound_ratio_to_pgbench"] = (
+                None if ceiling is None else round(ceiling / tps[d["workers"]], 4)
+            )
         rounds.append(
             {
                 "load_average_before": [round(x, 2) for x in load_before],

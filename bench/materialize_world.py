@@ -36,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 import asyncpg
+from backend_cpu import BackendPids
 from sqlalchemy import event
 
 from scheduling.bootstrap import SchedulerSettings, build_scheduler
@@ -166,6 +167,9 @@ class DrainResult:
     """Client CPU (user + system) of the worker process during the drain."""
     system_seconds: float
     """The kernel's part of ``cpu_seconds`` (socket sends and receives, epoll)."""
+    server_cpu_seconds: float | None
+    """CPU of the server backends this worker's connections used during the drain
+    (``backend_cpu``; ``None`` when the server's processes are not readable here)."""
     statements: dict[str, int]
     control: dict[str, int]
     """BEGIN / COMMIT / ROLLBACK sent by the driver (round trips, not statements)."""
@@ -204,6 +208,11 @@ async def drain(
         SchedulerSettings.of(settings_for(url, **settings)), clock=clock, ids=RandomIds()
     )
     uow: Any = role.uow
+    # Not a counter: the pool's ``connect`` event fires once per new connection, so it
+    # costs nothing per decision; it records each backend so the server's CPU for this
+    # drain can be read (ADR 2670).
+    backends = BackendPids()
+    event.listen(uow.engine.sync_engine, "connect", backends.on_connect)
     statements: Counter[str] = Counter()
     control: Counter[str] = Counter()
     transactions = round_trips = 0
@@ -249,6 +258,7 @@ async def drain(
     started = time.perf_counter()
     cpu_started = time.process_time()
     system_started = os.times().system
+    server_started = backends.cpu_seconds()
     passes = not_due = 0
     rss_at: dict[int, int] = {}
     checkpoints = [1_000, 10_000, 100_000]
@@ -265,6 +275,10 @@ async def drain(
         seconds = time.perf_counter() - started
         cpu_seconds = time.process_time() - cpu_started
         system_seconds = os.times().system - system_started
+        server_now = backends.cpu_seconds()  # before the pool closes its connections
+        server_seconds = (
+            None if server_now is None or server_started is None else server_now - server_started
+        )
     finally:
         await uow.dispose()
     gc.collect()
@@ -274,6 +288,7 @@ async def drain(
         seconds=seconds,
         cpu_seconds=cpu_seconds,
         system_seconds=system_seconds,
+        server_cpu_seconds=server_seconds,
         statements=dict(statements),
         control=dict(control),
         transactions=transactions,

@@ -152,6 +152,18 @@ def range_rows(m: dict[str, Any], label: str) -> list[str]:
                 cpu[1] <= 0.6,
             )
         )
+        server, ceiling = (
+            r.get("server_cpu_ms_per_materialization"),
+            r.get("cpu_bound_ratio_to_pgbench"),
+        )
+        if server is not None and ceiling is not None:
+            # Not a target: the highest ratio this machine's cores allow for this work
+            # (client + server CPU, nothing waiting), so a reader sees whether ≥ 0.8
+            # was reachable at all in that run (ADR 2670).
+            rows.append(
+                f"| server CPU per decision, {n} worker(s) ({label}) | {_span(server, '.3f')} ms"
+                f" | — | CPU-bound ceiling {_span(ceiling, '.3f')}x pgbench({n}) | — | — |"
+            )
     return rows
 
 

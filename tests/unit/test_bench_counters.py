@@ -68,7 +68,9 @@ def _listened(world: ModuleType, monkeypatch: pytest.MonkeyPatch, extra: dict[st
 def test_a_timed_drain_installs_no_counter(monkeypatch: pytest.MonkeyPatch) -> None:
     world = _world(monkeypatch)
     events, settings = _listened(world, monkeypatch, {world.COUNTED: False, "other": 1})
-    assert events == []
+    # ``connect`` (the server-CPU backend pids, ADR 2670) fires once per new connection,
+    # never per decision, so it is not a counter.
+    assert events == ["connect"]
     assert settings == {"other": 1}
 
 
@@ -77,5 +79,5 @@ def test_a_counted_drain_installs_every_counter(monkeypatch: pytest.MonkeyPatch)
     world = _world(monkeypatch)
     for extra in ({world.COUNTED: True}, {}):
         events, settings = _listened(world, monkeypatch, extra)
-        assert sorted(events) == ["before_execute", "begin", "checkout"]
+        assert sorted(events) == ["before_execute", "begin", "checkout", "connect"]
         assert settings == {}
