@@ -10,11 +10,8 @@ nothing, so the assertion tells the two apart.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
-import sys
 import time
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -22,19 +19,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from scheduling.testing import to_asyncpg_url
+from testsupport.bench import load_bench
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 BURN = "SELECT count(*) FROM generate_series(1, 4000000) AS g(i) WHERE i % 7 = 3"
 
 
 def _module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_backend_cpu", BENCH / "backend_cpu.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(monkeypatch, "backend_cpu.py", "bench_backend_cpu")
 
 
 def test_server_cpu_is_the_backends_not_the_clients(

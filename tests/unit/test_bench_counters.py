@@ -6,30 +6,19 @@ all three; the key never reaches the settings."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from testsupport.bench import load_bench
+
 NOMINAL = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _world(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location(
-        "bench_world_counters", BENCH / "materialize_world.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(monkeypatch, "materialize_world.py", "bench_world_counters")
 
 
 class _Worker:

@@ -3,27 +3,16 @@ is refused before anything runs, a directory on disk is taken (and created)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from testsupport.bench import load_bench
 
 
 def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location(
-        "bench_durable_dir", BENCH / "bench_materialize.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(monkeypatch, "bench_materialize.py", "bench_durable_dir")
 
 
 def test_tmpfs_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,25 +5,15 @@ the server out (the plausible wrong one: a ceiling from the client CPU alone).""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from testsupport.bench import load_bench
 
 
 def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_share", BENCH / "bench_materialize.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench(monkeypatch, "bench_materialize.py", "bench_share")
 
 
 def test_the_ceiling_counts_client_and_server(monkeypatch: pytest.MonkeyPatch) -> None:
