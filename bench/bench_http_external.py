@@ -539,6 +539,10 @@ def main() -> None:
                     profiles["anchor"] = profile(
                         apid, wrk, f"{anchor_base}/anchor", workdir, create=False
                     )
+                    if args.output is not None:  # the raw samples, to read beyond the top 20
+                        for raw in sorted(workdir.glob("profile-*.txt")):
+                            kept = args.output.with_name(f"{args.output.stem}-{raw.name}")
+                            shutil.copy(raw, kept)
         db.drop_database(url)
     finally:
         db.close()

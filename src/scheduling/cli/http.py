@@ -10,6 +10,9 @@ durable principal directory. Production refuses to start without a token file.
 processes, each building its own control plane and naming itself, accept on one socket
 the parent binds. The parent checks the settings and builds (then closes) a control
 plane first, so a refusal is reported once, by it, before any worker starts.
+
+Each serving process runs on the roles' loop (``role_loop.run_role``: uvloop where it
+imports), which is the loop uvicorn's own ``loop="auto"`` picks (ADR 2700).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from scheduling.cli.edge import (
 )
 from scheduling.cli.lifetime import listening_socket, supervise, until_signalled
 from scheduling.cli.registry import command
+from scheduling.cli.role_loop import run_role
 from scheduling.config import UNPARSEABLE, ConfigurationError, Settings, parse_port
 from scheduling.domain.reasons import reason
 
@@ -128,7 +132,7 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
             await plane.close()
 
     try:
-        asyncio.run(until_signalled(body))
+        run_role(until_signalled(body))
     except StartupRefused as exc:
         report(exc.problems)
         return 1
@@ -178,7 +182,7 @@ def _worker(
             await plane.close()
 
     try:
-        asyncio.run(until_signalled(body, parent=parent))
+        run_role(until_signalled(body, parent=parent))
     except StartupRefused as exc:
         report(exc.problems)
         raise SystemExit(1) from None

@@ -1,10 +1,11 @@
-"""The event loop the scheduler and run-worker roles run on (ADR 2640).
+"""The event loop the long-running roles run on: the scheduler and run worker (ADR 2640)
+and ``scheduling serve`` (ADR 2700).
 
 uvloop where it imports (a CPython dependency, not on Windows), asyncio's own loop
 otherwise. A round trip on uvloop costs about 15-30 % less client CPU (ADR 2440), and
-the drain makes five per decision. Only these two roles use it. ``scheduling serve``
-keeps uvicorn's choice, because the HTTP anchor has to be measured on the same stack.
-The deterministic simulator calls ``asyncio.run`` itself and never comes here.
+the drain makes five per decision. For ``serve`` it is also what uvicorn's own
+``loop="auto"`` picks, so the HTTP anchor (``uvicorn.run``) and the API run on the same
+loop. The deterministic simulator calls ``asyncio.run`` itself and never comes here.
 ``uvloop.run`` builds its loop through a loop factory and sets no event-loop policy, so
 the process's other ``asyncio.run`` calls still get asyncio's loop.
 """
