@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import shutil
 import socket
 import subprocess
@@ -156,6 +157,27 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def postgres_cpu_seconds() -> float:
+    """User+system CPU of every live ``postgres`` process on this machine (the provider's
+    server and its backends): what the database spent on a run, read as a difference.
+    The bench's own apps are the only clients during a run; a backend that exits
+    mid-run takes its share with it (both apps keep pooled connections)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.index("(") + 1 : stat.rindex(")")] != "postgres":
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
 @contextmanager
 def process(argv: list[str], env: dict[str, str], log: Path, health: str) -> Iterator[int]:
     with log.open("w") as out:
@@ -216,9 +238,15 @@ class Wrk:
             "keyed" if create else "plain",
             str(self.body) if create else "",
         ]
-        cpu_before = tree_cpu_seconds(pid)
+        cpu_before, pg_before = tree_cpu_seconds(pid), postgres_cpu_seconds()
+        wrk_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(argv, capture_output=True, text=True, check=True)
         cpu = tree_cpu_seconds(pid) - cpu_before
+        pg_cpu = postgres_cpu_seconds() - pg_before
+        wrk_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wrk_cpu = (wrk_after.ru_utime + wrk_after.ru_stime) - (
+            wrk_before.ru_utime + wrk_before.ru_stime
+        )
         line = next(x for x in done.stdout.splitlines() if x.startswith("WRKJSON "))
         raw = json.loads(line.removeprefix("WRKJSON "))
         seconds = raw["duration_us"] / 1e6
@@ -230,6 +258,9 @@ class Wrk:
             "p99_ms": round(raw["p99_us"] / 1000, 2),
             "errors": errors,
             "server_cpu_ms_per_request": round(1000 * cpu / max(raw["requests"], 1), 3),
+            # Where the rest of the two cores went: the database and the load generator.
+            "postgres_cpu_ms_per_request": round(1000 * pg_cpu / max(raw["requests"], 1), 3),
+            "wrk_cpu_ms_per_request": round(1000 * wrk_cpu / max(raw["requests"], 1), 3),
         }
 
 
@@ -374,8 +405,9 @@ def markdown(report: dict[str, Any]) -> str:
         f" load average at start {report['loadavg_start']}, at end {report['loadavg_end']}.",
         "",
         "| workers | op | conns | rps | p50 ms | p99 ms | anchor rps | anchor p50 | anchor p99"
-        " | ratio | target | server CPU ms/req (anchor) | errors | load 1m |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        " | ratio | target | server CPU ms/req (anchor) | postgres CPU ms/req (anchor)"
+        " | errors | load 1m |",
+        "|" + " --- |" * 15,
     ]
     for row in report["runs"]:
         ours, anchor = row["ours"], row["anchor"]
@@ -386,7 +418,9 @@ def markdown(report: dict[str, Any]) -> str:
             f" {ours['p50_ms']} |"
             f" {ours['p99_ms']} | {anchor['rps']} | {anchor['p50_ms']} | {anchor['p99_ms']} |"
             f" {row['ratio']} | ≥ {target} ({met}) | {ours['server_cpu_ms_per_request']}"
-            f" ({anchor['server_cpu_ms_per_request']}) | {ours['errors']}/{anchor['errors']}"
+            f" ({anchor['server_cpu_ms_per_request']}) | {ours.get('postgres_cpu_ms_per_request')}"
+            f" ({anchor.get('postgres_cpu_ms_per_request')})"
+            f" | {ours['errors']}/{anchor['errors']}"
             f" | {row['loadavg'][0]} |"
         )
     reads = [

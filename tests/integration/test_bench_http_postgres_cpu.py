@@ -1,0 +1,62 @@
+"""The HTTP bench's database figure (``postgres_cpu_ms_per_request``, ADR 2700) is the
+database's: ``postgres_cpu_seconds`` grows by what a query burns on the server, while
+the client that only waits adds nothing to it.
+
+Test of the test: the same reading taken from the client process
+(``time.process_time()``, where a bench that timed only its own side would look) grows
+by almost nothing over the same query, so the assertion tells the two apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from scheduling.testing import to_asyncpg_url
+from testsupport.bench import load_bench
+
+BURN = "SELECT count(*) FROM generate_series(1, 4000000) AS g(i) WHERE i % 7 = 3"
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def _module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    return load_bench(monkeypatch, "bench_http_external.py", "bench_http_external")
+
+
+def test_postgres_cpu_is_the_servers_not_the_clients(
+    pg_empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench = _module(monkeypatch)
+
+    async def run() -> tuple[float, float]:
+        engine = create_async_engine(to_asyncpg_url(pg_empty_url), pool_size=1)
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+                server, client = bench.postgres_cpu_seconds(), time.process_time()
+                await conn.execute(text(BURN))
+                return (
+                    bench.postgres_cpu_seconds() - server,
+                    time.process_time() - client,
+                )
+        finally:
+            await engine.dispose()
+
+    server, client = asyncio.run(run())
+    if not any(_comm(pid) == "postgres" for pid in os.listdir("/proc") if pid.isdigit()):
+        pytest.skip("the test server's processes are not readable in /proc (not local)")
+    assert server >= 0.05, server  # generate_series over 4e6 rows: ~0.2-0.5 s of server CPU
+    assert client < server / 3, (client, server)  # the client only waited
