@@ -157,13 +157,12 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def postgres_cpu_seconds() -> float:
+def postgres_cpu() -> dict[int, float]:
     """User+system CPU of every live ``postgres`` process on this machine (the provider's
-    server and its backends): what the database spent on a run, read as a difference.
-    The bench's own apps are the only clients during a run; a backend that exits
-    mid-run takes its share with it (both apps keep pooled connections)."""
+    server and its backends), by pid: what the database spent on a run, read as a
+    difference (``postgres_cpu_delta``)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -174,8 +173,16 @@ def postgres_cpu_seconds() -> float:
         if stat[stat.index("(") + 1 : stat.rindex(")")] != "postgres":
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    return cpu
+
+
+def postgres_cpu_delta(before: dict[int, float], after: dict[int, float]) -> float | None:
+    """The database's CPU between two readings; ``None`` when a process of the first
+    reading is gone (a pool's overflow backend that closed took its share with it)."""
+    if any(pid not in after for pid in before):
+        return None
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 @contextmanager
@@ -238,11 +245,11 @@ class Wrk:
             "keyed" if create else "plain",
             str(self.body) if create else "",
         ]
-        cpu_before, pg_before = tree_cpu_seconds(pid), postgres_cpu_seconds()
+        cpu_before, pg_before = tree_cpu_seconds(pid), postgres_cpu()
         wrk_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(argv, capture_output=True, text=True, check=True)
         cpu = tree_cpu_seconds(pid) - cpu_before
-        pg_cpu = postgres_cpu_seconds() - pg_before
+        pg_cpu = postgres_cpu_delta(pg_before, postgres_cpu())
         wrk_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         wrk_cpu = (wrk_after.ru_utime + wrk_after.ru_stime) - (
             wrk_before.ru_utime + wrk_before.ru_stime
@@ -259,7 +266,9 @@ class Wrk:
             "errors": errors,
             "server_cpu_ms_per_request": round(1000 * cpu / max(raw["requests"], 1), 3),
             # Where the rest of the two cores went: the database and the load generator.
-            "postgres_cpu_ms_per_request": round(1000 * pg_cpu / max(raw["requests"], 1), 3),
+            "postgres_cpu_ms_per_request": None
+            if pg_cpu is None
+            else round(1000 * pg_cpu / max(raw["requests"], 1), 3),
             "wrk_cpu_ms_per_request": round(1000 * wrk_cpu / max(raw["requests"], 1), 3),
         }
 

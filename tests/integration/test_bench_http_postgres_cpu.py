@@ -1,5 +1,5 @@
 """The HTTP bench's database figure (``postgres_cpu_ms_per_request``, ADR 2700) is the
-database's: ``postgres_cpu_seconds`` grows by what a query burns on the server, while
+database's: ``postgres_cpu_delta`` grows by what a query burns on the server, while
 the client that only waits adds nothing to it.
 
 Test of the test: the same reading taken from the client process
@@ -41,15 +41,15 @@ def test_postgres_cpu_is_the_servers_not_the_clients(
 ) -> None:
     bench = _module(monkeypatch)
 
-    async def run() -> tuple[float, float]:
+    async def run() -> tuple[float | None, float]:
         engine = create_async_engine(to_asyncpg_url(pg_empty_url), pool_size=1)
         try:
             async with engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
-                server, client = bench.postgres_cpu_seconds(), time.process_time()
+                server, client = bench.postgres_cpu(), time.process_time()
                 await conn.execute(text(BURN))
                 return (
-                    bench.postgres_cpu_seconds() - server,
+                    bench.postgres_cpu_delta(server, bench.postgres_cpu()),
                     time.process_time() - client,
                 )
         finally:
@@ -58,5 +58,14 @@ def test_postgres_cpu_is_the_servers_not_the_clients(
     server, client = asyncio.run(run())
     if not any(_comm(pid) == "postgres" for pid in os.listdir("/proc") if pid.isdigit()):
         pytest.skip("the test server's processes are not readable in /proc (not local)")
+    assert server is not None  # no postgres process exited during the query
     assert server >= 0.05, server  # generate_series over 4e6 rows: ~0.2-0.5 s of server CPU
     assert client < server / 3, (client, server)  # the client only waited
+
+
+def test_a_backend_that_exited_makes_the_figure_unknown_not_smaller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bench = _module(monkeypatch)
+    assert bench.postgres_cpu_delta({1: 1.0, 2: 5.0}, {1: 1.5, 3: 0.25}) is None
+    assert bench.postgres_cpu_delta({1: 1.0}, {1: 1.5, 3: 0.25}) == 0.75
