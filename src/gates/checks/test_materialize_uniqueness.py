@@ -102,6 +102,17 @@ async def check_uniqueness_race(
         assert schedule["next_fire_at"] > h.clock.now()
         again = await h.scan()
         assert again.results == []
+        if run_finished:
+            # The shape the race relied on, shown: in this world the schedule's next
+            # instant is decided into a queued run (neither an overlap skip nor an
+            # admission reject), so the re-presented instant's statement carried the
+            # run's writes. Without it a changed verdict would quietly drop them.
+            h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=2))
+            following = await h.scan()
+            assert [r.status for r in following.results] == [MaterializeStatus.DECIDED]
+            occurrences = (await h.ledger()).of(sid).occurrences
+            assert len(occurrences) == 2, occurrences
+            assert occurrences[-1]["run_id"] is not None, occurrences[-1]
         gate_evidence.record(
             "stale_cache_race",
             {
