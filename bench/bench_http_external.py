@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -134,11 +134,16 @@ def server_env(url: str) -> dict[str, str]:
     return env
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """User+system CPU of ``pid`` and its live descendants (uvicorn workers)."""
+class ProcessCpu(NamedTuple):
+    name: str  # ``comm``: the executable's name
+    parent: int
+    seconds: float  # user+system
+
+
+def processes() -> dict[int, ProcessCpu]:
+    """Every live process's name, parent and CPU, from ``/proc/<pid>/stat``."""
     ticks = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
+    found: dict[int, ProcessCpu] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -147,13 +152,21 @@ def tree_cpu_seconds(pid: int) -> float:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        found[int(entry)] = ProcessCpu(
+            name, int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
+        )
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User+system CPU of ``pid`` and its live descendants (uvicorn workers)."""
+    live = processes()
     total, frontier = 0.0, [pid]
     while frontier:
         current = frontier.pop()
-        total += cpu.get(current, 0.0)
-        frontier += [child for child, parent in parents.items() if parent == current]
+        total += live[current].seconds if current in live else 0.0
+        frontier += [child for child, p in live.items() if p.parent == current]
     return total
 
 
@@ -161,20 +174,7 @@ def postgres_cpu() -> dict[int, float]:
     """User+system CPU of every live ``postgres`` process on this machine (the provider's
     server and its backends), by pid: what the database spent on a run, read as a
     difference (``postgres_cpu_delta``)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.index("(") + 1 : stat.rindex(")")] != "postgres":
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
-    return cpu
+    return {pid: p.seconds for pid, p in processes().items() if p.name == "postgres"}
 
 
 def postgres_cpu_delta(before: dict[int, float], after: dict[int, float]) -> float | None:

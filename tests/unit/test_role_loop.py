@@ -5,32 +5,19 @@ asyncio's loop (ADR 2640)."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 import io
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from scheduling.cli import role_loop, serve
+from testsupport.loops import without_uvloop
 
 uvloop = pytest.importorskip("uvloop")  # a dependency on CPython outside Windows
 
 
 async def _loop_type() -> type[asyncio.AbstractEventLoop]:
     return type(asyncio.get_running_loop())
-
-
-def _without_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``import uvloop`` fail as it does where uvloop is not installed."""
-    real = importlib.import_module
-
-    def refuse(name: str, package: str | None = None) -> ModuleType:
-        if name == "uvloop":
-            raise ModuleNotFoundError("No module named 'uvloop'", name="uvloop")
-        return real(name, package)
-
-    monkeypatch.setattr(importlib, "import_module", refuse)
 
 
 def _role_body_loop() -> type[Any]:
@@ -53,7 +40,7 @@ def test_the_roles_run_on_uvloop_when_it_imports() -> None:
 def test_the_roles_run_on_asyncio_when_uvloop_does_not_import(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _without_uvloop(monkeypatch)
+    without_uvloop(monkeypatch)
     assert role_loop.role_loop_name() == "asyncio"
     assert not issubclass(role_loop.run_role(_loop_type()), uvloop.Loop)
     body_loop = _role_body_loop()

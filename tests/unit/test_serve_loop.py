@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import io
 import os
 import socket
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from scheduling.cli import http as http_cli
+from testsupport.loops import without_uvloop
 
 uvloop = pytest.importorskip("uvloop")  # a dependency on CPython outside Windows
 
@@ -59,17 +59,6 @@ def _serve_as_worker(tmp_path: Path) -> None:
         http_cli._worker(sock, "127.0.0.1", 0, str(tmp_path / "tokens.json"), 0, parent)
 
 
-def _without_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = importlib.import_module
-
-    def refuse(name: str, package: str | None = None) -> ModuleType:
-        if name == "uvloop":
-            raise ModuleNotFoundError("No module named 'uvloop'", name="uvloop")
-        return real(name, package)
-
-    monkeypatch.setattr(importlib, "import_module", refuse)
-
-
 def test_serve_runs_on_uvloop_when_it_imports(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -84,7 +73,7 @@ def test_serve_runs_on_asyncio_when_uvloop_does_not_import(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     seen = _probe(monkeypatch)
-    _without_uvloop(monkeypatch)
+    without_uvloop(monkeypatch)
     _serve_once(tmp_path)
     _serve_as_worker(tmp_path)
     assert len(seen) == 2
