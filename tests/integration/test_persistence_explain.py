@@ -9,27 +9,24 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import pytest
-from asyncpg import Record
-from sqlalchemy import Executable, text
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gates.checks.persistence_support import admin_connection
-from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
 from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
-from scheduling.adapters.postgres.uow import Transaction
 from scheduling.domain.identity import Principal
 from scheduling.domain.paging import PageRequest
 from scheduling.domain.schedule import ScheduleState
 from simulation.provider._database_server import DatabaseServer
+from testsupport.observed import ObservedTransaction
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 SCHEDULES = 100_000
@@ -62,43 +59,19 @@ _LOAD = [
 ]
 
 
-class ExplainingTransaction(Transaction):
+class ExplainingTransaction(ObservedTransaction):
     """Runs EXPLAIN on every statement before executing it, and keeps the plans."""
 
     def __init__(self, conn: AsyncConnection) -> None:
-        super().__init__()
-        self.attach(conn)
-        self.conn = conn
+        super().__init__(conn)
         self.plans: list[tuple[str, Any]] = []
 
-    async def fetch(
-        self, prepared: Prepared, params: Mapping[str, Any] | None = None
-    ) -> list[Record]:
-        await self._explain(prepared.statement, params)
-        return await super().fetch(prepared, params)
-
-    async def execute(
-        self, statement: Executable, params: Mapping[str, Any] | None = None
-    ) -> CursorResult[Any]:
-        await self._explain(statement, params)
-        return await super().execute(statement, params)
-
-    async def _explain(self, statement: Any, params: Mapping[str, Any] | None) -> None:
-        # Values bound first: rendering post-compile parameters needs every value,
-        # including those of statements built once with bound parameters.
-        bound: Any = statement.params(dict(params)) if params else statement  # type: ignore[attr-defined]
-        compiled = bound.compile(
-            dialect=self.conn.dialect, compile_kwargs={"render_postcompile": True}
-        )
-        values = compiled.construct_params()
-        ordered = tuple(values[name] for name in compiled.positiontup)
-        explained = await self.conn.exec_driver_sql(
-            "EXPLAIN (FORMAT JSON) " + str(compiled), ordered
-        )
+    async def observe(self, sql: str, args: list[Any]) -> None:
+        explained = await self.conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + sql, tuple(args))
         document = explained.scalar_one()
         if isinstance(document, str):
             document = json.loads(document)
-        self.plans.append((str(compiled), document[0]["Plan"]))
+        self.plans.append((sql, document[0]["Plan"]))
 
 
 def _nodes(plan: Any) -> list[dict[str, Any]]:

@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import pytest
-from asyncpg import Record
-from sqlalchemy import Executable, text
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gates.checks.persistence_support import PersistenceWorld, admin_connection
-from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
 from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
@@ -41,6 +38,7 @@ from scheduling.adapters.postgres.uow import Transaction
 from scheduling.domain.identity import Principal
 from scheduling.domain.paging import PageRequest
 from simulation.provider._database_server import DatabaseServer
+from testsupport.observed import ObservedTransaction
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 OWNER = Principal("tenant-a", "owner")
@@ -94,35 +92,15 @@ def _literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-class GenericPlanTransaction(Transaction):
+class GenericPlanTransaction(ObservedTransaction):
     """Every statement prepared and run once under ``EXPLAIN (ANALYZE)`` with a generic
     plan before it runs for real; the plans are kept."""
 
     def __init__(self, conn: AsyncConnection) -> None:
-        super().__init__()
-        self.attach(conn)
-        self.conn = conn
+        super().__init__(conn)
         self.plans: list[tuple[str, Any]] = []
 
-    async def fetch(
-        self, prepared: Prepared, params: Mapping[str, Any] | None = None
-    ) -> list[Record]:
-        sql = prepared.compile(self.conn.dialect)
-        await self._explain(sql, prepared.args(params or {}))
-        return await super().fetch(prepared, params)
-
-    async def execute(
-        self, statement: Executable, params: Mapping[str, Any] | None = None
-    ) -> CursorResult[Any]:
-        bound: Any = statement.params(dict(params)) if params else statement  # type: ignore[attr-defined]
-        compiled = bound.compile(
-            dialect=self.conn.dialect, compile_kwargs={"render_postcompile": True}
-        )
-        values = compiled.construct_params()
-        await self._explain(str(compiled), [values[name] for name in compiled.positiontup])
-        return await super().execute(statement, params)
-
-    async def _explain(self, sql: str, args: list[Any]) -> None:
+    async def observe(self, sql: str, args: list[Any]) -> None:
         name = f"probe_{len(self.plans)}"
         await self.conn.exec_driver_sql(f"PREPARE {name} AS {sql}")
         listed = ", ".join(_literal(a) for a in args)
