@@ -265,9 +265,9 @@ class Settings(BaseModel):
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=0, ge=0, le=65535)
     api_pool_size: int = Field(default=API_POOL_SIZE, ge=1, le=MAX_API_POOL_SIZE)
-    """Connections an API process keeps open per login it uses (ADR 2620): at least
-    the requests it serves at once, or each request beyond it opens and closes a
-    connection of its own (the pool's overflow)."""
+    """Connections an API process keeps for its steady load per login it uses (ADR
+    2620); a burst may open up to ``BURST_HEADROOM`` (10) more, which are kept too, and
+    a request beyond both waits for a connection (ADR 2720)."""
 
     # ---------------------------------------------------------------- flags
 

@@ -310,9 +310,18 @@ def _dbapi_of(conn: AsyncConnection) -> Any:
 
 def _pool_capacity(engine: AsyncEngine) -> int:
     """How many idle connections ``engine``'s pool may keep (0 without a pool): a queue
-    pool keeps at most ``size()``, closing overflow connections on check-in."""
+    pool keeps at most ``size()`` (``from_url``'s pools have no overflow to close)."""
     pool = engine.pool
     return max(pool.size(), 0) if isinstance(pool, QueuePool) else 0
+
+
+BURST_HEADROOM = 10
+"""Connections a ``from_url`` pool may open beyond its ``pool_size`` under a burst: the
+capacity SQLAlchemy's default overflow gave. Unlike an overflow connection, which the
+pool closes at check-in whenever ``pool_size`` are idle, one opened here is kept: a
+steady load above ``pool_size`` otherwise forked a server backend (and prepared every
+statement anew) about once per 27 requests at 32 concurrent reads (ADR 2720). A pool
+opens connections only as units of work need them, so an idle process holds few."""
 
 
 class PostgresUnitOfWorkFactory:
@@ -342,8 +351,12 @@ class PostgresUnitOfWorkFactory:
     def from_url(
         cls, url: str, *, assume_role: str | None = None, pool_size: int = 5
     ) -> PostgresUnitOfWorkFactory:
-        """A factory with its own engine for a libpq or SQLAlchemy URL."""
-        engine = create_async_engine(to_asyncpg_url(url), pool_size=pool_size)
+        """A factory with its own engine for a libpq or SQLAlchemy URL: a pool that opens
+        connections as the load needs them, up to ``pool_size`` plus ``BURST_HEADROOM``,
+        and keeps every one it opened; a unit of work beyond that waits for one."""
+        engine = create_async_engine(
+            to_asyncpg_url(url), pool_size=pool_size + BURST_HEADROOM, max_overflow=0
+        )
         return cls(engine, assume_role=assume_role)
 
     def begin(
