@@ -15,9 +15,10 @@ small, the estimate of "the caller's rows" is one, the hash looks free, and ever
 point read and list page then reads all of the principal's schedules: measured at
 3,000 schedules, 1.9 ms and ~3,000 buffers per request instead of 0.15 ms and 9
 (ADR 2710). ``OFFSET 0`` in the subquery keeps its meaning (an ``EXISTS`` ignores
-row counts) and is PostgreSQL's documented fence: an ``EXISTS`` with an offset is not
-simplified, so it is never turned into the hashable ``IN`` form, and each child row
-costs one primary-key probe whatever the statistics say.
+row counts) and is PostgreSQL's traditional optimization fence: its planner leaves an
+``EXISTS`` with an offset unsimplified (``simplify_EXISTS_query``), so it is never
+turned into the hashable ``IN`` form, and each child row costs one primary-key probe
+whatever the statistics say.
 
 Policies are altered in place (``ALTER POLICY`` keeps their names, roles and
 commands); no grant changes. The downgrade restores the previous predicates.
