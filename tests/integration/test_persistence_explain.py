@@ -21,12 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gates.checks.persistence_support import admin_connection
 from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
 from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
-from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
+from scheduling.adapters.postgres.roles import role_names
 from scheduling.domain.identity import Principal
 from scheduling.domain.paging import PageRequest
 from scheduling.domain.schedule import ScheduleState
 from simulation.provider._database_server import DatabaseServer
-from testsupport.observed import ObservedTransaction
+from testsupport.observed import ObservedTransaction, act_as
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 SCHEDULES = 100_000
@@ -120,15 +120,7 @@ async def _explain(
         if role is not None:
             await conn.execute(text(f"SET LOCAL ROLE {role}"))
         if principal is not None:
-            await conn.execute(
-                text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)"),
-                {
-                    "t": TENANT_SETTING,
-                    "tv": principal.tenant_id,
-                    "p": PRINCIPAL_SETTING,
-                    "pv": principal.principal_id,
-                },
-            )
+            await act_as(conn, principal)
         tx = ExplainingTransaction(conn)
         result = await run(tx)
         await conn.rollback()

@@ -33,12 +33,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gates.checks.persistence_support import PersistenceWorld, admin_connection
 from scheduling.adapters.postgres.repositories.occurrences import PostgresOccurrenceRepository
 from scheduling.adapters.postgres.repositories.schedules import PostgresScheduleRepository
-from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
+from scheduling.adapters.postgres.roles import role_names
 from scheduling.adapters.postgres.uow import Transaction
 from scheduling.domain.identity import Principal
 from scheduling.domain.paging import PageRequest
 from simulation.provider._database_server import DatabaseServer
-from testsupport.observed import ObservedTransaction
+from testsupport.observed import ObservedTransaction, act_as
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 OWNER = Principal("tenant-a", "owner")
@@ -176,15 +176,7 @@ async def _read(
                 )
         await conn.execute(text(f"SET LOCAL ROLE {role_names().api}"))
         await conn.execute(text("SET LOCAL plan_cache_mode = force_generic_plan"))
-        await conn.execute(
-            text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)"),
-            {
-                "t": TENANT_SETTING,
-                "tv": OWNER.tenant_id,
-                "p": PRINCIPAL_SETTING,
-                "pv": OWNER.principal_id,
-            },
-        )
+        await act_as(conn, OWNER)
         tx = GenericPlanTransaction(conn)
         result = await read(tx)
         await conn.rollback()

@@ -6,12 +6,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from asyncpg import Record
-from sqlalchemy import Executable
+from sqlalchemy import Executable, text
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduling.adapters.postgres.prepared import Prepared
+from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
 from scheduling.adapters.postgres.uow import Transaction
+from scheduling.domain.identity import Principal
+
+
+async def act_as(conn: AsyncConnection, principal: Principal) -> None:
+    """Row-level security's scope settings for ``principal``, local to the open
+    transaction (what a unit of work sets at its start)."""
+    await conn.execute(
+        text("SELECT set_config(:t, :tv, true), set_config(:p, :pv, true)"),
+        {
+            "t": TENANT_SETTING,
+            "tv": principal.tenant_id,
+            "p": PRINCIPAL_SETTING,
+            "pv": principal.principal_id,
+        },
+    )
 
 
 class ObservedTransaction(Transaction):
