@@ -19,6 +19,13 @@ every round) and shows its own CPU under ``counted_drain``.
 A burst (``--burst``) of schedules due at one instant is drained by one worker with
 the configured in-worker concurrency. Numbers on a shared 2-core machine are noisy.
 
+Each round also replays one worker's drain (``--replay``, the default; ADR 2730): a
+capturing drain records the transactions the driver sent, and ``drain_replay`` sends
+them again through bare asyncpg on copies of the same world, at 1 connection and at the
+worker's concurrency. Same statements, arguments and rows: the replay's rate is what
+the spec's writes allow with the thinnest client, ``ratio_to_pgbench`` beside it, and
+``drain_to_replay`` the share of it the worker reaches.
+
 ``--durable`` runs the same rounds (anchor and drains) again on a private cluster with
 production durability (fsync, synchronous_commit and full_page_writes on) in a data
 directory on disk under ``--durable-dir`` (default the temp dir; tmpfs is refused), and
@@ -49,9 +56,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
+from drain_replay import ReplayResult, replay_process, transactions_of
 from materialize_world import (
+    CAPTURE,
     COUNTED,
     EVENT_LOOP,
+    IN_FLIGHT,
     DrainResult,
     admission_cost,
     drain_process,
@@ -62,7 +72,7 @@ from materialize_world import (
 from scheduling.cli.role_loop import role_loop_name
 from simulation.provider import DatabaseServer, acquire_server
 from simulation.provider._cluster import BASE_DIR_ENV
-from simulation.provider._info import on_shm
+from simulation.provider._info import database_of, on_shm
 from simulation.provider._private import private_cluster
 from simulation.provider.templates import build_migrated, migrated_template_key
 
@@ -198,6 +208,75 @@ def server_share(results: list[DrainResult], decided: int) -> dict[str, float | 
     }
 
 
+def replay_run(
+    server: DatabaseServer,
+    template: str,
+    schedules: int,
+    tenants: int,
+    loop: str,
+    concurrencies: tuple[int, ...] = (1, IN_FLIGHT),
+) -> dict[str, Any]:
+    """One worker's drain, captured, then its transactions replayed through bare asyncpg
+    on copies of the world it drained, at each of ``concurrencies`` connections (ADR
+    2730). Refuses a replay that did not write what the drain wrote."""
+    url = server.create_database(template)
+    copies: list[str] = []
+    try:
+        nominal = asyncio.run(seed(url, schedules, tenants))
+        copies = [server.create_database(database_of(url)) for _ in concurrencies]
+        ctx = multiprocessing.get_context("spawn")
+        extra = {EVENT_LOOP: loop, COUNTED: False, CAPTURE: True}
+        with ctx.Pool(1) as pool:
+            real_start = time.monotonic() + 3.0
+            (captured,) = pool.map(drain_process, [(url, nominal, real_start, extra)])
+        transactions = transactions_of(captured.captured)
+        replays: dict[str, Any] = {}
+        for concurrency, copy in zip(concurrencies, copies, strict=True):
+            with ctx.Pool(1) as pool:
+                (replayed,) = pool.map(replay_process, [(copy, transactions, concurrency)])
+            written = asyncio.run(_decided(copy))
+            if replayed.unwritten or written != captured.decided:
+                raise RuntimeError(
+                    f"the replay at {concurrency} connections wrote {written} occurrences "
+                    f"({replayed.unwritten} decisions unwritten); the drain decided "
+                    f"{captured.decided}"
+                )
+            replays[str(concurrency)] = replay_figures(replayed, written)
+    finally:
+        for database in [url, *copies]:
+            server.drop_database(database)
+    return {"decided": captured.decided, "transactions": len(transactions), "replay": replays}
+
+
+def replay_figures(replayed: ReplayResult, decided: int) -> dict[str, Any]:
+    server_ms = (
+        None
+        if replayed.server_cpu_seconds is None
+        else round(1000 * replayed.server_cpu_seconds / decided, 3)
+    )
+    return {
+        "rate_per_second": round(decided / replayed.seconds, 1),
+        "client_cpu_ms_per_materialization": round(1000 * replayed.cpu_seconds / decided, 3),
+        "server_cpu_ms_per_materialization": server_ms,
+        "round_trips_per_materialization": round(replayed.round_trips / decided, 2),
+    }
+
+
+def judge_replay(replayed: dict[str, Any], drains: list[dict[str, Any]], pgbench_1: float) -> None:
+    """Each replay's rate as a ratio to pgbench(1) beside it, and one worker's drain as a
+    share of the replay at its own concurrency: how much of the gap to pgbench is the
+    work (the replay's ratio) and how much the worker (``drain_to_replay``)."""
+    for figures in replayed["replay"].values():
+        figures["ratio_to_pgbench"] = round(figures["rate_per_second"] / pgbench_1, 4)
+    drain = next(d for d in drains if d["workers"] == 1)
+    matched = replayed["replay"][str(IN_FLIGHT)]
+    replayed["drain_to_replay"] = round(drain["rate_per_second"] / matched["rate_per_second"], 4)
+    replayed["drain_client_cpu_over_replay_ms"] = round(
+        drain["client_cpu_ms_per_materialization"] - matched["client_cpu_ms_per_materialization"],
+        3,
+    )
+
+
 async def _decided(url: str) -> int:
     conn = await asyncpg.connect(url)
     try:
@@ -275,6 +354,30 @@ def _range(rounds: list[dict[str, Any]], workers: int) -> dict[str, Any]:
             [d.get("cpu_bound_ratio_to_pgbench") for d in drains]
         ),
         "load_average_1min": span(loads),
+        **_replay_range([r["replay"] for r in rounds]),
+    }
+
+
+def _replay_range(replays: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """The replays' figures over the rounds (nothing when a round ran none)."""
+    if not replays or any(r is None for r in replays):
+        return {}
+    known = [r for r in replays if r is not None]
+    keys = (
+        "rate_per_second",
+        "ratio_to_pgbench",
+        "client_cpu_ms_per_materialization",
+        "server_cpu_ms_per_materialization",
+    )
+    return {
+        "replay": {
+            n: {k: span_known([r["replay"][n][k] for r in known]) for k in keys}
+            for n in known[0]["replay"]
+        },
+        "drain_to_replay": span_known([r["drain_to_replay"] for r in known]),
+        "drain_client_cpu_over_replay_ms": span_known(
+            [r["drain_client_cpu_over_replay_ms"] for r in known]
+        ),
     }
 
 
@@ -324,12 +427,17 @@ def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]
             d["cpu_bound_ratio_to_pgbench"] = (
                 None if ceiling is None else round(ceiling / tps[d["workers"]], 4)
             )
+        replayed = None
+        if args.replay and 1 in clients:
+            replayed = replay_run(server, template, args.schedules, args.tenants, args.loop)
+            judge_replay(replayed, ran, tps[1])
         rounds.append(
             {
                 "load_average_before": [round(x, 2) for x in load_before],
                 "load_average_after": [round(x, 2) for x in os.getloadavg()],
                 "tps": tps,
                 "drain": ran,
+                "replay": replayed,
             }
         )
     # The rounds' drains are timed without counters; one counted drain per worker count
@@ -372,6 +480,7 @@ def measure(server: DatabaseServer, args: argparse.Namespace, clients: list[int]
                 "load_average_after": r["load_average_after"],
                 "pgbench_tps": {str(k): v for k, v in r["tps"].items()},
                 "drain": [_brief(d) for d in r["drain"]],
+                "replay": r["replay"],
             }
             for r in rounds
         ],
@@ -420,6 +529,13 @@ def main() -> int:
         type=Path,
         default=Path(tempfile.gettempdir()),
         help="parent directory of the durable cluster (on disk, not /dev/shm)",
+    )
+    parser.add_argument(
+        "--replay",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="per round, replay one worker's captured transactions through bare asyncpg "
+        "(the same writes, the thinnest client; ADR 2730)",
     )
     parser.add_argument(
         "--loop",

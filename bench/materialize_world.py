@@ -30,13 +30,14 @@ import os
 import resource
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import asyncpg
 from backend_cpu import BackendPids
+from drain_replay import Recorded, Recorder
 from sqlalchemy import event
 
 from scheduling.bootstrap import SchedulerSettings, build_scheduler
@@ -60,6 +61,9 @@ from simulation.worlds.service import (
 )
 
 OFFSET = timedelta(seconds=30)
+IN_FLIGHT = 4
+"""The worker's concurrency (throughput mode: materializations in flight, each slot a
+connection lane); a replay at this many connections matches it (ADR 2730)."""
 CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 HUGE = 10**9
 
@@ -99,7 +103,7 @@ def settings_for(url: str, **extra: Any) -> Settings:
             "worker_flag": "1",
             "database_url": url,
             "ceilings": ceilings,
-            "worker_concurrency": 4,  # throughput mode: in-flight materializations, lanes
+            "worker_concurrency": IN_FLIGHT,
             **extra,
         }
     )
@@ -182,6 +186,8 @@ class DrainResult:
     not_due: int
     rss_at: dict[int, int]
     """RSS (KiB) when the worker's decisions first reached each checkpoint."""
+    captured: list[Recorded] = field(default_factory=list)
+    """With ``CAPTURE``: what the driver sent itself, for ``drain_replay``."""
 
 
 def _rss_kib() -> int:
@@ -204,6 +210,7 @@ async def drain(
     clock = ShiftedClock(delta)
     settings = dict(extra)
     counted = bool(settings.pop(COUNTED, True))
+    recorder = Recorder() if settings.pop(CAPTURE, False) else None
     role = build_scheduler(
         SchedulerSettings.of(settings_for(url, **settings)), clock=clock, ids=RandomIds()
     )
@@ -246,7 +253,16 @@ async def drain(
         nonlocal transactions
         transactions += 1
 
-    if counted:
+    if recorder is not None:
+
+        def on_capture(dbapi_connection: Any, *_: Any) -> None:
+            driver = dbapi_connection.driver_connection
+            if id(driver) not in logged:
+                logged.add(id(driver))
+                driver.add_query_logger(recorder.logger(id(driver)))
+
+        event.listen(uow.engine.sync_engine, "checkout", on_capture)
+    elif counted:
         # The counters cost the client CPU (a query-logger record per round trip, and a
         # ``begin`` listener makes the unit of work begin SQLAlchemy's logical
         # transaction, ADR 2540), so the bench times drains run without them.
@@ -298,12 +314,18 @@ async def drain(
         passes=passes,
         not_due=not_due,
         rss_at=rss_at,
+        captured=[] if recorder is None else recorder.records,
     )
 
 
 COUNTED = "counted"
 """Key of ``extra``: ``False`` runs the drain without its statement and round-trip
 counters (default ``True``), so its client CPU is the role's own."""
+
+CAPTURE = "capture"
+"""Key of ``extra``: ``True`` records what the driver sends (text and arguments) for a
+replay (``drain_replay``; ADR 2730) instead of counting it. A capturing drain is not a
+timed one: its logger costs client CPU."""
 
 EVENT_LOOP = "event_loop"
 """Key of ``extra`` naming the drain process's event loop: ``role`` (the default, the

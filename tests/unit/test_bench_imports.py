@@ -1,5 +1,5 @@
-"""Every benchmark script still imports (the helper modules materialize_world and backend_cpu
-have no ``main``): `nox -s bench` runs them only on demand, so a
+"""Every benchmark script still imports (the helper modules materialize_world, backend_cpu and
+drain_replay have no ``main``): `nox -s bench` runs them only on demand, so a
 moved harness module would otherwise break one silently (bench_database did, once)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from testsupport.bench import BENCH, load_bench
 
-HELPERS = {"materialize_world", "backend_cpu"}
+HELPERS = {"materialize_world", "backend_cpu", "drain_replay"}
 SCRIPTS = sorted(p for p in BENCH.glob("*.py"))
 
 
