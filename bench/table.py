@@ -164,6 +164,29 @@ def range_rows(m: dict[str, Any], label: str) -> list[str]:
                 f"| server CPU per decision, {n} worker(s) ({label}) | {_span(server, '.3f')} ms"
                 f" | — | CPU-bound ceiling {_span(ceiling, '.3f')}x pgbench({n}) | — | — |"
             )
+        rows += replay_rows(r, n, label)
+    return rows
+
+
+def replay_rows(r: dict[str, Any], n: int, label: str) -> list[str]:
+    """Not targets: the same transactions replayed through bare asyncpg (ADR 2730), what
+    the spec's writes allow with the thinnest client, and the share of it the worker
+    reached. ``ratio_to_pgbench`` of a replay above 0.8 says the gap is the worker's."""
+    rows = []
+    for conns, figures in sorted((int(k), v) for k, v in (r.get("replay") or {}).items()):
+        rows.append(
+            f"| replay of the drain, {conns} connection(s), bare asyncpg ({label})"
+            f" | {_span(figures['rate_per_second'], '.0f')}/s,"
+            f" client {_span(figures['client_cpu_ms_per_materialization'], '.3f')} ms"
+            f" | pgbench({n}) | {_span(figures['ratio_to_pgbench'], '.3f')}x | — | — |"
+        )
+    share = r.get("drain_to_replay")
+    if share is not None:
+        rows.append(
+            f"| drain / its replay, {n} worker(s) ({label}) | {_span(share, '.3f')}"
+            f" | client CPU above the replay's:"
+            f" {_span(r['drain_client_cpu_over_replay_ms'], '.3f')} ms | — | — | — |"
+        )
     return rows
 
 

@@ -109,3 +109,27 @@ def test_the_bench_judges_the_drain_against_the_replay_at_its_concurrency(
     assert replayed["replay"][in_flight]["ratio_to_pgbench"] == 1.6
     assert replayed["drain_to_replay"] == 0.5  # against the matched concurrency, not 1
     assert replayed["drain_client_cpu_over_replay_ms"] == 0.6
+
+
+def test_the_table_shows_the_replay_beside_the_drain_and_is_silent_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = load_bench(monkeypatch, "table.py", "bench_replay_table")
+    ranged: dict[str, Any] = {
+        "replay": {
+            "4": {
+                "rate_per_second": [1441.0, 1735.0],
+                "client_cpu_ms_per_materialization": [0.256, 0.278],
+                "ratio_to_pgbench": [1.061, 1.282],
+            }
+        },
+        "drain_to_replay": [0.415, 0.555],
+        "drain_client_cpu_over_replay_ms": [0.599, 0.721],
+    }
+    rows = table.replay_rows(ranged, 1, "provider server")
+    assert len(rows) == 2
+    assert "1441-1735/s" in rows[0]
+    assert "1.061-1.282x" in rows[0]
+    assert "0.415-0.555" in rows[1]
+    assert "0.599-0.721 ms" in rows[1]
+    assert table.replay_rows({}, 1, "provider server") == []  # a report from before 2730
