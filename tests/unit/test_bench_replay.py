@@ -133,3 +133,44 @@ def test_the_table_shows_the_replay_beside_the_drain_and_is_silent_without_one(
     assert "0.415-0.555" in rows[1]
     assert "0.599-0.721 ms" in rows[1]
     assert table.replay_rows({}, 1, "provider server") == []  # a report from before 2730
+
+
+def test_the_range_holds_the_replay_under_one_worker_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replay is one worker's drain: shown under a 2-worker drain, it would be judged
+    against pgbench(2) in the table."""
+    bench = load_bench(monkeypatch, "bench_materialize.py", "bench_replay_range")
+    figures = {
+        "rate_per_second": 1600.0,
+        "ratio_to_pgbench": 1.2,
+        "client_cpu_ms_per_materialization": 0.27,
+        "server_cpu_ms_per_materialization": 0.8,
+    }
+    replayed = {
+        "replay": {"4": figures},
+        "drain_to_replay": 0.5,
+        "drain_client_cpu_over_replay_ms": 0.6,
+    }
+    drain = {
+        "rate_per_second": 800.0,
+        "ratio_to_pgbench": 0.6,
+        "client_cpu_ms_per_materialization": 0.87,
+        "client_system_cpu_ms_per_materialization": 0.1,
+        "round_trips_per_materialization": 5.03,
+        "server_cpu_ms_per_materialization": 0.85,
+        "cpu_bound_ratio_to_pgbench": 0.8,
+    }
+    rounds = [
+        {
+            "load_average_before": [1.0],
+            "load_average_after": [1.0],
+            "tps": {1: 1400.0, 2: 2000.0},
+            "drain": [{"workers": 1, **drain}, {"workers": 2, **drain}],
+            "replay": replayed,
+        }
+    ]
+    assert bench._range(rounds, 1)["replay"]["4"]["ratio_to_pgbench"] == [1.2, 1.2]
+    assert bench._range(rounds, 1)["drain_to_replay"] == [0.5, 0.5]
+    assert "replay" not in bench._range(rounds, 2)
+    assert "drain_to_replay" not in bench._range(rounds, 2)
