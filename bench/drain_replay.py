@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from backend_cpu import process_cpu_seconds
+from backend_cpu import BackendPids
 
 from scheduling.cli.role_loop import run_role
 
@@ -114,7 +114,8 @@ def _wrote(rows: list[Any]) -> bool | None:
 async def replay(url: str, transactions: list[list[Statement]], concurrency: int) -> ReplayResult:
     """Send ``transactions`` from ``concurrency`` connections, each taking the next."""
     connections = [await asyncpg.connect(url) for _ in range(concurrency)]
-    pids = [c.get_server_pid() for c in connections]
+    backends = BackendPids()
+    backends.pids.extend(c.get_server_pid() for c in connections)
     queue: Iterator[list[Statement]] = iter(transactions)
     round_trips = unwritten = 0
 
@@ -129,18 +130,14 @@ async def replay(url: str, transactions: list[list[Statement]], concurrency: int
                 else:
                     await connection.execute(query)
 
-    def server_cpu() -> float | None:
-        readings = [process_cpu_seconds(pid) for pid in pids]
-        return None if any(r is None for r in readings) else sum(r for r in readings if r)
-
     try:
-        server_started = server_cpu()
+        server_started = backends.cpu_seconds()
         cpu_started = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(slot(c) for c in connections))
         seconds = time.perf_counter() - started
         cpu_seconds = time.process_time() - cpu_started
-        server_now = server_cpu()
+        server_now = backends.cpu_seconds()
     finally:
         for connection in connections:
             await connection.close()
