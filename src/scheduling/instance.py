@@ -101,5 +101,16 @@ def current() -> ProcessIdentity:
     return ProcessIdentity(role, configured or _default_instance_id())
 
 
+_default: tuple[int, str] | None = None
+"""(pid, the default instance id computed for it)."""
+
+
 def _default_instance_id() -> str:
-    return default_instance_id(socket.gethostname(), os.getpid())
+    # Computed once per process, so it is stable for the life of the process (a host
+    # renamed later does not rename it) and a log line pays no ``gethostname`` call; a
+    # forked child has another pid, so it computes its own.
+    global _default
+    pid = os.getpid()
+    if _default is None or _default[0] != pid:
+        _default = (pid, default_instance_id(socket.gethostname(), pid))
+    return _default[1]
