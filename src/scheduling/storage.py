@@ -106,7 +106,9 @@ class Storage(ABC):
     def tool_ledger(self, role: Role = "api") -> ToolLedger: ...
 
     @abstractmethod
-    def readiness(self, role: Role = "api") -> Readiness: ...
+    def readiness(self, head: str, role: Role = "api") -> Readiness:
+        """Ready when the database answers and its schema is at ``head``, the migration
+        head this build expects."""
 
     def telemetry(self, clock: Clock, ceilings: TenantCeilings | None) -> TelemetrySource | None:
         """Fleet-wide aggregates through the trusted login (none without one)."""
@@ -185,7 +187,7 @@ class MemoryStorage(Storage):
     def tool_ledger(self, role: Role = "api") -> ToolLedger:
         return self._ledger
 
-    def readiness(self, role: Role = "api") -> Readiness:
+    def readiness(self, head: str, role: Role = "api") -> Readiness:
         return AlwaysReady()
 
     def admission(
@@ -303,8 +305,8 @@ class PostgresStorage(Storage):
     def tool_ledger(self, role: Role = "api") -> ToolLedger:
         return PostgresToolLedger(self.factory(role))
 
-    def readiness(self, role: Role = "api") -> Readiness:
-        return SchemaReadiness(self.factory(role).engine)
+    def readiness(self, head: str, role: Role = "api") -> Readiness:
+        return SchemaReadiness(self.factory(role).engine, head)
 
     def telemetry(self, clock: Clock, ceilings: TenantCeilings | None) -> TelemetrySource | None:
         # Fleet-wide aggregates need the trusted login (RLS would show a group role nothing).

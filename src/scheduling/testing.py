@@ -42,7 +42,6 @@ from scheduling.adapters.postgres.migrations import (
     current_revision,
     downgrade_to,
     head_revision,
-    to_asyncpg_url,
     upgrade_to,
     upgrade_to_head,
 )
@@ -58,6 +57,7 @@ from scheduling.adapters.postgres.tables import (
 )
 from scheduling.adapters.postgres.transaction import Transaction
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from scheduling.adapters.postgres.urls import to_asyncpg_url
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.adapters.system_ids import RandomIds
 from scheduling.adapters.token_file import TokenFile, digest_of, issue_token, read_entries
@@ -248,8 +248,8 @@ class RoleOverride(Storage):
     def tool_ledger(self, role: Role = "api") -> ToolLedger:
         return self._inner.tool_ledger(role)
 
-    def readiness(self, role: Role = "api") -> Readiness:
-        return self._inner.readiness(role)
+    def readiness(self, head: str, role: Role = "api") -> Readiness:
+        return self._inner.readiness(head, role)
 
     def admission(
         self,

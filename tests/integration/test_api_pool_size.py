@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from scheduling import bootstrap as b
 from scheduling import config as c
-from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.uow import BURST_HEADROOM, PostgresUnitOfWorkFactory
+from scheduling.adapters.postgres.urls import to_asyncpg_url
 from scheduling.config import ConfigurationError, Settings
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from simulation.engine.clock import VirtualClock

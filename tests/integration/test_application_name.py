@@ -19,7 +19,8 @@ from sqlalchemy import text
 from scheduling import bootstrap as b
 from scheduling import instance
 from scheduling.adapters.postgres import release_check
-from scheduling.adapters.postgres.migrations import current_revision, named_engine
+from scheduling.adapters.postgres.migrations import current_revision, head_revision
+from scheduling.adapters.postgres.urls import named_engine
 from scheduling.adapters.system_clock import SystemClock
 from scheduling.ports.runtime import RunPriority
 from scheduling.storage import PostgresStorage, Role
@@ -77,7 +78,7 @@ async def test_each_role_connection_carries_role_and_instance(pg_url: str) -> No
         ]
         for role, expected in expectations:
             assert await role_connection_name(storage, role) == (expected, expected), role
-        assert await storage.readiness("api").problems() == []
+        assert await storage.readiness(head_revision(), "api").problems() == []
     finally:
         await storage.close()
 
@@ -88,7 +89,7 @@ async def test_the_readiness_probe_and_the_wake_listener_are_named(pg_url: str) 
     assert listener is not None
     await listener.start()
     try:
-        assert await storage.readiness("api").problems() == []
+        assert await storage.readiness(head_revision(), "api").problems() == []
         admin = await asyncpg.connect(pg_url)
         try:
             rows = await admin.fetch(

@@ -15,9 +15,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from gates.checks.persistence_support import admin_connection
 from gates.checks.test_persistence import check_erasure_audited, check_isolation, check_uow_atomic
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.roles import PRINCIPAL_MATCH, TENANT_MATCH, role_names
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
+from scheduling.adapters.postgres.urls import to_asyncpg_url
 from scheduling.domain.identity import Principal
 
 API = role_names().api

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.notify import to_libpq_url
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING, role_names
@@ -33,6 +32,7 @@ from scheduling.adapters.postgres.uow import (
     PostgresUnitOfWorkFactory,
     literal,
 )
+from scheduling.adapters.postgres.urls import to_asyncpg_url
 from scheduling.domain.errors import SchedulingError, ValidationError
 
 pytestmark = pytest.mark.postgres

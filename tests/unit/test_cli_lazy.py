@@ -113,3 +113,33 @@ def test_a_scheduler_build_imports_no_web_or_mcp_stack() -> None:
     assert roots & {"fastapi", "starlette", "uvicorn", "mcp"} == set()
     assert "scheduling.bootstrap.serving" not in modules
     assert "scheduling.bootstrap.mcp" not in modules
+
+
+SERVING = ("fastapi", "starlette", "uvicorn", "mcp")
+"""The web and MCP stacks: none of a one-shot command's business."""
+
+ONE_SHOT = ["tokens", "principals", "agents", "provision", "logins", "purge",
+            "repair-next-fire"]  # fmt: skip
+"""Commands that connect, do their few statements and exit."""
+
+CONNECTING = [*ONE_SHOT, "scheduler", "run-worker"]
+"""Commands that connect but neither migrate nor compare the schema with the migration
+head: Alembic (about 0.1 s of imports) is none of their business (issue 26 item 4). The
+two roles serve their ``/metrics`` on uvicorn, so only Alembic is refused for them."""
+
+
+@pytest.mark.parametrize("name", CONNECTING)
+def test_a_connecting_command_imports_no_alembic(name: str) -> None:
+    modules = imported_after([name, "--help"])
+    assert f"scheduling.cli.{SUBCOMMANDS[name].module}" in modules
+    roots = {m.split(".")[0] for m in modules}
+    forbidden = {"alembic", *SERVING} if name in ONE_SHOT else {"alembic"}
+    assert roots & forbidden == set(), name
+
+
+def test_the_connecting_guard_sees_alembic() -> None:
+    """The test of the test: with Alembic reached the way the unit of work used to reach
+    it (the URL helper in the migration runner), the same probe sees it."""
+    prelude = "import scheduling.adapters.postgres.migrations"
+    modules = imported_after(["tokens", "--help"], prelude=prelude)
+    assert "alembic" in {m.split(".")[0] for m in modules}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from scheduling.adapters.postgres.migrations import to_asyncpg_url
+from scheduling.adapters.postgres.urls import to_asyncpg_url
 
 
 def _connect_args(url: str) -> dict[str, object]:

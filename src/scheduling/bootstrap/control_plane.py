@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduling.adapters.postgres.migrations import head_revision
 from scheduling.adapters.token_file import TokenFile
 from scheduling.bootstrap.api import ApiRole, build_api
 from scheduling.config import Settings
@@ -70,7 +71,7 @@ def build_control_plane(
         views=ScheduleViews(api.uow),
         runs=RunService(api.uow, clock),
         sessions=SessionAccess(api.uow, clock),
-        readiness=api.storage.readiness("api"),
+        readiness=api.storage.readiness(head_revision(), "api"),
         clock=clock,
     )
 

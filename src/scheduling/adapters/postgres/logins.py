@@ -22,8 +22,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from scheduling.adapters.postgres.errors import translate
-from scheduling.adapters.postgres.migrations import named_engine
 from scheduling.adapters.postgres.roles import RoleNames
+from scheduling.adapters.postgres.urls import named_engine
 from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
 from scheduling.domain.reasons import reason
 

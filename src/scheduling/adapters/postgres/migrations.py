@@ -20,11 +20,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.engine import Connection
 
-from scheduling.instance import server_settings
+from scheduling.adapters.postgres.urls import named_engine
+
+# The chain's env.py imports only this runner and the tables (test_migrations_frozen).
+from scheduling.adapters.postgres.urls import to_asyncpg_url as to_asyncpg_url
 
 URL_ENV = "AGENT_SCHEDULE_DATABASE_URL"
 MIGRATIONS_DIR_ENV = "SCHEDULING_MIGRATIONS_DIR"
@@ -51,42 +52,6 @@ def migrations_dir() -> Path:
     if not (path / "env.py").is_file():
         raise RuntimeError(f"the migration chain is missing from {path}; set {MIGRATIONS_DIR_ENV}")
     return path
-
-
-DEFAULT_PORT = 5432
-
-
-def _host_list_as_query(url: str) -> str:
-    """libpq's multi-host form ``scheme://user@h1:p1,h2:p2/db?...`` as SQLAlchemy's
-    ``scheme://user@/db?host=h1:p1&host=h2:p2&...`` (a missing port is 5432), which the
-    asyncpg dialect hands to ``asyncpg.connect`` as its host and port lists. A URL
-    naming one host is returned unchanged."""
-    scheme, sep, rest = url.partition("://")
-    authority, _, tail = rest.partition("/")
-    userinfo, at, hosts = authority.rpartition("@")
-    if not sep or "," not in hosts:
-        return url
-    pairs = [h if ":" in h else f"{h}:{DEFAULT_PORT}" for h in hosts.split(",")]
-    path, _, query = tail.partition("?")
-    params = "&".join(f"host={pair}" for pair in pairs)
-    query = f"{params}&{query}" if query else params
-    return f"{scheme}://{userinfo}{at}/{path}?{query}"
-
-
-def to_asyncpg_url(url: str) -> str:
-    """Turn a libpq ``postgresql://`` URL into SQLAlchemy's ``postgresql+asyncpg://`` form.
-
-    Multi-host URLs (failover, docs/operations/failover.md) work in both spellings,
-    libpq's ``h1:p1,h2:p2`` and SQLAlchemy's repeated ``host=`` parameter; with
-    ``target_session_attrs=read-write`` asyncpg connects to the read-write server."""
-    parsed = make_url(_host_list_as_query(url))
-    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2"):
-        parsed = parsed.set(drivername="postgresql+asyncpg")
-    query = dict(parsed.query)
-    sslmode = query.pop("sslmode", None)
-    if sslmode is not None and "ssl" not in query:
-        query["ssl"] = sslmode
-    return parsed.set(query=query).render_as_string(hide_password=False)
 
 
 ROLE_PREFIX_ATTRIBUTE = "scheduling.role_prefix"
@@ -119,16 +84,6 @@ def head_revision() -> str:
     if head is None:
         raise RuntimeError("the migration chain has no head")
     return head
-
-
-def named_engine(url: str, role: str) -> AsyncEngine:
-    """An engine without a pool for a command's few statements, each connection named
-    ``<role>@<instance id>`` in pg_stat_activity (ADR 2270)."""
-    return create_async_engine(
-        to_asyncpg_url(url),
-        poolclass=NullPool,
-        connect_args={"server_settings": server_settings(role)},
-    )
 
 
 async def _with_connection(url: str, action: Any) -> Any:

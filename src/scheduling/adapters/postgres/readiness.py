@@ -5,7 +5,6 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from scheduling.adapters.postgres.migrations import head_revision
 from scheduling.domain.reasons import reason
 
 DATABASE_UNREACHABLE = reason(
@@ -20,9 +19,11 @@ SCHEMA_NOT_AT_HEAD = reason(
 class SchemaReadiness:
     """``problems()`` is empty when ready; else ``code: explanation`` lines (no secrets)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, head: str) -> None:
+        # ``head``: the migration head this build expects, from the composition root
+        # (read through Alembic there, so connecting never imports it; issue 26 item 4).
         self._engine = engine
-        self._head = head_revision()
+        self._head = head
 
     async def problems(self) -> list[str]:
         try:

@@ -28,13 +28,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from scheduling.adapters.postgres.migrations import head_revision, named_engine, to_asyncpg_url
+from scheduling.adapters.postgres.migrations import head_revision
 from scheduling.adapters.postgres.roles import (
     RUN_CLAIM_COLUMNS,
     RUN_MUTABLE_COLUMNS,
     RoleNames,
     role_names,
 )
+from scheduling.adapters.postgres.urls import named_engine, to_asyncpg_url
 from scheduling.instance import server_settings
 
 RELEASE_CHECK = "release-check"

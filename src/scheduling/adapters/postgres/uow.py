@@ -24,7 +24,6 @@ from scheduling.adapters.postgres.accounting import PostgresPendingAccountsRepos
 from scheduling.adapters.postgres.admission import PostgresAdmissionRepository
 from scheduling.adapters.postgres.errors import CONNECT_ERRORS, broken_connection, translate
 from scheduling.adapters.postgres.materialization import PostgresMaterializationRepository
-from scheduling.adapters.postgres.migrations import to_asyncpg_url
 from scheduling.adapters.postgres.notify import PostgresWakeups
 from scheduling.adapters.postgres.repositories import bind_repositories
 from scheduling.adapters.postgres.roles import PRINCIPAL_SETTING, TENANT_SETTING
@@ -37,6 +36,7 @@ from scheduling.adapters.postgres.transaction import (
     literal,
     rollback_logical,
 )
+from scheduling.adapters.postgres.urls import to_asyncpg_url
 from scheduling.domain.errors import SchedulingError, UnavailableError, ValidationError
 from scheduling.domain.identity import Principal
 from scheduling.ports.repositories import CLOSED, COMMIT_OUTCOME_UNKNOWN, INVALID_COMMAND
