@@ -2,8 +2,8 @@
 same run: python bench/table.py bench/results (writes bench/results/table.md).
 
 Reads materialize.json (bench_materialize.py; with ``--durable`` its drain ranges on both
-servers), recurrence.json (bench_recurrence.py) and
-accounting.json (bench_accounting.py).
+servers), recurrence.json (bench_recurrence.py),
+accounting.json (bench_accounting.py) and cli.json (bench_cli.py).
 Targets are issue 14's ratios; a missing input is reported as "not measured".
 """
 
@@ -228,6 +228,25 @@ def accounting_rows(a: dict[str, Any]) -> list[str]:
     ]
 
 
+def cli_rows(c: dict[str, Any]) -> list[str]:
+    """Each command's startup before its database time (bench_cli.py), beside the
+    database stack no connecting command avoids, measured in the same rounds."""
+    rows = c["commands"]
+    stack = rows["anchor: database stack"]["min_ms"]
+    return [
+        _row(
+            f"`scheduling {name}` startup",
+            f"{row['min_ms']:.0f} ms (median {row['median_ms']:.0f})",
+            f"database stack {stack:.0f} ms",
+            row["ratio_to_database_stack"],
+            f"≤ {row['bound_ms']} ms",
+            bool(row["met"]),
+        )
+        for name, row in rows.items()
+        if not name.startswith("anchor: ")
+    ]
+
+
 def table(directory: Path) -> str:
     lines = [
         "| target | figure | anchor (same run) | ratio | bound | |",
@@ -247,6 +266,8 @@ def table(directory: Path) -> str:
     lines += recurrence_rows(r) if r else ["| recurrence | not measured | | | | |"]
     a = _load(directory, "accounting.json")
     lines += accounting_rows(a) if a else ["| accounting lag | not measured | | | | |"]
+    c = _load(directory, "cli.json")
+    lines += cli_rows(c) if c else ["| CLI startup | not measured | | | | |"]
     header = []
     if m:
         server = m["server"]

@@ -143,3 +143,25 @@ def test_the_connecting_guard_sees_alembic() -> None:
     prelude = "import scheduling.adapters.postgres.migrations"
     modules = imported_after(["tokens", "--help"], prelude=prelude)
     assert "alembic" in {m.split(".")[0] for m in modules}
+
+
+ROLE_COMMANDS = ["serve", "scheduler", "run-worker", "mcp", "purge", "repair-next-fire"]
+"""Commands whose run builds a role through the composition root: their modules read
+the root's names when they run, so asking for their help builds nothing."""
+
+
+@pytest.mark.parametrize("name", ROLE_COMMANDS)
+def test_a_role_commands_help_imports_no_role_and_no_heavy_stack(name: str) -> None:
+    modules = imported_after([name, "--help"])
+    assert f"scheduling.cli.{SUBCOMMANDS[name].module}" in modules
+    assert heavy(modules) == [], name
+    assert sorted(m for m in modules if m.startswith("scheduling.bootstrap.")) == [], name
+
+
+def test_the_role_guard_sees_a_builder_imported_at_module_level() -> None:
+    """The test of the test: a subcommand module that imported a builder by name (as
+    they did) pulls the role's module and its stack into the same probe."""
+    prelude = "from scheduling.bootstrap import build_maintenance"
+    modules = imported_after(["purge", "--help"], prelude=prelude)
+    assert "scheduling.bootstrap.maintenance" in modules
+    assert "sqlalchemy" in {m.split(".")[0] for m in modules}

@@ -37,7 +37,7 @@ def _probe(monkeypatch: pytest.MonkeyPatch) -> list[type[Any]]:
     async def serve_http(*args: Any, **kwargs: Any) -> None:
         seen.append(type(asyncio.get_running_loop()))
 
-    monkeypatch.setattr(http_cli, "serve_http", serve_http)
+    monkeypatch.setattr(http_cli.bootstrap, "serve_http", serve_http)
     monkeypatch.setattr(http_cli, "_plane", lambda settings, tokens: _Plane())
     monkeypatch.setattr(
         http_cli, "load_settings", lambda: SimpleNamespace(production=False, storage="postgres")

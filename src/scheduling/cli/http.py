@@ -23,16 +23,12 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from scheduling.bootstrap import (
-    MEMORY_REPOSITORIES,
-    ControlPlane,
-    StartupRefused,
-    build_control_plane,
-    serve_http,
-    token_file,
-)
+# The composition root's names are read when serving starts, not at import: the package
+# imports a builder's module (FastAPI, uvicorn) on first access, so ``serve --help``
+# imports neither (issue 26 item 4).
+from scheduling import bootstrap
 from scheduling.cli.edge import (
     TOKENS_ENV,
     configure_logging,
@@ -46,6 +42,9 @@ from scheduling.cli.registry import command
 from scheduling.cli.role_loop import run_role
 from scheduling.config import UNPARSEABLE, ConfigurationError, Settings, parse_port
 from scheduling.domain.reasons import reason
+
+if TYPE_CHECKING:
+    from scheduling.bootstrap import ControlPlane
 
 WORKERS_ENV = "AGENT_SCHEDULE_API_WORKERS"
 PORT_ENV = "AGENT_SCHEDULE_API_PORT"
@@ -118,7 +117,9 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         report([f"{TOKENS_MISSING}: give --tokens-file or set {TOKENS_ENV} to an existing file"])
         return 1
     if workers > 1 and settings.storage == "memory":
-        report([f"{MEMORY_REPOSITORIES}: {workers} workers would each hold their own store"])
+        report(
+            [f"{bootstrap.MEMORY_REPOSITORIES}: {workers} workers would each hold their own store"]
+        )
         return 1
     if workers > 1:
         return _serve_workers(settings, args.host, port, path, workers, out)
@@ -127,13 +128,13 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
         plane = _plane(settings, path)
         try:
             print(f"serving on http://{args.host}:{port}", file=out, flush=True)
-            await serve_http(plane, args.host, port, stop)
+            await bootstrap.serve_http(plane, args.host, port, stop)
         finally:
             await plane.close()
 
     try:
         run_role(until_signalled(body))
-    except StartupRefused as exc:
+    except bootstrap.StartupRefused as exc:
         report(exc.problems)
         return 1
     print("server stopped", file=sys.stderr)
@@ -142,7 +143,9 @@ def serve(args: argparse.Namespace, out: TextIO) -> int:
 
 def _plane(settings: Settings, tokens: Path) -> ControlPlane:
     clock, ids = system_edge()
-    return build_control_plane(settings, clock=clock, ids=ids, tokens=token_file(tokens))
+    return bootstrap.build_control_plane(
+        settings, clock=clock, ids=ids, tokens=bootstrap.token_file(tokens)
+    )
 
 
 def _serve_workers(
@@ -153,7 +156,7 @@ def _serve_workers(
 
     try:
         asyncio.run(trial())
-    except StartupRefused as exc:
+    except bootstrap.StartupRefused as exc:
         report(exc.problems)
         return 1
     with listening_socket(host, port) as sock:
@@ -177,12 +180,12 @@ def _worker(
     async def body(stop: asyncio.Event) -> None:
         plane = _plane(settings, Path(tokens))
         try:
-            await serve_http(plane, host, port, stop, sock)
+            await bootstrap.serve_http(plane, host, port, stop, sock)
         finally:
             await plane.close()
 
     try:
         run_role(until_signalled(body, parent=parent))
-    except StartupRefused as exc:
+    except bootstrap.StartupRefused as exc:
         report(exc.problems)
         raise SystemExit(1) from None

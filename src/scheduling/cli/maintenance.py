@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import TextIO
 from uuid import UUID
 
-from scheduling.bootstrap import StartupRefused, build_maintenance
+# Read when the command runs: the composition root imports the maintenance role (its
+# storage and repositories) on first access, so ``purge --help`` does not (issue 26).
+from scheduling import bootstrap
 from scheduling.cli.edge import load_settings, report, system_edge
 from scheduling.cli.registry import command
 from scheduling.domain.cadence import format_instant
@@ -39,7 +41,7 @@ def purge(args: argparse.Namespace, out: TextIO) -> int:
     clock, ids = system_edge()
 
     async def run() -> dict[str, int]:
-        role = build_maintenance(settings, clock=clock, ids=ids)
+        role = bootstrap.build_maintenance(settings, clock=clock, ids=ids)
         try:
             return await role.purge_once()
         finally:
@@ -47,7 +49,7 @@ def purge(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         deleted = asyncio.run(run())
-    except StartupRefused as exc:
+    except bootstrap.StartupRefused as exc:
         report(exc.problems)
         return 1
     for tenant, count in deleted.items():
@@ -80,7 +82,7 @@ def repair_next_fire(args: argparse.Namespace, out: TextIO) -> int:
     clock, ids = system_edge()
 
     async def run() -> str:
-        role = build_maintenance(settings, clock=clock, ids=ids)
+        role = bootstrap.build_maintenance(settings, clock=clock, ids=ids)
         try:
             repair = await role.repair_next_fire(args.schedule_id)
         finally:
@@ -90,7 +92,7 @@ def repair_next_fire(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         print(asyncio.run(run()), file=out)
-    except StartupRefused as exc:
+    except bootstrap.StartupRefused as exc:
         report(exc.problems)
         return 1
     except SchedulingError as exc:

@@ -29,13 +29,9 @@ from pathlib import Path
 from typing import TextIO
 from uuid import UUID
 
-from scheduling.bootstrap import (
-    StartupRefused,
-    build_mcp,
-    serve_mcp_http,
-    serve_mcp_stdio,
-    token_file,
-)
+# Read when serving starts: the composition root imports the MCP SDK on first access,
+# so ``mcp --help`` does not (issue 26 item 4).
+from scheduling import bootstrap
 from scheduling.cli.edge import (
     TOKENS_ENV,
     configure_logging,
@@ -167,27 +163,27 @@ def mcp(args: argparse.Namespace, out: TextIO) -> int:
     clock, ids = system_edge()
 
     async def body(stop: asyncio.Event) -> None:
-        role = build_mcp(
+        role = bootstrap.build_mcp(
             settings,
             clock=clock,
             ids=ids,
-            tokens=token_file(path),
+            tokens=bootstrap.token_file(path),
             default_agent_id=agent,
             approval_timeout_seconds=args.approval_timeout,
         )
         try:
             if token is not None:
-                await serve_mcp_stdio(role, token, stop, started=_announce_stdio)
+                await bootstrap.serve_mcp_stdio(role, token, stop, started=_announce_stdio)
             else:
                 url = f"http://{args.host}:{port}/mcp/"
                 print(f"serving MCP on {url}", file=out, flush=True)
-                await serve_mcp_http(role, args.host, port, stop)
+                await bootstrap.serve_mcp_http(role, args.host, port, stop)
         finally:
             await role.close()
 
     try:
         asyncio.run(until_signalled(body))
-    except StartupRefused as exc:
+    except bootstrap.StartupRefused as exc:
         report(exc.problems)
         return 1
     print("MCP server stopped", file=sys.stderr)

@@ -15,24 +15,23 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from scheduling.bootstrap import (
-    SchedulerSettings,
-    StartupRefused,
-    build_run_worker,
-    build_scheduler,
-    run_worker_metrics,
-    scheduler_metrics,
-)
+# The composition root's and the exporter's names are read when a role starts, not at
+# import: both packages import a module on first access, so ``scheduler --help``
+# imports no role and no uvicorn (issue 26 item 4).
+from scheduling import bootstrap
+from scheduling import metrics as metrics_package
 from scheduling.cli.edge import configure_logging, load_settings, report, system_edge
 from scheduling.cli.lifetime import until_signalled as _until_signalled
 from scheduling.cli.registry import command
 from scheduling.cli.role_loop import run_role
 from scheduling.config import ConfigurationError, Settings, parse_port
 from scheduling.domain.reasons import reason
-from scheduling.metrics import Exported, serving_metrics
 from scheduling.ports.runtime import RunPriority
+
+if TYPE_CHECKING:
+    from scheduling.metrics import Exported
 
 _log = logging.getLogger(__name__)
 
@@ -84,7 +83,9 @@ async def _serve_metrics(
         return ""
     host, port = address
     try:
-        bound = await stack.enter_async_context(serving_metrics(exported, host, port))
+        bound = await stack.enter_async_context(
+            metrics_package.serving_metrics(exported, host, port)
+        )
     except OSError as exc:
         raise _PortUnavailable(f"{METRICS_PORT_UNAVAILABLE}: {host}:{port}: {exc}") from exc
     return f"; metrics on http://{host}:{bound}/metrics"
@@ -103,8 +104,10 @@ def scheduler(args: argparse.Namespace, out: TextIO) -> int:
     clock, ids = system_edge()
 
     async def body(stop: asyncio.Event) -> None:
-        role = build_scheduler(SchedulerSettings.of(settings), clock=clock, ids=ids, stop=stop)
-        metrics = scheduler_metrics(role, clock=clock)
+        role = bootstrap.build_scheduler(
+            bootstrap.SchedulerSettings.of(settings), clock=clock, ids=ids, stop=stop
+        )
+        metrics = bootstrap.scheduler_metrics(role, clock=clock)
         try:
             async with AsyncExitStack() as stack:
                 try:
@@ -126,7 +129,7 @@ def _lifetime(body: Callable[[asyncio.Event], Awaitable[None]], stopped: str, ou
     2640); a refusal (or a taken metrics port) is exit 1."""
     try:
         run_role(_until_signalled(body))
-    except StartupRefused as exc:
+    except bootstrap.StartupRefused as exc:
         report(exc.problems)
         return 1
     except _PortUnavailable as exc:
@@ -163,8 +166,8 @@ def run_worker(args: argparse.Namespace, out: TextIO) -> int:
     )
 
     async def body(stop: asyncio.Event) -> None:
-        role = build_run_worker(settings, priority, clock=clock, ids=ids)
-        metrics = run_worker_metrics(role, settings, clock=clock)
+        role = bootstrap.build_run_worker(settings, priority, clock=clock, ids=ids)
+        metrics = bootstrap.run_worker_metrics(role, settings, clock=clock)
         try:
             async with AsyncExitStack() as stack:
                 served = await _serve_metrics(stack, metrics, address)

@@ -9,15 +9,39 @@ token is ever a label or a sample. Depends on ports and the service/runtime obse
 protocols only, never on an adapter or another edge.
 """
 
-from scheduling.metrics.exporter import ROLE_LABELS, Exported, metrics_app, serving_metrics
-from scheduling.metrics.run_worker import RunWorkerMetrics
-from scheduling.metrics.scheduler import SchedulerMetrics
+from __future__ import annotations
 
-__all__ = [
-    "ROLE_LABELS",
-    "Exported",
-    "RunWorkerMetrics",
-    "SchedulerMetrics",
-    "metrics_app",
-    "serving_metrics",
-]
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # ``X as X``: explicit re-exports (``__all__`` is computed, as in scheduling.bootstrap).
+    from scheduling.metrics.exporter import ROLE_LABELS as ROLE_LABELS
+    from scheduling.metrics.exporter import Exported as Exported
+    from scheduling.metrics.exporter import metrics_app as metrics_app
+    from scheduling.metrics.exporter import serving_metrics as serving_metrics
+    from scheduling.metrics.run_worker import RunWorkerMetrics as RunWorkerMetrics
+    from scheduling.metrics.scheduler import SchedulerMetrics as SchedulerMetrics
+
+# A submodule is imported when one of its names is first asked for: the exporter serves
+# on uvicorn, which ``scheduling scheduler --help`` has no use for (issue 26 item 4).
+_HOME: dict[str, str] = {
+    **dict.fromkeys(("ROLE_LABELS", "Exported", "metrics_app", "serving_metrics"), "exporter"),
+    "RunWorkerMetrics": "run_worker",
+    "SchedulerMetrics": "scheduler",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

@@ -1,0 +1,69 @@
+"""The CLI startup bench's bookkeeping (bench/bench_cli.py): a command is judged by its
+least disturbed run against its bound, and read beside the database stack measured in
+the same rounds. The plausible wrong judgements: the median (one slow neighbour makes
+a fast command miss), or one bound for every command (``--version`` held to 0.5 s)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from testsupport.bench import load_bench
+
+
+def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    return load_bench(monkeypatch, "bench_cli.py", "bench_cli_under_test")
+
+
+def test_a_command_is_judged_by_its_least_disturbed_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench(monkeypatch)
+    rows = bench.summarize(
+        {
+            "anchor: interpreter": [12.0, 13.0, 30.0],
+            "anchor: database stack": [300.0, 320.0, 900.0],
+            "--version": [290.0, 700.0, 710.0],
+            "tokens --help": [450.0, 900.0, 950.0],
+            "serve --help": [600.0, 610.0, 620.0],
+        }
+    )
+    assert rows["--version"] == {
+        "min_ms": 290.0,
+        "median_ms": 700.0,
+        "ratio_to_database_stack": round(290 / 300, 3),
+        "bound_ms": 300,
+        "met": True,
+    }
+    assert (rows["tokens --help"]["bound_ms"], rows["tokens --help"]["met"]) == (500, True)
+    assert (rows["serve --help"]["bound_ms"], rows["serve --help"]["met"]) == (500, False)
+    # Anchors are references, never judged.
+    assert "met" not in rows["anchor: database stack"]
+
+
+def test_the_top_level_bound_is_the_stricter_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench(monkeypatch)
+    rows = bench.summarize(
+        {"anchor: database stack": [300.0], "--help": [350.0], "preview --help": [350.0]}
+    )
+    assert (rows["--help"]["met"], rows["preview --help"]["met"]) == (False, True)
+
+
+def test_every_subcommand_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench(monkeypatch)
+    names = set(bench.commands())
+    assert {"--version", "--help", "tokens --help", "serve --help"} <= names
+    assert len(names) == 2 + len(bench.SUBCOMMANDS)
+
+
+def test_the_table_prints_one_row_per_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = load_bench(monkeypatch, "table.py", "bench_table_cli")
+    report = {
+        "commands": _bench(monkeypatch).summarize(
+            {"anchor: database stack": [300.0], "--version": [80.0], "serve --help": [900.0]}
+        )
+    }
+    rows = table.cli_rows(report)
+    assert len(rows) == 2
+    assert rows[0].startswith("| `scheduling --version` startup | 80 ms")
+    assert rows[0].endswith("| ≤ 300 ms | met |")
+    assert rows[1].endswith("| ≤ 500 ms | missed |")
