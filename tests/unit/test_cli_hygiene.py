@@ -156,3 +156,56 @@ def test_progress_reaches_a_terminal_but_never_a_pipe(monkeypatch: pytest.Monkey
     console.progress("exploring")
     assert piped.getvalue() == ""
     assert tty.getvalue() == "exploring\n"
+
+
+UNREACHABLE = "postgresql://app:hunter2@127.0.0.1:1/sched"
+"""A server that refuses at once (nothing listens on port 1)."""
+
+
+def _scheduling(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "scheduling"), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_migrate_against_a_refusing_server_is_one_coded_line() -> None:
+    proc = _scheduling("migrate", "--url", UNREACHABLE, env={})
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "schedule.database.unavailable" in proc.stderr
+    assert "hunter2" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("migrate",),
+        ("purge", "--tenant", "t"),
+        ("repair-next-fire", "00000000-0000-0000-0000-000000000001"),
+        ("tokens", "add", "--tenant", "t", "--principal", "p"),
+    ],
+    ids=lambda argv: argv[0],
+)
+@pytest.mark.parametrize(
+    "url", ["not a url", "postgresql://app:hunter2@db:99999/sched"], ids=["garbage", "port"]
+)
+def test_a_database_url_that_does_not_parse_is_one_coded_line(
+    argv: tuple[str, ...], url: str, tmp_path: Path
+) -> None:
+    env = {
+        "AGENT_SCHEDULE_DATABASE_URL": url,
+        "AGENT_SCHEDULE_API_TOKENS_FILE": str(tmp_path / "tokens.json"),
+    }
+    if argv[0] == "tokens":
+        argv = (*argv, "--url", url)
+    proc = _scheduling(*argv, env=env)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "schedule.config.unparseable" in proc.stderr
+    assert "hunter2" not in proc.stderr + proc.stdout

@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from scheduling.adapters.postgres.urls import to_asyncpg_url
+from scheduling.config import UNPARSEABLE, ConfigurationError
 
 
 def _connect_args(url: str) -> dict[str, object]:
@@ -37,3 +38,32 @@ def test_a_host_without_a_port_gets_the_default_port() -> None:
 def test_a_single_host_url_is_unchanged() -> None:
     args = _connect_args("postgresql://app@db-a:6000/sched?sslmode=require")
     assert (args["host"], args["port"], args["ssl"]) == ("db-a", 6000, "require")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "not a url",
+        "\x00",
+        "postgresql://app:hunter2@db:abc/sched",
+        "postgresql://app:hunter2@db:99999/sched",
+        "postgresql://app:hunter2@[::1/sched",
+        "postgresql://app:hunter2@db-a:5432,db-b:x/sched",
+        "postgresql://app:hunter2@db/sched\ud800",
+    ],
+    ids=repr,
+)
+def test_a_url_that_does_not_parse_is_a_coded_refusal_that_never_quotes_it(url: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        to_asyncpg_url(url)
+    assert refused.value.code == UNPARSEABLE
+    said = f"{refused.value} {refused.value.details}"
+    assert "hunter2" not in said
+    assert url not in said or not url
+
+
+def test_a_good_url_with_a_port_is_kept() -> None:
+    assert to_asyncpg_url("postgresql://app@[::1]:5433/sched") == (
+        "postgresql+asyncpg://app@[::1]:5433/sched"
+    )
