@@ -5,6 +5,9 @@ a fast command miss), or one bound for every command (``--version`` held to 0.5 
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -67,3 +70,30 @@ def test_the_table_prints_one_row_per_command(monkeypatch: pytest.MonkeyPatch) -
     assert rows[0].startswith("| `scheduling --version` startup | 80 ms")
     assert rows[0].endswith("| ≤ 300 ms | met |")
     assert rows[1].endswith("| ≤ 500 ms | missed |")
+
+
+def test_a_run_is_timed_only_when_it_reached_the_database(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that stopped early (a usage error, a bad file) would time less than the
+    command costs: the bench refuses it instead of reporting a figure."""
+    bench = _bench(monkeypatch)
+    env = dict(os.environ)
+    said = f"import sys; print('error: {bench.REACHED_THE_DATABASE}: refused', file=sys.stderr)"
+    assert bench.wall_ms([sys.executable, "-c", f"{said}; sys.exit(2)"], env) > 0
+    with pytest.raises(RuntimeError, match="exited 2"):
+        bench.wall_ms([sys.executable, "-c", "import sys; sys.exit(2)"], env)
+    # A help must exit 0 whatever it prints.
+    with pytest.raises(RuntimeError, match="exited 1"):
+        bench.wall_ms([sys.executable, "-c", f"{said}; sys.exit(1)"])
+
+
+def test_every_one_shot_command_that_connects_is_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bench = _bench(monkeypatch)
+    runs = bench.runs(tmp_path)
+    assert {name.removesuffix(" (run)").split()[0] for name in runs} == {
+        "migrate", "tokens", "principals", "agents", "provision", "purge", "repair-next-fire"
+    }  # fmt: skip
+    assert all(bench.bound_of(name) == 500 for name in runs)
