@@ -67,3 +67,9 @@ def test_a_good_url_with_a_port_is_kept() -> None:
     assert to_asyncpg_url("postgresql://app@[::1]:5433/sched") == (
         "postgresql+asyncpg://app@[::1]:5433/sched"
     )
+
+
+def test_a_bracketed_ipv6_host_without_a_port_gets_the_default_in_a_host_list() -> None:
+    assert to_asyncpg_url("postgresql://app@[::1],db-b:5433/sched") == (
+        "postgresql+asyncpg://app@/sched?host=%5B%3A%3A1%5D%3A5432&host=db-b%3A5433"
+    )

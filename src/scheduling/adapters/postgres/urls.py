@@ -40,7 +40,10 @@ def _host_list_as_query(url: str) -> str:
     userinfo, at, hosts = authority.rpartition("@")
     if not sep or "," not in hosts:
         return url
-    pairs = [h if ":" in h else f"{h}:{DEFAULT_PORT}" for h in hosts.split(",")]
+    # A port follows the last colon, except in a bracketed IPv6 address without one.
+    pairs = [
+        h if ":" in h and not h.endswith("]") else f"{h}:{DEFAULT_PORT}" for h in hosts.split(",")
+    ]
     if not all(_port_ok(pair.rpartition(":")[2]) for pair in pairs):
         raise _unparseable("names a port outside 1..65535")
     path, _, query = tail.partition("?")
