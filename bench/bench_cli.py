@@ -16,8 +16,8 @@ run on a shared machine; the median is reported beside it):
   input file) is refused by the bench instead of timed. The long-running roles
   (``serve``, ``scheduler``, ``run-worker``, ``mcp``, ``dev``) are not run here;
 * two anchors in the same rounds: the bare interpreter (``python -c pass``) and the
-  database stack no connecting command can avoid (``import sqlalchemy.ext.asyncio,
-  asyncpg``), so a figure reads as a ratio on any machine.
+  database stack no connecting command can avoid (SQLAlchemy's asyncio engine, its
+  PostgreSQL dialect over asyncpg, asyncpg), so a figure reads as a ratio on any machine.
 """
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ SUBCOMMAND_BOUND_MS = 500
 
 ANCHORS: dict[str, list[str]] = {
     "interpreter": [sys.executable, "-c", "pass"],
-    "database stack": [sys.executable, "-c", "import sqlalchemy.ext.asyncio, asyncpg"],
+    "database stack": [
+        sys.executable,
+        "-c",
+        "import sqlalchemy.ext.asyncio, sqlalchemy.dialects.postgresql.asyncpg, asyncpg",
+    ],
 }
 
 
