@@ -112,9 +112,8 @@ def wall_ms(argv: list[str], env: dict[str, str] | None = None) -> float:
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     elapsed = (time.perf_counter() - started) * 1000
-    reached = env is None and done.returncode == 0
-    reached = reached or (env is not None and REACHED_THE_DATABASE in done.stderr)
-    if not reached:
+    ok = done.returncode == 0 if env is None else REACHED_THE_DATABASE in done.stderr
+    if not ok:
         raise RuntimeError(f"{argv} exited {done.returncode}: {done.stderr[-400:]!r}")
     return elapsed
 

@@ -38,8 +38,9 @@ building the scheduler never imports FastAPI, uvicorn or the MCP SDK.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from scheduling.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     # ``X as X``: an explicit re-export, so mypy sees the names though ``__all__`` is
@@ -130,14 +131,4 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> object:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOME)

@@ -11,8 +11,9 @@ protocols only, never on an adapter or another edge.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from scheduling.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     # ``X as X``: explicit re-exports (``__all__`` is computed, as in scheduling.bootstrap).
@@ -34,14 +35,4 @@ _HOME: dict[str, str] = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> object:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOME)
