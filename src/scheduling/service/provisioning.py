@@ -67,7 +67,9 @@ _NAME = r"^\S{1,200}$"
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built on the first validation, not at import: a command that reads no file (``tokens
+    # add``, every role) does not pay for nine schemas it never checks.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class PrincipalEntry(_Closed):

@@ -8,12 +8,18 @@ Public surface::
     ScansSecrets                                          # Protocol: anything with .scan
     SECRET_DETECTED                                       # "schedule.secret_detected"
     DETECTOR_KINDS                                        # every kind a finding can carry
+    DETECTORS, compiled_detectors()                       # the table, compiled on first read
 
 See docs/secret-scanner.md for what is detected, the normalizations, the bounds and
 the borderline decisions.
 """
 
-from scheduling.domain.secrets.detectors import DETECTOR_KINDS, DETECTORS, MAX_MATCH_CHARS, Detector
+from scheduling.domain.secrets.detectors import (
+    DETECTOR_KINDS,
+    MAX_MATCH_CHARS,
+    Detector,
+    compiled_detectors,
+)
 from scheduling.domain.secrets.reject import SECRET_DETECTED, ScansSecrets, reject_secrets
 from scheduling.domain.secrets.scanner import (
     EXTEND_MAX_CHARS,
@@ -41,5 +47,15 @@ __all__ = [
     "ScansSecrets",
     "SecretFinding",
     "SecretScanner",
+    "compiled_detectors",
     "reject_secrets",
 ]
+
+DETECTORS: tuple[Detector, ...]
+"""Every detector, compiled when first read (see ``detectors.DETECTORS``)."""
+
+
+def __getattr__(name: str) -> object:
+    if name == "DETECTORS":
+        return compiled_detectors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

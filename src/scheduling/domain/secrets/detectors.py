@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
 
 from scheduling.domain.secrets import vendors
 from scheduling.domain.secrets.predicates import (
@@ -88,6 +90,18 @@ class Detector:
         return "secret" if "secret" in self.pattern.groupindex else 0
 
 
+class _Entry(NamedTuple):
+    """A detector before its pattern is compiled: the table is written as these, and
+    compiled on first use (``compiled_detectors()``), because compiling about a hundred
+    patterns costs every importer some 16 ms, a command that never scans included."""
+
+    kind: str
+    pattern: str
+    flags: int
+    accept: Callable[[str], bool] | None
+    extend: frozenset[str] | None
+
+
 def _d(
     kind: str,
     pattern: str,
@@ -95,9 +109,8 @@ def _d(
     *,
     extend: frozenset[str] | None = None,
     ignore_case: bool = True,
-) -> Detector:
-    flags = re.IGNORECASE if ignore_case else 0
-    return Detector(kind, re.compile(pattern, flags), accept, extend, kind in CONTEXTUAL_KINDS)
+) -> _Entry:
+    return _Entry(kind, pattern, re.IGNORECASE if ignore_case else 0, accept, extend)
 
 
 def _random_not_uuid(value: str, min_len: int = 12) -> bool:
@@ -127,7 +140,7 @@ def _url_password(value: str) -> bool:
     return not is_placeholder(value)
 
 
-DETECTORS: tuple[Detector, ...] = (
+_TABLE: tuple[_Entry, ...] = (
     # --- private keys -------------------------------------------------------------
     _d("private_key_block", r"-----BEGIN[ A-Z0-9]{0,32}PRIVATE ?KEY(?: ?BLOCK)?-----"),
     _d("private_key_block", r"PuTTY-User-Key-File-[0-9]{1,2}:"),
@@ -303,7 +316,7 @@ _IDENTIFIER_NAMES = (
     r"|time|limit|format|utm)(?![A-Za-z0-9]))"
 )
 
-DETECTORS += (
+_TABLE += (
     # Any name, any assignment gitleaks' rules write (``=``, ``:``, ``:=``, ``=>``,
     # ``?=``, ``||``), a random value: the vendor name is the keyword (``meraki=``,
     # ``airtable: ``), so no list of vendors is needed (ADR 1812).
@@ -330,7 +343,7 @@ DETECTORS += (
 )
 
 # Formats of gitleaks' and detect-secrets' public rules the shapes above miss (ADR 1812).
-DETECTORS += (
+_TABLE += (
     _d("private_key_block", r"\bBEGIN[ A-Z0-9]{0,32}PRIVATE KEY(?: BLOCK)?\b", ignore_case=False),
     _d(
         "telegram_bot_token",
@@ -402,7 +415,33 @@ DETECTORS += (
 
 # Vendor shapes by structure alone, whatever their body's entropy (ADR 2131).
 VENDOR_KIND = "vendor_token"
-DETECTORS += (_d(VENDOR_KIND, vendors.PATTERN, ignore_case=False),)
+_TABLE += (_d(VENDOR_KIND, vendors.PATTERN, ignore_case=False),)
 
-DETECTOR_KINDS: frozenset[str] = frozenset(d.kind for d in DETECTORS)
+DETECTOR_KINDS: frozenset[str] = frozenset(entry.kind for entry in _TABLE)
 """Every kind a finding can carry."""
+
+
+@cache
+def compiled_detectors() -> tuple[Detector, ...]:
+    """Every detector, its pattern compiled: the table, in order, compiled once."""
+    return tuple(
+        Detector(
+            entry.kind,
+            re.compile(entry.pattern, entry.flags),
+            entry.accept,
+            entry.extend,
+            entry.kind in CONTEXTUAL_KINDS,
+        )
+        for entry in _TABLE
+    )
+
+
+DETECTORS: tuple[Detector, ...]
+"""``compiled_detectors()``, read as a name (module ``__getattr__``, PEP 562): compiled when
+first read, so importing this module compiles nothing."""
+
+
+def __getattr__(name: str) -> object:
+    if name == "DETECTORS":
+        return compiled_detectors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from scheduling.domain.secrets.detectors import (
-    DETECTORS,
     FALLBACK_KINDS,
     MAX_MATCH_CHARS,
     VENDOR_KIND,
     Detector,
+    compiled_detectors,
 )
 from scheduling.domain.secrets.prefilter import required_sets
 from scheduling.domain.secrets.views import (
@@ -204,8 +204,9 @@ class SecretScanner:
     """Finds credential-shaped runs in text. Pure: no I/O, no logging, and nothing kept
     of any text (only the detector plans, and which rows sets of characters select)."""
 
-    def __init__(self, detectors: Iterable[Detector] = DETECTORS) -> None:
-        self._detectors = tuple(detectors)
+    def __init__(self, detectors: Iterable[Detector] | None = None) -> None:
+        """``detectors`` defaults to the whole table, compiled on the first scan."""
+        self._detectors = None if detectors is None else tuple(detectors)
         self._plans: dict[bool, _Plan] = {}
 
     def _plan(self, glued: bool) -> _Plan:
@@ -214,6 +215,8 @@ class SecretScanner:
         view. A view that glued lines together runs no contextual detector."""
         plan = self._plans.get(glued)
         if plan is None:
+            if self._detectors is None:
+                self._detectors = compiled_detectors()
             rows = tuple(_row(d) for d in self._detectors if not (glued and d.contextual))
             plan = _Plan(rows)
             self._plans[glued] = plan
