@@ -14,6 +14,9 @@ scenario, the soak and the benchmarks build through these builders.
 * ``mcp`` - ``build_mcp`` and the MCP servers (the only module importing ``mcp``);
 * ``serving`` - the HTTP edge served (the only module importing FastAPI and uvicorn);
 * ``metrics`` - the scheduler's and run worker's Prometheus observers;
+* ``schema`` - upgrade to the migration head, read a database's revision (``migrate``);
+* ``privileges`` - the deployment logins' release checks (``release-check``);
+* ``provisioning`` - the provisioning service over the trusted login, the token file;
 * ``refusals`` - the stable ``schedule.bootstrap.*`` codes, ``StartupRefused`` and
   the production checks; ``choices`` - what every role derives from ``Settings``;
   ``owned`` - ``OwnedStorage``, the ``close`` of a role over one storage.
@@ -62,6 +65,23 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.mcp import serve_mcp_stdio as serve_mcp_stdio
     from scheduling.bootstrap.metrics import run_worker_metrics as run_worker_metrics
     from scheduling.bootstrap.metrics import scheduler_metrics as scheduler_metrics
+    from scheduling.bootstrap.privileges import DEFAULT_ROLE_PREFIX as DEFAULT_ROLE_PREFIX
+    from scheduling.bootstrap.privileges import pooling_problems as pooling_problems
+    from scheduling.bootstrap.privileges import role_names as role_names
+    from scheduling.bootstrap.privileges import (
+        run_worker_release_problems as run_worker_release_problems,
+    )
+    from scheduling.bootstrap.privileges import (
+        scheduler_release_problems as scheduler_release_problems,
+    )
+    from scheduling.bootstrap.provisioning import FILE_INVALID as FILE_INVALID
+    from scheduling.bootstrap.provisioning import INPUT_MISSING as INPUT_MISSING
+    from scheduling.bootstrap.provisioning import TokenEntry as TokenEntry
+    from scheduling.bootstrap.provisioning import TokenName as TokenName
+    from scheduling.bootstrap.provisioning import issue_token as issue_token
+    from scheduling.bootstrap.provisioning import open_provisioning as open_provisioning
+    from scheduling.bootstrap.provisioning import read_entries as read_entries
+    from scheduling.bootstrap.provisioning import revoke_token as revoke_token
     from scheduling.bootstrap.refusals import ALLOW_ALL_ADMISSION as ALLOW_ALL_ADMISSION
     from scheduling.bootstrap.refusals import DATABASE_URL_MISSING as DATABASE_URL_MISSING
     from scheduling.bootstrap.refusals import DEVELOPMENT_IN_PRODUCTION as DEVELOPMENT_IN_PRODUCTION
@@ -80,6 +100,9 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.scheduler import ScheduleWorkerArgs as ScheduleWorkerArgs
     from scheduling.bootstrap.scheduler import StopAwareWake as StopAwareWake
     from scheduling.bootstrap.scheduler import build_scheduler as build_scheduler
+    from scheduling.bootstrap.schema import current_revision as current_revision
+    from scheduling.bootstrap.schema import head_revision as head_revision
+    from scheduling.bootstrap.schema import upgrade_to_head as upgrade_to_head
     from scheduling.bootstrap.serving import build_http_app as build_http_app
     from scheduling.bootstrap.serving import running_http as running_http
     from scheduling.bootstrap.serving import serve_http as serve_http
@@ -97,6 +120,29 @@ _HOME = {
     **dict.fromkeys(("MaintenanceRole", "build_maintenance"), "maintenance"),
     **dict.fromkeys(("McpRole", "build_mcp", "serve_mcp_http", "serve_mcp_stdio"), "mcp"),
     **dict.fromkeys(("run_worker_metrics", "scheduler_metrics"), "metrics"),
+    **dict.fromkeys(
+        (
+            "DEFAULT_ROLE_PREFIX",
+            "pooling_problems",
+            "role_names",
+            "run_worker_release_problems",
+            "scheduler_release_problems",
+        ),
+        "privileges",
+    ),
+    **dict.fromkeys(
+        (
+            "FILE_INVALID",
+            "INPUT_MISSING",
+            "TokenEntry",
+            "TokenName",
+            "issue_token",
+            "open_provisioning",
+            "read_entries",
+            "revoke_token",
+        ),
+        "provisioning",
+    ),
     **dict.fromkeys(
         (
             "ALLOW_ALL_ADMISSION",
@@ -124,6 +170,7 @@ _HOME = {
         ),
         "scheduler",
     ),
+    **dict.fromkeys(("current_revision", "head_revision", "upgrade_to_head"), "schema"),
     **dict.fromkeys(("build_http_app", "running_http", "serve_http"), "serving"),
     **dict.fromkeys(("ToolsRole", "build_tools"), "tools"),
 }

@@ -24,19 +24,9 @@ from pathlib import Path
 from typing import TextIO
 from uuid import UUID
 
-from scheduling.adapters.postgres.migrations import upgrade_to_head
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.adapters.token_file import issue_token
-from scheduling.bootstrap import (
-    DEVELOPMENT_IN_PRODUCTION,
-    SchedulerSettings,
-    StartupRefused,
-    build_control_plane,
-    build_run_worker,
-    build_scheduler,
-    running_http,
-    token_file,
-)
+# Read when the command runs: the composition root imports the roles, the HTTP stack and
+# the migration runner on first access, so ``dev --help`` does not (issue 26 item 4).
+from scheduling import bootstrap
 from scheduling.cli.edge import configure_logging, report, system_edge
 from scheduling.cli.lifetime import until_signalled
 from scheduling.cli.registry import command
@@ -50,7 +40,6 @@ from scheduling.config import (
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.runtime import RunPriority
-from scheduling.service.provisioning import ProvisioningService
 from scheduling.service.validation import PLATFORM_SCOPES
 
 DEMO_TENANT = "demo"
@@ -127,9 +116,7 @@ def curl_line(url: str, token: str, clock: Clock) -> str:
 
 
 async def provision_demo(url: str, clock: Clock) -> None:
-    uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-    try:
-        service = ProvisioningService(uow, clock)
+    async with bootstrap.open_provisioning(url, clock) as service:
         await service.import_principals(
             {
                 "principals": [
@@ -156,8 +143,6 @@ async def provision_demo(url: str, clock: Clock) -> None:
                 ]
             }
         )
-    finally:
-        await uow.dispose()
 
 
 async def run_dev_stack(
@@ -172,20 +157,24 @@ async def run_dev_stack(
     announce: Announce,
 ) -> None:
     """Migrate, provision, then serve every role until ``stop`` is set."""
-    await upgrade_to_head(url)
+    await bootstrap.upgrade_to_head(url)
     await provision_demo(url, clock)
     tokens = state_dir / "tokens.json"
-    _, token = issue_token(tokens, DEMO_TENANT, DEMO_PRINCIPAL, clock.now())
+    _, token = bootstrap.issue_token(tokens, DEMO_TENANT, DEMO_PRINCIPAL, clock.now())
     settings = dev_settings(url)
-    plane = build_control_plane(settings, clock=clock, ids=ids, tokens=token_file(tokens))
-    scheduler = build_scheduler(SchedulerSettings.of(settings), clock=clock, ids=ids, stop=stop)
+    plane = bootstrap.build_control_plane(
+        settings, clock=clock, ids=ids, tokens=bootstrap.token_file(tokens)
+    )
+    scheduler = bootstrap.build_scheduler(
+        bootstrap.SchedulerSettings.of(settings), clock=clock, ids=ids, stop=stop
+    )
     workers = [
-        build_run_worker(settings, RunPriority.ASYNC, clock=clock, ids=ids),
-        build_run_worker(settings, RunPriority.INTERACTIVE, clock=clock, ids=ids),
+        bootstrap.build_run_worker(settings, RunPriority.ASYNC, clock=clock, ids=ids),
+        bootstrap.build_run_worker(settings, RunPriority.INTERACTIVE, clock=clock, ids=ids),
     ]
     try:
         await scheduler.start()
-        async with running_http(plane, host, port) as base:
+        async with bootstrap.running_http(plane, host, port) as base:
             announce(base, token, curl_line(base, token, clock))
             await asyncio.gather(
                 scheduler.worker.run(stop),
@@ -244,7 +233,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 def dev(args: argparse.Namespace, out: TextIO) -> int:
     configure_logging()
     if os.environ.get("AGENT_SCHEDULE_ENVIRONMENT", "").strip().lower() == "production":
-        report([f"{DEVELOPMENT_IN_PRODUCTION}: scheduling dev never runs in production"])
+        report([f"{bootstrap.DEVELOPMENT_IN_PRODUCTION}: scheduling dev never runs in production"])
         return 1
     port = dev_port(args.port)
     if port is None:
@@ -274,7 +263,7 @@ def dev(args: argparse.Namespace, out: TextIO) -> int:
 
         try:
             asyncio.run(until_signalled(body))
-        except StartupRefused as exc:
+        except bootstrap.StartupRefused as exc:
             report(exc.problems)
             return 1
     return 0

@@ -7,7 +7,9 @@ import asyncio
 import sys
 from typing import TextIO
 
-from scheduling.adapters.postgres.migrations import current_revision, upgrade_to_head
+# Read when the command runs: the composition root imports the migration runner (Alembic)
+# on first access, so ``migrate --help`` does not (issue 26).
+from scheduling import bootstrap
 from scheduling.cli.edge import load_settings
 from scheduling.cli.registry import command
 
@@ -31,8 +33,8 @@ def migrate(args: argparse.Namespace, out: TextIO) -> int:
         return 2
 
     async def run() -> str | None:
-        await upgrade_to_head(url)
-        return await current_revision(url)
+        await bootstrap.upgrade_to_head(url)
+        return await bootstrap.current_revision(url)
 
     head = asyncio.run(run())
     print(f"database at migration head {head}", file=out)

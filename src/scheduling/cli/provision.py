@@ -27,22 +27,19 @@ import sys
 import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.adapters.token_file import TokenEntry, issue_token, read_entries, revoke_token
+# Read when a command runs: the composition root imports the provisioning service, the
+# database stack and the token file on first access, so these commands' ``--help`` does
+# not (issue 26 item 4).
+from scheduling import bootstrap
 from scheduling.cli.edge import load_settings, system_edge
 from scheduling.cli.registry import command
 from scheduling.domain.errors import SchedulingError, ValidationError
-from scheduling.service.provisioning import (
-    FILE_INVALID,
-    INPUT_MISSING,
-    BatchReport,
-    ImportReport,
-    ProvisioningService,
-    TokenName,
-    check_principal,
-)
+
+if TYPE_CHECKING:
+    from scheduling.bootstrap import TokenEntry, TokenName
+    from scheduling.service.provisioning import BatchReport, ImportReport, ProvisioningService
 
 TOKENS_ENV = "AGENT_SCHEDULE_API_TOKENS_FILE"
 
@@ -83,11 +80,8 @@ def _run_import(
     clock, _ = system_edge()
 
     async def run() -> ImportReport:
-        uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-        try:
-            return await action(ProvisioningService(uow, clock), document)
-        finally:
-            await uow.dispose()
+        async with bootstrap.open_provisioning(url, clock) as service:
+            return await action(service, document)
 
     try:
         report = asyncio.run(run())
@@ -142,11 +136,8 @@ def _configure_tokens(parser: argparse.ArgumentParser) -> None:
 
 
 async def _check_principal(url: str, tenant_id: str, principal_id: str) -> None:
-    uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-    try:
-        await check_principal(uow, tenant_id, principal_id)
-    finally:
-        await uow.dispose()
+    async with bootstrap.open_provisioning(url, system_edge()[0]) as service:
+        await service.check_principal(tenant_id, principal_id)
 
 
 def tokens_path(value: str | None) -> Path | None:
@@ -166,10 +157,10 @@ def tokens(args: argparse.Namespace, out: TextIO) -> int:
             if not url:
                 print("error: give --url or set AGENT_SCHEDULE_DATABASE_URL", file=sys.stderr)
                 return 2
-            read_entries(path)  # a broken token file is refused before the directory read
+            bootstrap.read_entries(path)  # a broken token file is refused before the directory read
             asyncio.run(_check_principal(url, args.tenant, args.principal))
             clock, _ = system_edge()
-            entry, token = issue_token(
+            entry, token = bootstrap.issue_token(
                 path, args.tenant, args.principal, clock.now(), name=args.name
             )
             if args.json:
@@ -179,12 +170,12 @@ def tokens(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"token: {token}", file=out)
             print("(shown once; the file keeps only its SHA-256 digest)", file=sys.stderr)
         elif args.action == "revoke":
-            entry = revoke_token(path, args.token_id)
+            entry = bootstrap.revoke_token(path, args.token_id)
             print(f"revoked: {entry.token_id} ({entry.tenant_id}/{entry.principal_id})", file=out)
         elif args.json:
-            print(json.dumps([_entry_json(e) for e in read_entries(path)]), file=out)
+            print(json.dumps([_entry_json(e) for e in bootstrap.read_entries(path)]), file=out)
         else:
-            for entry in read_entries(path):
+            for entry in bootstrap.read_entries(path):
                 named = "" if entry.name is None else f" {entry.name}"
                 print(f"{entry.token_id} {entry.tenant_id}/{entry.principal_id}{named}", file=out)
     except SchedulingError as exc:
@@ -224,15 +215,21 @@ def read_batch(path: str) -> Any:
     """A batch document from ``FILE.toml`` or ``FILE.json``; ``FILE_INVALID`` otherwise."""
     where = Path(path)
     if where.suffix not in (".toml", ".json"):
-        raise ValidationError(FILE_INVALID, f"{path}: a batch file ends in .toml or .json")
+        raise ValidationError(
+            bootstrap.FILE_INVALID, f"{path}: a batch file ends in .toml or .json"
+        )
     try:
         text = where.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ValidationError(FILE_INVALID, f"{path}: cannot read ({exc.strerror})") from None
+        raise ValidationError(
+            bootstrap.FILE_INVALID, f"{path}: cannot read ({exc.strerror})"
+        ) from None
     try:
         return tomllib.loads(text) if where.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError(FILE_INVALID, f"{path}: not {where.suffix[1:]} ({exc})") from None
+        raise ValidationError(
+            bootstrap.FILE_INVALID, f"{path}: not {where.suffix[1:]} ({exc})"
+        ) from None
 
 
 def _batch_json(report: BatchReport, issued: list[tuple[TokenName, TokenEntry, str]]) -> Any:
@@ -285,28 +282,27 @@ def provision(args: argparse.Namespace, out: TextIO) -> int:
         document = read_batch(args.file)
         url = _database_url(args)
         if not url:
-            raise ValidationError(INPUT_MISSING, "give --url or set AGENT_SCHEDULE_DATABASE_URL")
+            raise ValidationError(
+                bootstrap.INPUT_MISSING, "give --url or set AGENT_SCHEDULE_DATABASE_URL"
+            )
         if path is None and _names_tokens(document):
             raise ValidationError(
-                INPUT_MISSING, f"the file names tokens: give --tokens-file or set {TOKENS_ENV}"
+                bootstrap.INPUT_MISSING,
+                f"the file names tokens: give --tokens-file or set {TOKENS_ENV}",
             )
-        entries = [] if path is None else read_entries(path)
-        held = {TokenName(e.tenant_id, e.principal_id, e.name) for e in entries if e.name}
+        entries = [] if path is None else bootstrap.read_entries(path)
+        held = {bootstrap.TokenName(e.tenant_id, e.principal_id, e.name) for e in entries if e.name}
         clock, _ = system_edge()
 
         async def run() -> BatchReport:
-            uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-            try:
-                service = ProvisioningService(uow, clock)
+            async with bootstrap.open_provisioning(url, clock) as service:
                 return await service.apply_batch(document, held, commit=apply)
-            finally:
-                await uow.dispose()
 
         report = asyncio.run(run())
         issued: list[tuple[TokenName, TokenEntry, str]] = []
         if apply and path is not None:
             for named in report.tokens_to_issue:
-                entry, token = issue_token(
+                entry, token = bootstrap.issue_token(
                     path, named.tenant_id, named.principal_id, clock.now(), name=named.name
                 )
                 issued.append((named, entry, token))

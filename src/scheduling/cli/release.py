@@ -8,12 +8,9 @@ import argparse
 import asyncio
 from typing import TextIO
 
-from scheduling.adapters.postgres.release_check import (
-    pooling_problems,
-    run_worker_release_problems,
-    scheduler_release_problems,
-)
-from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, role_names
+# Read when the command runs: the composition root imports the privilege checks (and
+# the migration head they compare with) on first access, so ``--help`` does not.
+from scheduling import bootstrap
 from scheduling.cli.edge import load_settings, report
 from scheduling.cli.registry import command
 from scheduling.config import Settings, validate_release
@@ -62,12 +59,12 @@ async def release_problems(
     problems = validate_release(settings)
     worker_url = run_worker_url or settings.run_worker_database_url
     if worker_url and (settings.api_enabled or settings.worker_enabled):
-        roles = role_names(settings.role_prefix or DEFAULT_ROLE_PREFIX)
+        roles = bootstrap.role_names(settings.role_prefix or bootstrap.DEFAULT_ROLE_PREFIX)
         try:
             # A login pooled per transaction is refused before anything else: its
             # privileges cannot be read reliably through such a pooler either.
-            pooled = await pooling_problems(worker_url)
-            found = [] if pooled else await run_worker_release_problems(worker_url, roles)
+            pooled = await bootstrap.pooling_problems(worker_url)
+            found = [] if pooled else await bootstrap.run_worker_release_problems(worker_url, roles)
         except Exception as exc:  # any connection failure is one reported problem
             problems.append(f"{RUN_WORKER_UNREACHABLE}: {type(exc).__name__}")
         else:
@@ -76,10 +73,10 @@ async def release_problems(
     url = scheduler_url or settings.scheduler_database_url
     if not (settings.api_enabled or settings.worker_enabled) or not url:
         return problems  # disabled, or the missing login was already reported
-    roles = role_names(settings.role_prefix or DEFAULT_ROLE_PREFIX)
+    roles = bootstrap.role_names(settings.role_prefix or bootstrap.DEFAULT_ROLE_PREFIX)
     try:
-        pooled = await pooling_problems(url)
-        found = [] if pooled else await scheduler_release_problems(url, roles)
+        pooled = await bootstrap.pooling_problems(url)
+        found = [] if pooled else await bootstrap.scheduler_release_problems(url, roles)
     except Exception as exc:  # any connection failure is one reported problem
         return [*problems, f"{SCHEDULER_UNREACHABLE}: {type(exc).__name__}"]
     return (

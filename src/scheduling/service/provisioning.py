@@ -243,6 +243,10 @@ class ProvisioningService:
         self._uow = uow
         self._clock = clock
 
+    async def check_principal(self, tenant_id: str, principal_id: str) -> None:
+        """Refuse a token for a principal the directory lacks or holds disabled."""
+        await check_principal(self._uow, tenant_id, principal_id)
+
     async def import_principals(self, document: Any) -> ImportReport:
         parsed = parse_principals(document)
         async with self._uow.begin() as uow:
