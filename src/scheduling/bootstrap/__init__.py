@@ -15,6 +15,8 @@ scenario, the soak and the benchmarks build through these builders.
 * ``serving`` - the HTTP edge served (the only module importing FastAPI and uvicorn);
 * ``metrics`` - the scheduler's and run worker's Prometheus observers;
 * ``schema`` - upgrade to the migration head, read a database's revision (``migrate``);
+  ``schema_head`` - the head this build ships and whether a database is at it, without
+  Alembic;
 * ``privileges`` - the deployment logins' release checks (``release-check``);
 * ``provisioning`` - the provisioning service over the trusted login, the token file;
 * ``refusals`` - the stable ``schedule.bootstrap.*`` codes, ``StartupRefused`` and
@@ -103,6 +105,8 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.schema import current_revision as current_revision
     from scheduling.bootstrap.schema import head_revision as head_revision
     from scheduling.bootstrap.schema import upgrade_to_head as upgrade_to_head
+    from scheduling.bootstrap.schema_head import HEAD_REVISION as HEAD_REVISION
+    from scheduling.bootstrap.schema_head import at_head as at_head
     from scheduling.bootstrap.serving import build_http_app as build_http_app
     from scheduling.bootstrap.serving import running_http as running_http
     from scheduling.bootstrap.serving import serve_http as serve_http
@@ -171,6 +175,7 @@ _HOME = {
         "scheduler",
     ),
     **dict.fromkeys(("current_revision", "head_revision", "upgrade_to_head"), "schema"),
+    **dict.fromkeys(("HEAD_REVISION", "at_head"), "schema_head"),
     **dict.fromkeys(("build_http_app", "running_http", "serve_http"), "serving"),
     **dict.fromkeys(("ToolsRole", "build_tools"), "tools"),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduling.adapters.postgres.migrations import head_revision
+from scheduling.adapters.postgres.schema_head import HEAD_REVISION
 from scheduling.adapters.token_file import TokenFile
 from scheduling.bootstrap.api import ApiRole, build_api
 from scheduling.config import Settings
@@ -71,7 +71,7 @@ def build_control_plane(
         views=ScheduleViews(api.uow),
         runs=RunService(api.uow, clock),
         sessions=SessionAccess(api.uow, clock),
-        readiness=api.storage.readiness(head_revision(), "api"),
+        readiness=api.storage.readiness(HEAD_REVISION, "api"),
         clock=clock,
     )
 

@@ -21,9 +21,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
-from scheduling.adapters.postgres.errors import CONNECT_ERRORS, translate
+from scheduling.adapters.postgres.errors import translate
+from scheduling.adapters.postgres.schema_head import DRIVER_ERRORS
 from scheduling.adapters.postgres.urls import named_engine
 
 # The chain's env.py imports only this runner and the tables (test_migrations_frozen).
@@ -88,9 +88,6 @@ def head_revision() -> str:
     return head
 
 
-_DRIVER_ERRORS: tuple[type[BaseException], ...] = (DBAPIError, *CONNECT_ERRORS)
-
-
 async def _with_connection(url: str, action: Any) -> Any:
     engine = named_engine(url, "migrate")
     try:
@@ -98,7 +95,7 @@ async def _with_connection(url: str, action: Any) -> Any:
             result = await conn.run_sync(action)
             await conn.commit()
             return result
-    except _DRIVER_ERRORS as exc:
+    except DRIVER_ERRORS as exc:
         # A driver error is the domain error with its stable code (the driver's own
         # kept as the cause): ``scheduling migrate`` against a server that refuses
         # prints one line, not a traceback.
