@@ -13,6 +13,7 @@ import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -189,3 +190,14 @@ def test_the_api_composition_imports_no_alembic() -> None:
     modules = set(json.loads(done.stdout.splitlines()[-1]))
     assert "alembic" not in {m.split(".")[0] for m in modules}
     assert "scheduling.adapters.postgres.migrations" not in modules
+
+
+def test_reading_the_token_file_loads_no_database_stack(tmp_path: Path) -> None:
+    """``tokens list`` and ``tokens revoke`` only read or rewrite the token file: they
+    reach it through ``bootstrap.token_entries``, not the provisioning service's
+    database stack (ADR 2751; the previous tree imported the unit of work here)."""
+    tokens = str(tmp_path / "tokens.json")
+    modules = imported_after(["tokens", "--tokens-file", tokens, "list"])
+    assert "scheduling.bootstrap.token_entries" in modules
+    assert heavy(modules) == []
+    assert "scheduling.bootstrap.provisioning" not in modules

@@ -18,7 +18,8 @@ scenario, the soak and the benchmarks build through these builders.
   ``schema_head`` - the head this build ships and whether a database is at it, without
   Alembic;
 * ``privileges`` - the deployment logins' release checks (``release-check``);
-* ``provisioning`` - the provisioning service over the trusted login, the token file;
+* ``provisioning`` - the provisioning service over the trusted login; ``token_entries`` -
+  the token file (issue, revoke, read);
 * ``refusals`` - the stable ``schedule.bootstrap.*`` codes, ``StartupRefused`` and
   the production checks; ``choices`` - what every role derives from ``Settings``;
   ``owned`` - ``OwnedStorage``, the ``close`` of a role over one storage.
@@ -78,12 +79,8 @@ if TYPE_CHECKING:
     )
     from scheduling.bootstrap.provisioning import FILE_INVALID as FILE_INVALID
     from scheduling.bootstrap.provisioning import INPUT_MISSING as INPUT_MISSING
-    from scheduling.bootstrap.provisioning import TokenEntry as TokenEntry
     from scheduling.bootstrap.provisioning import TokenName as TokenName
-    from scheduling.bootstrap.provisioning import issue_token as issue_token
     from scheduling.bootstrap.provisioning import open_provisioning as open_provisioning
-    from scheduling.bootstrap.provisioning import read_entries as read_entries
-    from scheduling.bootstrap.provisioning import revoke_token as revoke_token
     from scheduling.bootstrap.refusals import ALLOW_ALL_ADMISSION as ALLOW_ALL_ADMISSION
     from scheduling.bootstrap.refusals import DATABASE_URL_MISSING as DATABASE_URL_MISSING
     from scheduling.bootstrap.refusals import DEVELOPMENT_IN_PRODUCTION as DEVELOPMENT_IN_PRODUCTION
@@ -110,6 +107,10 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.serving import build_http_app as build_http_app
     from scheduling.bootstrap.serving import running_http as running_http
     from scheduling.bootstrap.serving import serve_http as serve_http
+    from scheduling.bootstrap.token_entries import TokenEntry as TokenEntry
+    from scheduling.bootstrap.token_entries import issue_token as issue_token
+    from scheduling.bootstrap.token_entries import read_entries as read_entries
+    from scheduling.bootstrap.token_entries import revoke_token as revoke_token
     from scheduling.bootstrap.tools import ToolsRole as ToolsRole
     from scheduling.bootstrap.tools import build_tools as build_tools
 
@@ -135,18 +136,9 @@ _HOME = {
         "privileges",
     ),
     **dict.fromkeys(
-        (
-            "FILE_INVALID",
-            "INPUT_MISSING",
-            "TokenEntry",
-            "TokenName",
-            "issue_token",
-            "open_provisioning",
-            "read_entries",
-            "revoke_token",
-        ),
-        "provisioning",
+        ("FILE_INVALID", "INPUT_MISSING", "TokenName", "open_provisioning"), "provisioning"
     ),
+    **dict.fromkeys(("TokenEntry", "issue_token", "read_entries", "revoke_token"), "token_entries"),
     **dict.fromkeys(
         (
             "ALLOW_ALL_ADMISSION",

@@ -1,7 +1,8 @@
-"""What the provisioning commands (``principals``/``agents import``, ``tokens``,
-``provision``) reach: the provisioning service over one connection of the trusted login,
-and the token file. Imported when a command first asks for one of these names, so those
-commands' ``--help`` imports neither the database stack nor the domain (ADR 2750)."""
+"""What the provisioning commands (``principals``/``agents import``, ``tokens add``,
+``provision``) reach: the provisioning service over one connection of the trusted
+login (the token file is ``token_entries``). Imported when a command first asks for one
+of these names, so those commands' ``--help`` imports neither the database stack nor
+the domain (ADR 2750)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
-from scheduling.adapters.token_file import TokenEntry, issue_token, read_entries, revoke_token
 from scheduling.ports.clock import Clock
 from scheduling.service.provisioning import (
     FILE_INVALID,
@@ -18,16 +18,7 @@ from scheduling.service.provisioning import (
     TokenName,
 )
 
-__all__ = [
-    "FILE_INVALID",
-    "INPUT_MISSING",
-    "TokenEntry",
-    "TokenName",
-    "issue_token",
-    "open_provisioning",
-    "read_entries",
-    "revoke_token",
-]
+__all__ = ["FILE_INVALID", "INPUT_MISSING", "TokenName", "open_provisioning"]
 
 
 @asynccontextmanager

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduling.domain.paging import open_cursor, seal_cursor
+from scheduling.domain.sealed_cursors import open_cursor, seal_cursor
 from scheduling.ports.keys import TOOL_CURSOR
 from scheduling.runtime.tool_pipeline import PreparedCall, ToolExecutionContext
 from scheduling.service.values import ScheduleSummary
