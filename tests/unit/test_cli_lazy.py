@@ -171,16 +171,18 @@ def test_the_role_guard_sees_a_builder_imported_at_module_level() -> None:
     assert "sqlalchemy" in {m.split(".")[0] for m in modules}
 
 
-def test_the_api_composition_imports_no_alembic() -> None:
-    """The API's readiness compares the database with the head this build ships
-    (``HEAD_REVISION``) instead of asking Alembic for it, so ``serve`` and ``mcp`` load
-    no migration runner (ADR 2751); the previous tree imported it here."""
+def test_the_api_composition_and_the_release_checks_import_no_alembic() -> None:
+    """The API's readiness and ``release-check`` compare the database with the head this
+    build ships (``HEAD_REVISION``) instead of asking Alembic for it, so ``serve``,
+    ``mcp`` and ``release-check`` load no migration runner (ADR 2751); the previous tree
+    imported it here."""
     done = subprocess.run(
         [
             sys.executable,
             "-c",
             "import json, sys; import scheduling.bootstrap.control_plane,"
-            " scheduling.bootstrap.serving; print(json.dumps(sorted(sys.modules)))",
+            " scheduling.bootstrap.serving, scheduling.bootstrap.privileges;"
+            " print(json.dumps(sorted(sys.modules)))",
         ],
         capture_output=True,
         text=True,

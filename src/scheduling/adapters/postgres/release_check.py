@@ -28,13 +28,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from scheduling.adapters.postgres.migrations import head_revision
 from scheduling.adapters.postgres.roles import (
     RUN_CLAIM_COLUMNS,
     RUN_MUTABLE_COLUMNS,
     RoleNames,
     role_names,
 )
+from scheduling.adapters.postgres.schema_head import HEAD_REVISION
 from scheduling.adapters.postgres.urls import named_engine, to_asyncpg_url
 from scheduling.instance import server_settings
 
@@ -121,7 +121,7 @@ async def _login_problems(
         async with engine.connect() as conn:
             problems = await _authority_problems(conn, roles, own_role)
             problems += await _privilege_problems(conn, tables, column_updates)
-            problems += await _head_problems(conn, expected_head or head_revision())
+            problems += await _head_problems(conn, expected_head or HEAD_REVISION)
             await conn.rollback()
             return problems
     finally:
