@@ -36,7 +36,7 @@ def migrate(args: argparse.Namespace, out: TextIO) -> int:
         # At the head already (every deploy after the first): nothing to run, so the
         # migration runner (Alembic, ~0.1 s of imports) is never loaded.
         if await bootstrap.at_head(url):
-            return str(bootstrap.HEAD_REVISION)
+            return bootstrap.HEAD_REVISION
         await bootstrap.upgrade_to_head(url)
         return await bootstrap.current_revision(url)
 

@@ -83,6 +83,11 @@ CONNECT_ERRORS: tuple[type[BaseException], ...] = (
 wrap a connect's errors in its DB-API types): the server's refusal, the driver's own
 state errors, a socket error."""
 
+ENGINE_ERRORS: tuple[type[BaseException], ...] = (DBAPIError, *CONNECT_ERRORS)
+"""What a SQLAlchemy engine raises talking to the server: a statement's error wrapped in
+the DB-API types, or a connect's unwrapped (``CONNECT_ERRORS``); ``translate`` turns each
+into the domain's coded error."""
+
 
 def classify(exc: BaseException) -> ConnectionFault | None:
     """The connection fault behind ``exc`` (raw or wrapped by SQLAlchemy), or ``None``

@@ -22,8 +22,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
-from scheduling.adapters.postgres.errors import translate
-from scheduling.adapters.postgres.schema_head import DRIVER_ERRORS
+from scheduling.adapters.postgres.errors import ENGINE_ERRORS, translate
 from scheduling.adapters.postgres.urls import named_engine
 
 # The chain's env.py imports only this runner and the tables (test_migrations_frozen).
@@ -95,7 +94,7 @@ async def _with_connection(url: str, action: Any) -> Any:
             result = await conn.run_sync(action)
             await conn.commit()
             return result
-    except DRIVER_ERRORS as exc:
+    except ENGINE_ERRORS as exc:
         # A driver error is the domain error with its stable code (the driver's own
         # kept as the cause): ``scheduling migrate`` against a server that refuses
         # prints one line, not a traceback.

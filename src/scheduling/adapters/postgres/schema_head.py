@@ -10,16 +10,12 @@ revision without this line changed fails the suite."""
 from __future__ import annotations
 
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 
-from scheduling.adapters.postgres.errors import CONNECT_ERRORS, translate
+from scheduling.adapters.postgres.errors import ENGINE_ERRORS, translate
 from scheduling.adapters.postgres.urls import named_engine
 
 HEAD_REVISION = "0009_parent_policy_probes"
 """The head of the migration chain this build ships."""
-
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (DBAPIError, *CONNECT_ERRORS)
-"""What talking to the server may raise: translated to the domain's coded errors."""
 
 # Alembic keeps its version table unqualified, on the search path; so does this read.
 _VERSIONS = text("SELECT version_num FROM alembic_version ORDER BY version_num")
@@ -35,7 +31,7 @@ async def database_revisions(url: str) -> tuple[str, ...]:
             if not await conn.scalar(_HAS_VERSIONS):
                 return ()
             return tuple(str(row[0]) for row in await conn.execute(_VERSIONS))
-    except DRIVER_ERRORS as exc:
+    except ENGINE_ERRORS as exc:
         # One coded line (``schedule.database.unavailable``...), never a traceback.
         raise translate(exc) from exc
     finally:
