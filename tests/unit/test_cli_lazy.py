@@ -96,20 +96,24 @@ def test_the_registry_and_the_modules_agree() -> None:
     assert set(COMMANDS) == set(SUBCOMMANDS)
 
 
-def test_a_scheduler_build_imports_no_web_or_mcp_stack() -> None:
+def imported_by(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``statement``."""
     done = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import json, sys; from scheduling.bootstrap import build_scheduler, build_api;"
-            " print(json.dumps(sorted(sys.modules)))",
+            f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))",
         ],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     )
-    modules = set(json.loads(done.stdout.splitlines()[-1]))
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_a_scheduler_build_imports_no_web_or_mcp_stack() -> None:
+    modules = imported_by("from scheduling.bootstrap import build_scheduler, build_api")
     roots = {m.split(".")[0] for m in modules}
     assert roots & {"fastapi", "starlette", "uvicorn", "mcp"} == set()
     assert "scheduling.bootstrap.serving" not in modules
@@ -176,20 +180,10 @@ def test_the_api_composition_and_the_release_checks_import_no_alembic() -> None:
     build ships (``HEAD_REVISION``) instead of asking Alembic for it, so ``serve``,
     ``mcp`` and ``release-check`` load no migration runner (ADR 2751); the previous tree
     imported it here."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import json, sys; import scheduling.bootstrap.control_plane,"
-            " scheduling.bootstrap.serving, scheduling.bootstrap.privileges;"
-            " print(json.dumps(sorted(sys.modules)))",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
+    modules = imported_by(
+        "import scheduling.bootstrap.control_plane, scheduling.bootstrap.serving,"
+        " scheduling.bootstrap.privileges"
     )
-    modules = set(json.loads(done.stdout.splitlines()[-1]))
     assert "alembic" not in {m.split(".")[0] for m in modules}
     assert "scheduling.adapters.postgres.migrations" not in modules
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduling.adapters.postgres.schema_head import recorded_revisions
 from scheduling.domain.reasons import reason
 
 DATABASE_UNREACHABLE = reason(
@@ -21,17 +21,16 @@ class SchemaReadiness:
 
     def __init__(self, engine: AsyncEngine, head: str) -> None:
         # ``head``: the migration head this build expects, from the composition root
-        # (read through Alembic there, so connecting never imports it; issue 26 item 4).
+        # (``HEAD_REVISION``: no Alembic is imported to learn it; ADR 2751).
         self._engine = engine
         self._head = head
 
     async def problems(self) -> list[str]:
         try:
             async with self._engine.connect() as conn:
-                rows = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
+                versions = list(await recorded_revisions(conn))
         except Exception:  # any driver failure: not ready (the cause stays out of the body)
             return [f"{DATABASE_UNREACHABLE}: the database did not answer"]
-        versions = sorted(str(row[0]) for row in rows)
         if versions != [self._head]:
             return [f"{SCHEMA_NOT_AT_HEAD}: database at {versions or 'none'}, head {self._head}"]
         return []

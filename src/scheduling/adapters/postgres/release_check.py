@@ -34,7 +34,7 @@ from scheduling.adapters.postgres.roles import (
     RoleNames,
     role_names,
 )
-from scheduling.adapters.postgres.schema_head import HEAD_REVISION
+from scheduling.adapters.postgres.schema_head import HEAD_REVISION, recorded_revisions
 from scheduling.adapters.postgres.urls import named_engine, to_asyncpg_url
 from scheduling.instance import server_settings
 
@@ -220,10 +220,9 @@ async def _privilege_problems(
 
 async def _head_problems(conn: AsyncConnection, expected_head: str) -> list[str]:
     try:
-        rows = await _rows(conn, "SELECT version_num FROM alembic_version")
+        heads = list(await recorded_revisions(conn))
     except Exception as exc:
         return [f"cannot read the schema head: {type(exc).__name__}"]
-    heads = sorted(r.version_num for r in rows)
     if heads != [expected_head]:
         return [f"schema head is {heads}, expected [{expected_head!r}]"]
     return []

@@ -10,6 +10,7 @@ revision without this line changed fails the suite."""
 from __future__ import annotations
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from scheduling.adapters.postgres.errors import ENGINE_ERRORS, translate
 from scheduling.adapters.postgres.urls import named_engine
@@ -22,15 +23,21 @@ _VERSIONS = text("SELECT version_num FROM alembic_version ORDER BY version_num")
 _HAS_VERSIONS = text("SELECT to_regclass('alembic_version') IS NOT NULL")
 
 
+async def recorded_revisions(conn: AsyncConnection) -> tuple[str, ...]:
+    """The revisions the database records, sorted: empty when it was never migrated, one
+    for this linear chain. What ``migrate``, the API's readiness and ``release-check``
+    each compare with ``HEAD_REVISION``."""
+    if not await conn.scalar(_HAS_VERSIONS):
+        return ()
+    return tuple(str(row[0]) for row in await conn.execute(_VERSIONS))
+
+
 async def database_revisions(url: str) -> tuple[str, ...]:
-    """The revisions the database at ``url`` records (empty when it was never migrated;
-    one for this linear chain), read as the migration login."""
+    """``recorded_revisions`` of the database at ``url``, read as the migration login."""
     engine = named_engine(url, "migrate")
     try:
         async with engine.connect() as conn:
-            if not await conn.scalar(_HAS_VERSIONS):
-                return ()
-            return tuple(str(row[0]) for row in await conn.execute(_VERSIONS))
+            return await recorded_revisions(conn)
     except ENGINE_ERRORS as exc:
         # One coded line (``schedule.database.unavailable``...), never a traceback.
         raise translate(exc) from exc
