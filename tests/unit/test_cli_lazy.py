@@ -166,6 +166,18 @@ def test_a_role_commands_help_imports_no_role_and_no_heavy_stack(name: str) -> N
     assert sorted(m for m in modules if m.startswith("scheduling.bootstrap.")) == [], name
 
 
+def test_the_logins_help_lists_the_role_kinds_without_the_database_stack() -> None:
+    """``logins --help`` names the role kinds a login may join: it reads them from the
+    root's light ``deployment_roles``; the SCRAM login statements (SQLAlchemy) load
+    only when the command runs (the previous tree imported the adapter: about 400 ms)."""
+    modules = imported_after(["logins", "--help"])
+    assert "scheduling.cli.logins" in modules
+    assert heavy(modules) == []
+    assert sorted(m for m in modules if m.startswith("scheduling.bootstrap.")) == [
+        "scheduling.bootstrap.deployment_roles"
+    ]
+
+
 def test_the_role_guard_sees_a_builder_imported_at_module_level() -> None:
     """The test of the test: a subcommand module that imported a builder by name (as
     they did) pulls the role's module and its stack into the same probe."""

@@ -18,6 +18,8 @@ scenario, the soak and the benchmarks build through these builders.
   ``schema_head`` - the head this build ships and whether a database is at it, without
   Alembic;
 * ``privileges`` - the deployment logins' release checks (``release-check``);
+  ``deployment_roles`` - the role names a prefix gives and the kinds a login joins;
+  ``logins`` - creating and rotating those logins (``logins``);
 * ``provisioning`` - the provisioning service over the trusted login; ``token_entries`` -
   the token file (issue, revoke, read);
 * ``refusals`` - the stable ``schedule.bootstrap.*`` codes, ``StartupRefused`` and
@@ -58,8 +60,14 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.control_plane import build_control_plane as build_control_plane
     from scheduling.bootstrap.control_plane import edge_authenticator as edge_authenticator
     from scheduling.bootstrap.control_plane import token_file as token_file
+    from scheduling.bootstrap.deployment_roles import DEFAULT_ROLE_PREFIX as DEFAULT_ROLE_PREFIX
+    from scheduling.bootstrap.deployment_roles import ROLE_KINDS as ROLE_KINDS
+    from scheduling.bootstrap.deployment_roles import role_names as role_names
     from scheduling.bootstrap.development import DevelopmentStack as DevelopmentStack
     from scheduling.bootstrap.development import build_development as build_development
+    from scheduling.bootstrap.logins import create_login as create_login
+    from scheduling.bootstrap.logins import generate_password as generate_password
+    from scheduling.bootstrap.logins import rotate_password as rotate_password
     from scheduling.bootstrap.maintenance import MaintenanceRole as MaintenanceRole
     from scheduling.bootstrap.maintenance import build_maintenance as build_maintenance
     from scheduling.bootstrap.mcp import McpRole as McpRole
@@ -68,9 +76,7 @@ if TYPE_CHECKING:
     from scheduling.bootstrap.mcp import serve_mcp_stdio as serve_mcp_stdio
     from scheduling.bootstrap.metrics import run_worker_metrics as run_worker_metrics
     from scheduling.bootstrap.metrics import scheduler_metrics as scheduler_metrics
-    from scheduling.bootstrap.privileges import DEFAULT_ROLE_PREFIX as DEFAULT_ROLE_PREFIX
     from scheduling.bootstrap.privileges import pooling_problems as pooling_problems
-    from scheduling.bootstrap.privileges import role_names as role_names
     from scheduling.bootstrap.privileges import (
         run_worker_release_problems as run_worker_release_problems,
     )
@@ -125,14 +131,10 @@ _HOME = {
     **dict.fromkeys(("MaintenanceRole", "build_maintenance"), "maintenance"),
     **dict.fromkeys(("McpRole", "build_mcp", "serve_mcp_http", "serve_mcp_stdio"), "mcp"),
     **dict.fromkeys(("run_worker_metrics", "scheduler_metrics"), "metrics"),
+    **dict.fromkeys(("DEFAULT_ROLE_PREFIX", "ROLE_KINDS", "role_names"), "deployment_roles"),
+    **dict.fromkeys(("create_login", "generate_password", "rotate_password"), "logins"),
     **dict.fromkeys(
-        (
-            "DEFAULT_ROLE_PREFIX",
-            "pooling_problems",
-            "role_names",
-            "run_worker_release_problems",
-            "scheduler_release_problems",
-        ),
+        ("pooling_problems", "run_worker_release_problems", "scheduler_release_problems"),
         "privileges",
     ),
     **dict.fromkeys(

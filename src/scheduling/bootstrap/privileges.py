@@ -1,6 +1,7 @@
 """What ``release-check`` reads of the deployment logins: whether a login is pooled per
 transaction, and whether the scheduler and run-worker logins hold exactly their release
-allowlists (``docs/operations/deployment.md``); and the role names a prefix gives."""
+allowlists (``docs/operations/deployment.md``). The role names a prefix gives are
+``deployment_roles``'s."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ from scheduling.adapters.postgres.release_check import (
     run_worker_release_problems,
     scheduler_release_problems,
 )
-from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, role_names
 
 __all__ = [
-    "DEFAULT_ROLE_PREFIX",
     "pooling_problems",
-    "role_names",
     "run_worker_release_problems",
     "scheduler_release_problems",
 ]

@@ -14,13 +14,7 @@ import asyncio
 import sys
 from typing import TextIO
 
-from scheduling.adapters.postgres.logins import (
-    ROLE_KINDS,
-    create_login,
-    generate_password,
-    rotate_password,
-)
-from scheduling.adapters.postgres.roles import DEFAULT_ROLE_PREFIX, role_names
+from scheduling import bootstrap
 from scheduling.cli.edge import load_settings, report
 from scheduling.cli.registry import command
 from scheduling.domain.errors import SchedulingError
@@ -43,7 +37,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         "names",
         nargs="+",
         metavar="NAME",
-        help=f"create: ROLE LOGIN (ROLE one of {', '.join(ROLE_KINDS)}); rotate: LOGIN",
+        help=f"create: ROLE LOGIN (ROLE one of {', '.join(bootstrap.ROLE_KINDS)}); rotate: LOGIN",
     )
     parser.add_argument(
         "--password-stdin",
@@ -56,7 +50,7 @@ def _password(args: argparse.Namespace) -> tuple[str, bool]:
     """(password, generated)."""
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\r\n"), False
-    return generate_password(), True
+    return bootstrap.generate_password(), True
 
 
 @command("logins", "create a login for a deployment role, or rotate its password", _configure)
@@ -76,15 +70,19 @@ def logins(args: argparse.Namespace, out: TextIO) -> int:
     if not password:
         report([f"{PASSWORD_EMPTY}: nothing read from stdin"])
         return 1
-    roles = role_names(settings.role_prefix or DEFAULT_ROLE_PREFIX)
+    roles = bootstrap.role_names(settings.role_prefix or bootstrap.DEFAULT_ROLE_PREFIX)
     try:
         if args.action == "create":
             kind, login = args.names
-            result = asyncio.run(create_login(settings.database_url, roles, kind, login, password))
+            result = asyncio.run(
+                bootstrap.create_login(settings.database_url, roles, kind, login, password)
+            )
             print(f"created login {result.login} in role {result.group}", file=out)
         else:
             (login,) = args.names
-            result = asyncio.run(rotate_password(settings.database_url, roles, login, password))
+            result = asyncio.run(
+                bootstrap.rotate_password(settings.database_url, roles, login, password)
+            )
             print(f"rotated the password of login {result.login}", file=out)
     except SchedulingError as exc:
         report([f"{exc.code}: {exc.message}"])

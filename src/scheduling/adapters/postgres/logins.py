@@ -22,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from scheduling.adapters.postgres.errors import translate
-from scheduling.adapters.postgres.roles import RoleNames
+from scheduling.adapters.postgres.roles import ROLE_KINDS, RoleNames
 from scheduling.adapters.postgres.urls import named_engine
 from scheduling.domain.errors import ConflictError, NotFoundError, ValidationError
 from scheduling.domain.reasons import reason
@@ -37,7 +37,6 @@ LOGIN_MISSING = reason(
 
 SCRAM_ITERATIONS = 4096
 _LOGIN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-ROLE_KINDS = ("api", "scheduler", "maintenance", "run-worker")
 
 
 def scram_verifier(

@@ -23,6 +23,8 @@ from scheduling.ports.records import RUN_MUTABLE_FIELDS
 
 ROLE_PREFIX_ENV = "AGENT_SCHEDULE_ROLE_PREFIX"
 DEFAULT_ROLE_PREFIX = "scheduling"
+ROLE_KINDS = ("api", "scheduler", "maintenance", "run-worker")
+"""The deployment roles a login may join (``scheduling logins create ROLE LOGIN``)."""
 TENANT_SETTING = "scheduling.tenant_id"
 PRINCIPAL_SETTING = "scheduling.principal_id"
 
