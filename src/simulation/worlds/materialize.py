@@ -32,6 +32,7 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.recurrence.due import RecurrenceCalculator
 from scheduling.ports.admission import ScheduleAdmissionController
 from scheduling.ports.clock import Clock
+from scheduling.ports.directories import TenantConfiguration
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.probe import Probe
 from scheduling.ports.records import PrincipalRecord
@@ -153,7 +154,9 @@ class MaterializeWorld:
     api: PostgresUnitOfWorkFactory
     scheduler: PostgresUnitOfWorkFactory
     world: ServiceWorld
-    tenants: ConfiguredTenantConfiguration
+    tenants: TenantConfiguration
+    """The tenant ceilings every scheduler role of the world is built with (a case may
+    replace it before building a worker)."""
     created: list[UUID] = field(default_factory=list)
     _forks: Iterator[int] = field(default_factory=itertools.count)
 
