@@ -9,8 +9,12 @@ after a charge, or the completion. Each must write nothing: the worker ends with
 the run row is the one the claim left, and no checkpoint or session event was added.
 The new holder then finishes the run once.
 
+Recoverable at full capacity: when every slot is held by a worker that died, their
+leases expire and a fresh worker must reclaim them (an expired lease holds no slot),
+one by one, each with a new fencing token, however full the fleet looked.
+
 Tests of the test: ``scheduling-gates mutate`` (``fencing.save_ignores_token``,
-``fencing.stale_write_ignored``).
+``fencing.stale_write_ignored``, ``queue.expired_leases_hold_slots``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import pytest
 from scheduling.bootstrap import RunWorkerRole, build_run_worker
 from scheduling.ports.probe import Probe
 from scheduling.ports.records import RunStatus
-from scheduling.ports.runtime import ClaimedRun, QueueCapacity
+from scheduling.ports.runtime import ClaimedRun, QueueCapacity, RunPriority
 from scheduling.runtime import LEASE_LOST, WorkerSettings
 from scheduling.testing import PostgresUnitOfWorkFactory, storage_over
 from simulation.engine.clock import VirtualClock
@@ -80,7 +84,11 @@ async def trail(admin: PostgresUnitOfWorkFactory, run_id: UUID) -> tuple[list[An
 
 
 def role(
-    admin: PostgresUnitOfWorkFactory, clock: VirtualClock, owner: str, probe: Probe | None = None
+    admin: PostgresUnitOfWorkFactory,
+    clock: VirtualClock,
+    owner: str,
+    probe: Probe | None = None,
+    capacity: QueueCapacity = WIDE,
 ) -> RunWorkerRole:
     """The run worker production builds, with the test's lease settings and no
     post-run accounting (these runs have no schedule)."""
@@ -91,7 +99,7 @@ def role(
         ids=SeededIds(0).fork(owner),
         probe=probe,
         storage=storage_over(admin),
-        capacity=WIDE,
+        capacity=capacity,
         owner=owner,
         worker_settings=SETTINGS,
         on_finished=UNACCOUNTED,
@@ -165,3 +173,34 @@ async def test_a_stale_checkpoint_writes_nothing(env: Env) -> None:
 async def test_a_stale_completion_writes_nothing(env: Env) -> None:
     # succeed: after the model call's checkpoint, the next write is the completion.
     await fenced_out(env, "succeed", "run.checkpointed", 1, "completion")
+
+
+FULL = QueueCapacity(2, 1, 1)
+"""Two slots: one interactive run and one async run fill the fleet."""
+
+
+@pytest.mark.rule("rule.lease.fencing")
+async def test_dead_workers_leases_free_their_slots(env: Env) -> None:
+    """Both slots held by workers that then die: after the leases expire, a fresh
+    worker reclaims both runs (recovered, token + 1) through the real queue."""
+    submit = submitter(env.admin, env.clock)
+    queued = [
+        await submit.submit(WHO, submission("succeed", priority=RunPriority.INTERACTIVE)),
+        await submit.submit(WHO, submission("succeed", priority=RunPriority.ASYNC)),
+    ]
+    queue = role(env.admin, env.clock, "dead", capacity=FULL).queue
+    dead = [await queue.claim("dead", env.clock.now(), SETTINGS.lease_seconds) for _ in queued]
+    assert all(c is not None for c in dead)
+    assert await queue.claim("dead", env.clock.now(), SETTINGS.lease_seconds) is None, (
+        "two live leases must fill two slots"
+    )
+    env.clock.advance(SETTINGS.lease_seconds + 1)
+    fresh = role(env.admin, env.clock, "fresh", capacity=FULL).queue
+    reclaimed = [await fresh.claim("fresh", env.clock.now(), SETTINGS.lease_seconds) for _ in dead]
+    assert all(c is not None for c in reclaimed), "an expired lease still held its slot"
+    assert {c.run.id for c in reclaimed if c is not None} == {r.id for r in queued}
+    for before in dead:
+        assert before is not None
+        after = next(c for c in reclaimed if c is not None and c.run.id == before.run.id)
+        assert after.recovered
+        assert after.lease.fencing_token == before.lease.fencing_token + 1
