@@ -32,6 +32,7 @@ from sqlalchemy import text
 from scheduling.bootstrap import ToolsRole, build_scheduler, build_tools
 from scheduling.config import Settings
 from scheduling.domain.identity import Principal
+from scheduling.domain.tenancy import TenantCeilings
 from scheduling.runtime.tool_pipeline import (
     ApprovalDecision,
     ApprovalPort,
@@ -69,6 +70,7 @@ from simulation.worlds.service import (
     TENANT_B,
     WORLD_ENV,
     activate_agent_version,
+    ceiling_env,
     principal,
     scheduler_settings,
     seed_agent_version,
@@ -227,8 +229,10 @@ class ToolWorld:
         principals: Iterable[Principal] = EVERYONE,
         pipeline_class: type[ToolPipeline] | None = None,
         approval_port: ApprovalPort | None = None,
+        ceilings: TenantCeilings | None = None,
     ) -> ToolWorld:
         """``approval_port`` replaces the scripted approvals (e.g. an edge's own port);
+        ``ceilings`` replaces the deployment's tenant ceilings (the world's by default);
         ``pipeline_class`` (a subclass of the built pipeline's class) is a wrong
         implementation for a test of the test, swapped onto the built object."""
         storage = open_storage(url, pool_size=5)
@@ -239,7 +243,9 @@ class ToolWorld:
         approvals = InspectingApprovals(clock)
         websites = ConfiguredWebsiteBindings()
         role = build_tools(
-            Settings.from_env(tool_env(url)),
+            Settings.from_env(
+                {**tool_env(url), **(ceiling_env(ceilings) if ceilings is not None else {})}
+            ),
             clock=clock,
             ids=ids,
             approvals=approval_port or approvals,
