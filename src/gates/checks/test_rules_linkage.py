@@ -99,7 +99,7 @@ async def test_each_materialized_run_records_its_origin(
     h = await MaterializeWorld.open(pg_url)
     try:
         worker = h.worker(h.materializer())
-        sid = await h.create(**FIRST)
+        sid = await h.create(title=FIRST["title"], instruction=FIRST["instruction"])
         h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=3))
         assert (await worker.run_once()).errors == {}
         await h.sql("UPDATE runs SET status = 'COMPLETED', finished_at = :t", t=h.clock.now())
