@@ -15,6 +15,7 @@ from uuid import UUID
 
 import pytest
 
+from scheduling.domain.cadence import format_instant
 from scheduling.domain.events import RUN_ACCOUNTED
 from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
 from scheduling.service.materializer import MaterializeStatus
@@ -110,6 +111,101 @@ async def test_rate_and_cost_rejections_record_missed(
         row = await h.schedule(b)
         assert row["next_fire_at"] > h.clock.now()
         assert row["consecutive_failures"] == 1
+    finally:
+        await h.close()
+
+
+async def decide_one_time(
+    h: MaterializeWorld, key: str, lead: float = 30
+) -> tuple[str, str | None, UUID | None]:
+    """A one-time schedule due ``lead`` seconds from now, decided 1 s after its
+    instant: (disposition, reason, run)."""
+    at = h.clock.now() + timedelta(seconds=lead)
+    sid = await h.create(key=key, cadence={"kind": "ONCE", "at": format_instant(at)})
+    h.clock.advance_to(at + timedelta(seconds=1))
+    result = await h.materializer().materialize(sid)
+    assert result.status is MaterializeStatus.DECIDED, result
+    assert result.occurrence is not None
+    occurrence = result.occurrence
+    return occurrence.disposition.value, occurrence.reason_code, occurrence.run_id
+
+
+@pytest.mark.rule("rule.admission.dispositions")
+async def test_the_rate_counts_only_the_last_minute(pg_url: str) -> None:
+    """One per minute: a second run 59 s after the first is refused, one 61 s after
+    it is admitted (a longer window, or none, refuses it too)."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        h.tenants = ceilings(max_materializations_per_minute=1)
+        first = await decide_one_time(h, "first")
+        assert first[0] == "MATERIALIZED"
+        created = h.clock.now()
+        within = await decide_one_time(h, "within", lead=58)  # decided at +59 s
+        assert h.clock.now() == created + timedelta(seconds=59)
+        assert within[:2] == ("MISSED", RATE)
+        after = await decide_one_time(h, "after", lead=1)  # decided at +61 s
+        assert h.clock.now() == created + timedelta(seconds=61)
+        assert after[0] == "MATERIALIZED"
+    finally:
+        await h.close()
+
+
+# (ceiling changes, the earlier run's finish relative to the decision, outcome, reason)
+COST_WINDOWS: dict[str, tuple[dict[str, Any], timedelta, str, str | None]] = {
+    "daily_reaching_the_ceiling_exactly": (
+        {"max_daily_cost": Decimal(4)},
+        -timedelta(hours=1),
+        "MATERIALIZED",
+        None,
+    ),
+    "daily_window_still_counting": (
+        {"max_daily_cost": Decimal(3)},
+        -timedelta(days=1) + timedelta(seconds=1),
+        "MISSED",
+        DAILY_COST,
+    ),
+    "daily_window_ended": (
+        {"max_daily_cost": Decimal(3)},
+        -timedelta(days=1) - timedelta(seconds=1),
+        "MATERIALIZED",
+        None,
+    ),
+    "monthly_window_still_counting": (
+        {"max_monthly_cost": Decimal(3)},
+        -timedelta(days=30) + timedelta(seconds=1),
+        "MISSED",
+        MONTHLY_COST,
+    ),
+    "monthly_window_ended": (
+        {"max_monthly_cost": Decimal(3)},
+        -timedelta(days=30) - timedelta(seconds=1),
+        "MATERIALIZED",
+        None,
+    ),
+}
+
+
+@pytest.mark.rule("rule.admission.dispositions")
+@pytest.mark.parametrize("case", sorted(COST_WINDOWS))
+async def test_the_cost_windows_end_where_they_say(pg_url: str, case: str) -> None:
+    """A finished scheduled run that cost USD 2, placed just inside or just outside the
+    rolling day or 30 days before the decision; the next run reserves its USD 2. A
+    committed cost plus the charge equal to the ceiling is admitted ("would exceed")."""
+    changes, finished, outcome, code = COST_WINDOWS[case]
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        h.tenants = ceilings(**changes)
+        disposition, _, run_id = await decide_one_time(h, "earlier")
+        assert disposition == "MATERIALIZED"
+        decided_at = h.clock.now() + timedelta(seconds=31)  # decide_one_time's decision
+        await h.sql(
+            "UPDATE runs SET status = 'COMPLETED', cost = 2, finished_at = :t WHERE id = :i",
+            t=decided_at + finished,
+            i=run_id,
+        )
+        decided = await decide_one_time(h, "next")
+        assert h.clock.now() == decided_at
+        assert decided[:2] == (outcome, code), case
     finally:
         await h.close()
 
