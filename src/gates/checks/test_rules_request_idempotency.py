@@ -1,0 +1,89 @@
+"""rule.http.request_idempotency over a real uvicorn server against PostgreSQL: the
+create request's key, scoped to (tenant, principal), with its request hash.
+
+Three callers share one key text: the owner, another principal of its tenant, and the
+owner's principal id in another tenant. The owner creates with the key; the identical
+request again replays the same schedule (200, ``replayed``); the same key with a
+different body (another title, another cadence, a field added) is a 409
+``schedule.idempotency.key_reused`` that changes nothing, also after the first schedule
+moved on (paused); the other two callers' first requests with that key each create
+their own schedule. A request without the key is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gates.runner.pytest_plugin import GateEvidence
+from simulation.worlds.http import OWNER, HttpWorld, body, http_world
+from simulation.worlds.service import TENANT_B, principal
+
+pytestmark = pytest.mark.postgres
+
+RULE = "rule.http.request_idempotency"
+KEY = "weekly-report"
+COLLEAGUE = principal("idem-colleague", scopes=OWNER.scopes)
+NAMESAKE = principal(OWNER.principal_id, TENANT_B, scopes=OWNER.scopes)
+CHANGED = {
+    "title": {"title": "Another report"},
+    "cadence": {"cadence": {"kind": "DAILY", "local_time": "10:00", "timezone": "Europe/Paris"}},
+    "scopes": {"requested_scopes": []},
+}
+
+
+async def rows(world: HttpWorld) -> dict[str, Any]:
+    return {
+        "counts": await world.counts(),
+        "schedules": await world.sql("SELECT * FROM schedules ORDER BY id"),
+        "keys": await world.sql("SELECT * FROM schedule_idempotency_keys ORDER BY schedule_id"),
+    }
+
+
+@pytest.mark.rule(RULE)
+async def test_one_key_one_request_per_caller(pg_url: str, gate_evidence: GateEvidence) -> None:
+    async with http_world(pg_url, (OWNER, COLLEAGUE, NAMESAKE)) as world:
+        missing = await world.call("POST", "/v1/schedules", json=body())
+        assert missing.status_code == 400, missing.text
+        assert missing.json()["error"]["code"] == "schedule.http.idempotency_key_required"
+        assert (await world.counts())["schedules"] == 0
+
+        first = await world.create(KEY)
+        assert first.status_code == 201, first.text
+        sid = first.json()["id"]
+        again = await world.create(KEY)
+        assert again.status_code == 200, again.text
+        assert again.json()["id"] == sid
+        assert again.json()["replayed"] is True
+        settled = await rows(world)
+        assert settled["counts"]["schedules"] == 1
+
+        refused: dict[str, Any] = {}
+        for name, change in CHANGED.items():
+            reused = await world.create(KEY, **change)
+            assert reused.status_code == 409, (name, reused.text)
+            refused[name] = reused.json()["error"]["code"]
+            assert refused[name] == "schedule.idempotency.key_reused", name
+            assert await rows(world) == settled, name
+
+        paused = await world.call(
+            "POST", f"/v1/schedules/{sid}/pause", json={"expected_revision": 1}
+        )
+        assert paused.status_code == 200, paused.text
+        after_pause = await rows(world)
+        late = await world.create(KEY, **CHANGED["title"])
+        assert late.status_code == 409, late.text
+        assert await rows(world) == after_pause
+
+        theirs = {}
+        for who in (COLLEAGUE, NAMESAKE):
+            created = await world.create(KEY, who=who, **CHANGED["title"])
+            assert created.status_code == 201, (who, created.text)
+            theirs[who.tenant_id + "/" + who.principal_id] = created.json()["id"]
+        assert len({sid, *theirs.values()}) == 3
+        final = await world.sql("SELECT id, tenant_id, principal_id FROM schedules")
+        owners = {(r["tenant_id"], r["principal_id"]) for r in final}
+        assert owners == {(p.tenant_id, p.principal_id) for p in (OWNER, COLLEAGUE, NAMESAKE)}
+        gate_evidence.record("refused", refused)
+        gate_evidence.record("callers", sorted(theirs))
