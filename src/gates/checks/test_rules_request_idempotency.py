@@ -26,7 +26,7 @@ RULE = "rule.http.request_idempotency"
 KEY = "weekly-report"
 COLLEAGUE = principal("idem-colleague", scopes=OWNER.scopes)
 NAMESAKE = principal(OWNER.principal_id, TENANT_B, scopes=OWNER.scopes)
-CHANGED = {
+CHANGED: dict[str, dict[str, Any]] = {
     "title": {"title": "Another report"},
     "cadence": {"cadence": {"kind": "DAILY", "local_time": "10:00", "timezone": "Europe/Paris"}},
     "scopes": {"requested_scopes": []},
