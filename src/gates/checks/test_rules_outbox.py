@@ -7,6 +7,8 @@
   title and the nominal instant; accounting again writes none.
 * Skipped outcomes (MISSED past grace, SKIPPED_OVERLAP): the row commits with the
   materializer's decision, exactly one.
+* After an update: a run fired under revision 1 and accounted after the schedule was
+  renamed (revision 2) names revision 1's title.
 * Same transaction: a crash after every write of one accounting (each repository
   write and the COMMIT, found by a discovery run) leaves either no accounting and no
   row, or both; the scheduler's retry then leaves exactly one of each. The skip
@@ -34,7 +36,9 @@ from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.materializer import MaterializeResult
 from scheduling.testing import RoleOverride
+from simulation.worlds.materialize import WHO as OWNER
 from simulation.worlds.materialize import MaterializeWorld
+from simulation.worlds.service import definition
 
 pytestmark = pytest.mark.postgres
 
@@ -318,5 +322,35 @@ async def test_skipped_outcomes_commit_their_row_with_the_decision(pg_url: str) 
 
         await skipped_sweep(h, busy, while_active, "SKIPPED_OVERLAP")
         assert await rows(h, first.occurrence.id) == [], "a row for the still-active run"
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.outbox.finished")
+async def test_a_run_accounted_after_an_update_names_the_revision_it_fired_under(
+    pg_url: str,
+) -> None:
+    """The schedule is renamed (revision 2) while revision 1's run is in flight: the
+    outcome row still carries the title the occurrence fired under."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        sid = await h.create(title="Title at firing", max_consecutive_failures=10)
+        result = await fire(h, sid)
+        assert result.occurrence is not None
+        assert result.run_id is not None, result
+        row = await h.schedule(sid)
+        await h.world.service.update(
+            OWNER,
+            sid,
+            row["current_revision"],
+            definition(title="Renamed since", max_consecutive_failures=10),
+            idempotency_key="rename",
+        )
+        assert (await h.schedule(sid))["current_revision"] == 2
+        await finish(h, result.run_id, "COMPLETED")
+        accounted_now = await accountant(h, "acct").account_run(result.run_id)
+        assert accounted_now is not None
+        found = await rows(h, result.occurrence.id)
+        assert [r["payload"] for r in found] == [expected_payload("Title at firing", result)]
     finally:
         await h.close()
