@@ -190,6 +190,17 @@ def test_select_script_prefers_the_instruction() -> None:
     assert script.at(1) == Fail("ScriptedFailure")
 
 
+def test_research_alternates_paid_model_calls_and_recalls_then_answers() -> None:
+    recall = ToolCall("memory.recall", {"topic": "notes"})
+    two = select_script("[script:research:2]", {}, {})
+    assert [two.at(i) for i in range(4)] == [ModelCall(Decimal(1)), recall] * 2
+    assert isinstance(two.at(4), Finish)
+    assert isinstance(two.at(5), Finish)  # answered: nothing repeats after it
+    one = select_script("[script:research]", {}, {})
+    assert [one.at(0), one.at(1)] == [ModelCall(Decimal(1)), recall]
+    assert isinstance(one.at(2), Finish)
+
+
 def test_tool_pipeline_checks_in_order() -> None:
     pipeline = ToolPipeline(scripted_tools())
     spec = {"tools": ["web.search", {"name": "bulk.output"}]}

@@ -12,6 +12,9 @@ Built-in scripts:
 ``steps[:N]``          N model calls of cost 0 then answer (``steps`` alone: forever)
 ``tools[:N]``          N ``memory.recall`` calls then answer (alone: forever)
 ``spend[:N]``          N model calls of cost 1 then answer (alone: forever)
+``research[:N]``       N rounds (default 1) of a model call of cost 1 and a
+                       ``memory.recall`` call, then answer: research that can meet
+                       each final-synthesis reserve
 ``undeclared_tool``    calls ``web.search`` (needs a declared tool and its scope), then
                        answers
 ``bulk_output[:BYTES]``  calls ``bulk.output`` producing BYTES bytes, then answers
@@ -54,6 +57,14 @@ class Script:
         return Finish(ANSWER)
 
 
+RECALL = ToolCall("memory.recall", {"topic": "notes"})
+
+
+def _rounds(round_: tuple[Action, ...], arg: int | None) -> Script:
+    """``arg`` (default 1) repetitions of ``round_``, then the answer."""
+    return Script((*(round_ * (1 if arg is None else arg)), Finish(ANSWER)))
+
+
 def _bounded_or_forever(step: Action, arg: int | None) -> Script:
     if arg is None:
         return Script((step,), repeat_last=True)
@@ -68,8 +79,9 @@ def _builtin(name: str, arg: int | None) -> Script | None:
             (ModelCall(), Wait(float(arg if arg is not None else 3600)), Finish(ANSWER))
         ),
         "steps": lambda: _bounded_or_forever(ModelCall(Decimal(0)), arg),
-        "tools": lambda: _bounded_or_forever(ToolCall("memory.recall", {"topic": "notes"}), arg),
+        "tools": lambda: _bounded_or_forever(RECALL, arg),
         "spend": lambda: _bounded_or_forever(ModelCall(Decimal(1)), arg),
+        "research": lambda: _rounds((ModelCall(Decimal(1)), RECALL), arg),
         "undeclared_tool": lambda: Script(
             (ModelCall(), ToolCall("web.search", {"query": "news"}), Finish(ANSWER))
         ),

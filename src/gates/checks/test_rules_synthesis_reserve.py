@@ -1,0 +1,102 @@
+"""rule.runtime.synthesis_reserve on PostgreSQL: a materialized run's final-synthesis
+reserves, applied by the ordinary run worker.
+
+A schedule pinned to an agent version that declares ``memory.recall`` fires; its run
+is the scripted ``research:3`` agent (three rounds of a model call costing USD 1 and a
+recall, then the answer), executed by the run worker production builds. One case per
+reserve - steps, model calls, cost - plus the all-zero reserve: once research reaches
+the reserved boundary, every further tool call is refused with
+``schedule.runtime.synthesis_reserve`` (never charged) and the run still completes with
+its answer inside its hard totals; without reserves all three recalls run. The
+expected tool outcomes are counted by hand from the limits below.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from gates.runner.pytest_plugin import GateEvidence
+from scheduling.domain.revision import RunLimits
+from scheduling.ports.runtime import QueueCapacity
+from simulation.worlds.materialize import MaterializeWorld
+from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
+from simulation.worlds.service import START, activate_agent_version
+
+pytestmark = pytest.mark.postgres
+
+RULE = "rule.runtime.synthesis_reserve"
+DENIED = "schedule.runtime.synthesis_reserve"
+OK, NO = "tool.result", "tool.denied"
+CASES: dict[str, tuple[RunLimits, list[str]]] = {
+    # 2 steps a round; the reserve starts at 6 - 2 = 4 steps: the third recall (step 6)
+    # would be taken at 5 used.
+    "steps": (
+        RunLimits(
+            max_steps=6, max_model_calls=10, max_tool_calls=10, max_cost=Decimal(10),
+            reserve_steps=2,
+        ),
+        [OK, OK, NO],
+    ),
+    # The reserve starts at 4 - 2 = 2 model calls: the second round's recall is refused.
+    "model_calls": (
+        RunLimits(
+            max_steps=10, max_model_calls=4, max_tool_calls=10, max_cost=Decimal(10),
+            reserve_model_calls=2,
+        ),
+        [OK, NO, NO],
+    ),
+    # USD 1 a model call; the reserve starts at 4 - 2 = USD 2 spent.
+    "cost": (
+        RunLimits(
+            max_steps=10, max_model_calls=10, max_tool_calls=10, max_cost=Decimal(4),
+            reserve_cost=Decimal(2),
+        ),
+        [OK, NO, NO],
+    ),
+    "unreserved": (
+        RunLimits(max_steps=6, max_model_calls=3, max_tool_calls=3, max_cost=Decimal(3)),
+        [OK, OK, OK],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.rule(RULE)
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_a_materialized_run_synthesizes_inside_its_reserve(
+    pg_url: str, case: str, gate_evidence: GateEvidence
+) -> None:
+    limits, outcomes = CASES[case]
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        await seed_tool_agent(h.admin, START)
+        await activate_agent_version(h.admin, TOOL_AGENT_VERSION, START)
+        sid = await h.create(
+            agent_version=TOOL_AGENT_VERSION,
+            instruction="Look into the notes, then answer. [script:research:3]",
+            limits=limits,
+        )
+        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
+        await h.scan()
+        (run_id,) = [o["run_id"] for o in (await h.ledger()).of(sid).occurrences]
+        worker = run_worker(h.storage, h.clock, "w", capacity=QueueCapacity(4, 1, 1))
+        outcome = await worker.run_once()
+        assert outcome is not None
+        assert outcome.status == "COMPLETED", outcome
+        ledger = (await h.ledger()).of(sid)
+        (run,) = ledger.runs
+        assert run["id"] == run_id
+        tools = [e for e in ledger.session_events if e["event_type"].startswith("tool.")]
+        assert [e["event_type"] for e in tools] == outcomes
+        assert all(e["payload"]["reason_code"] == DENIED for e in tools if e["event_type"] == NO)
+        assert run["usage"]["tool_calls"] == outcomes.count(OK)
+        assert run["usage"]["steps"] <= limits.max_steps
+        assert run["usage"]["model_calls"] == 3
+        assert Decimal(str(run["usage"]["cost"])) <= limits.max_cost
+        kinds = [e["event_type"] for e in ledger.session_events]
+        assert kinds.count("message.assistant") == 1
+        gate_evidence.record(case, {"tools": outcomes, "usage": run["usage"]})
+    finally:
+        await h.close()
