@@ -25,6 +25,7 @@ from uuid import UUID
 
 import pytest
 
+from gates.checks.fail_closed import fails_closed_then_recovers
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.ports.directories import authority_version
 from scheduling.service.materializer import (
@@ -120,53 +121,33 @@ async def check_fails_closed(
         sid = await h.create()
         old_version = version(SEEDED_ROLES, WHO.scopes)
         assert await pinned_version(h, sid) == old_version
-        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=3))
-        assert (await worker.run_once()).errors == {}
-        warm = (await h.ledger()).of(sid)
-        assert [o["disposition"] for o in warm.occurrences] == ["MATERIALIZED"]
-        await h.sql("UPDATE runs SET status = 'COMPLETED', finished_at = :t", t=h.clock.now())
-        first = await h.next_fire(sid)
-        await change(h)
-        if case == "authority_version_changed":
-            # Prove the case changes the version and nothing the other two cases cover.
-            row = await principal_row(h)
-            assert row["enabled"] is True
-            assert "memory.read" in row["scopes"]
-            assert row["authority_inputs"] == {"roles": [*SEEDED_ROLES, "auditor"]}
-            assert version((*SEEDED_ROLES, "auditor"), WHO.scopes) != old_version
-        h.clock.advance_to(first + timedelta(seconds=3))
-        assert (await worker.run_once()).errors == {}
-        ledger = (await h.ledger()).of(sid)
-        assert len(ledger.occurrences) == 2
-        failed = ledger.occurrences[1]
-        assert failed["disposition"] == "AUTHORIZATION_FAILED", failed
-        assert failed["reason_code"] == code
-        assert failed["session_id"] is None
-        assert failed["run_id"] is None
+
+        async def breaks() -> None:
+            await change(h)
+            if case == "authority_version_changed":
+                # Prove the case changes the version and nothing the other two cases cover.
+                row = await principal_row(h)
+                assert row["enabled"] is True
+                assert "memory.read" in row["scopes"]
+                assert row["authority_inputs"] == {"roles": [*SEEDED_ROLES, "auditor"]}
+                assert version((*SEEDED_ROLES, "auditor"), WHO.scopes) != old_version
+
+        async def restores() -> None:
+            # The principal's authority content returns, so the content-derived version
+            # matches the pin again; only the later occurrence is affected.
+            await h.set_principal()
+
+        failed, after = await fails_closed_then_recovers(
+            h,
+            worker,
+            sid,
+            disposition="AUTHORIZATION_FAILED",
+            code=code,
+            breaks=breaks,
+            restores=restores,
+        )
         assert failed["authority_version"] != old_version
-        assert len(ledger.runs) == len(ledger.sessions) == 1
-        audit = [e for e in ledger.events if e["event_type"].endswith("authorization_failed")]
-        assert len(audit) == 1
-        assert audit[0]["payload"]["reason_code"] == code
-        schedule = await h.schedule(sid)
-        assert schedule["state"] == "ACTIVE"
-        assert schedule["consecutive_failures"] == 1
-        second = schedule["next_fire_at"]
-        assert second > h.clock.now()
-        # Restore: the principal's authority content returns, so the content-derived
-        # version matches the pin again; only the later occurrence is affected.
-        await h.set_principal()
-        h.clock.advance_to(second + timedelta(seconds=3))
-        assert (await worker.run_once()).errors == {}
-        after = (await h.ledger()).of(sid)
-        assert [o["disposition"] for o in after.occurrences] == [
-            "MATERIALIZED",
-            "AUTHORIZATION_FAILED",
-            "MATERIALIZED",
-        ]
-        assert after.occurrences[1] == failed
         assert after.occurrences[2]["authority_version"] == old_version
-        assert len(after.runs) == 2
         assert await pinned_version(h, sid) == old_version
         gate_evidence.record(
             case,

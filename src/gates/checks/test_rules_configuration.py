@@ -31,6 +31,7 @@ from decimal import Decimal
 
 import pytest
 
+from gates.checks.fail_closed import fails_closed_then_recovers
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.service.materializer import (
@@ -155,42 +156,22 @@ async def test_due_occurrence_fails_closed_on_configuration(
     try:
         worker = h.worker(h.materializer())
         sid = await h.create()
-        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=3))
-        assert (await worker.run_once()).errors == {}
-        warm = (await h.ledger()).of(sid)
-        assert [o["disposition"] for o in warm.occurrences] == ["MATERIALIZED"]
-        await h.sql("UPDATE runs SET status = 'COMPLETED', finished_at = :t", t=h.clock.now())
-        first = await h.next_fire(sid)
-        await spec.breaks(h, tenants)
-        h.clock.advance_to(first + timedelta(seconds=3))
-        assert (await worker.run_once()).errors == {}
-        ledger = (await h.ledger()).of(sid)
-        assert len(ledger.occurrences) == 2
-        failed = ledger.occurrences[1]
-        assert failed["disposition"] == "CONFIGURATION_FAILED", failed
-        assert failed["reason_code"] == spec.code
-        assert failed["session_id"] is None
-        assert failed["run_id"] is None
-        assert len(ledger.runs) == len(ledger.sessions) == 1
-        audit = [e for e in ledger.events if e["event_type"].endswith("configuration_failed")]
-        assert len(audit) == 1
-        assert audit[0]["payload"]["reason_code"] == spec.code
-        schedule = await h.schedule(sid)
-        assert schedule["state"] == "ACTIVE"
-        assert schedule["consecutive_failures"] == 1
-        second = schedule["next_fire_at"]
-        assert second > h.clock.now()
-        await spec.restores(h, tenants)
-        h.clock.advance_to(second + timedelta(seconds=3))
-        assert (await worker.run_once()).errors == {}
-        after = (await h.ledger()).of(sid)
-        assert [o["disposition"] for o in after.occurrences] == [
-            "MATERIALIZED",
-            "CONFIGURATION_FAILED",
-            "MATERIALIZED",
-        ]
-        assert after.occurrences[1] == failed
-        assert len(after.runs) == 2
+
+        async def breaks() -> None:
+            await spec.breaks(h, tenants)
+
+        async def restores() -> None:
+            await spec.restores(h, tenants)
+
+        _, after = await fails_closed_then_recovers(
+            h,
+            worker,
+            sid,
+            disposition="CONFIGURATION_FAILED",
+            code=spec.code,
+            breaks=breaks,
+            restores=restores,
+        )
         run = after.runs[1]
         assert run["policy_profile"] == POLICY
         assert run["limits"] == LIMITS.to_json()
