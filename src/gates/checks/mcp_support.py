@@ -48,7 +48,9 @@ OWNER = principal("mcp-owner")
 # Another tenant's principal with the same id: only the tenant tells them apart.
 FOREIGN = principal(OWNER.principal_id, tenant_id=TENANT_B)
 READER = principal("mcp-reader", scopes={"schedule.read"})
-PRINCIPALS = (OWNER, FOREIGN, READER)
+# Holds every scope, and is disabled by the authorization check before it calls.
+DISABLED = principal("mcp-disabled")
+PRINCIPALS = (OWNER, FOREIGN, READER, DISABLED)
 Row = dict[str, Any]
 Answer = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
@@ -175,11 +177,11 @@ class McpWorld:
             await session.initialize()
             yield session
 
-    async def post(self, body: Any, token: str | None) -> httpx.Response:
+    async def post(self, body: Any, token: str | None, scheme: str = "Bearer") -> httpx.Response:
         """One raw POST to the endpoint (no SDK: to see what an unknown token gets)."""
         headers = {"Accept": "application/json, text/event-stream"}
         if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
+            headers["Authorization"] = f"{scheme} {token}".strip()
         async with httpx.AsyncClient(timeout=30) as client:
             return await client.post(self.url, json=body, headers=headers)
 
@@ -190,6 +192,14 @@ class McpWorld:
         async with self.admin.engine.begin() as conn:
             result = await conn.execute(text(statement), params)
             return [dict(r._mapping) for r in result.all()] if result.returns_rows else []
+
+    async def set_enabled(self, who: Principal, enabled: bool) -> None:
+        await self.sql(
+            "UPDATE principals SET enabled = :e WHERE tenant_id = :t AND principal_id = :p",
+            e=enabled,
+            t=who.tenant_id,
+            p=who.principal_id,
+        )
 
     async def schedules(self) -> list[Row]:
         """Every schedule row with its current revision's ``title``."""
@@ -304,7 +314,8 @@ async def mcp_create_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
 async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
     """Pause approved (still ACTIVE at the question); another tenant's pause is not
     found and changes nothing; a missing scope is denied before any elicitation; an
-    unknown token or none gets no session."""
+    unknown token or none, the owner's token under another scheme than Bearer, and a
+    disabled principal's token get no session."""
     problems: list[str] = []
     evidence: dict[str, Any] = {}
     owner_asks = Elicitations(default=accept(True))
@@ -349,8 +360,19 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
         problems.append(f"denied calls changed {[t for t in after if after[t] != before[t]]}")
 
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    for label, token in (("unknown token", "sch_0000000000000000_unknown"), ("no token", None)):
-        response = await world.post(ping, token)
+    attempts: list[tuple[str, str | None, str]] = [
+        ("unknown token", "sch_0000000000000000_unknown", "Bearer"),
+        ("no token", None, "Bearer"),
+        # The owner's own token, but not as a Bearer credential.
+        ("basic scheme", world.bearer[OWNER], "Basic"),
+        ("no scheme", world.bearer[OWNER], ""),
+    ]
+    if DISABLED in world.bearer:
+        # A valid token of a principal disabled since it was issued.
+        await world.set_enabled(DISABLED, False)
+        attempts.append(("disabled principal", world.bearer[DISABLED], "Bearer"))
+    for label, token, scheme in attempts:
+        response = await world.post(ping, token, scheme)
         body = (
             response.json()
             if response.headers.get("content-type", "").startswith("application/json")

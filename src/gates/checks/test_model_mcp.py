@@ -11,7 +11,8 @@ streamable HTTP on 127.0.0.1 against PostgreSQL, the edge built by
   the bytes the pipeline measured;
 * gate.schedule.model_lifecycle_authorization: an approved pause (still ACTIVE at the
   question), another tenant's pause (not found, nothing changed), a missing scope
-  (denied before any elicitation), an unknown or absent token (no session).
+  (denied before any elicitation); an unknown or absent token, the owner's token under
+  another scheme than Bearer and a disabled principal's token (no session).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 PostgreSQL (API role, forced RLS, the durable principal directory, the token file):
 
 * ``rule.http.bearer``: only the whole token names a caller. A right token id with a
-  wrong, shortened or extended secret answers the same 401 as an unknown token; the
+  wrong, shortened or extended secret, or the right token under another scheme than
+  Bearer, answers the same 401 as an unknown token; the
   presented token is compared through ``hmac.compare_digest`` with every entry's
   digest (constant time, no early exit); a disabled principal can do nothing; no
   token reaches a stored row.
@@ -15,7 +16,7 @@ PostgreSQL (API role, forced RLS, the durable principal directory, the token fil
   holds the exception text, SQL, bound values, the instruction or the token.
 
 Tests of the test: ``scheduling-gates mutate`` (mutants ``bearer.token_id_only``,
-``bearer.digest_equality``, ``scopes.write_implies_cancel``,
+``bearer.digest_equality``, ``bearer.any_scheme``, ``scopes.write_implies_cancel``,
 ``scopes.write_implies_read``, ``envelope.unavailable_message_leaks``,
 ``envelope.unhandled_error_escapes``).
 """
@@ -132,6 +133,13 @@ async def bearer(world: HttpWorld, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         for path in ("/v1/schedules", "/v1/runs/00000000-0000-4000-8000-000000000001"):
             refused = await world.client.get(path, headers={"Authorization": f"Bearer {forged}"})
             assert answer(refused) == baseline, (name, path, refused.text)
+
+    # Only the Bearer scheme carries a token: the right token under another scheme, or
+    # with none, is the same 401 as an unknown token.
+    schemes = {"basic": f"Basic {token}", "token": f"Token {token}", "bare": token}
+    for name, header in schemes.items():
+        refused = await world.client.get("/v1/schedules", headers={"Authorization": header})
+        assert answer(refused) == baseline, (name, refused.text)
 
     # Constant time: every entry's digest is compared with the presented token's digest
     # through hmac.compare_digest, for a right and for a wrong token alike.

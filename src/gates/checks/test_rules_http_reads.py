@@ -8,6 +8,8 @@ mirrors the schedule row or its current revision, and every field of every
 ``GET /v1/schedules/{id}/occurrences`` row that mirrors the occurrence row, must equal
 the database's value: so a revision, a failure count or a reason the API reports from
 anywhere but the ledger shows (with one revision and no failure they all look alike).
+The run that fired (failed, with its failure classification) reads the same through
+``GET /v1/runs/{id}`` and in the view its inbox row embeds.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ async def test_the_point_read_and_the_inbox_mirror_the_ledger(
         world.clock.advance_to(datetime.fromisoformat(created.json()["next_fire_at"]))
         world.clock.advance(1)
         assert (await scheduler.worker.run_once()).errors == {}
+        # A failed run: its failure and finish are the fields a run view could drop.
         await world.sql(
-            "UPDATE runs SET status = 'COMPLETED', finished_at = :t", t=world.clock.now()
+            "UPDATE runs SET status = 'FAILED', finished_at = :t,"
+            ' failure = \'{"reason": "schedule.runtime.deadline_exceeded"}\'::jsonb',
+            t=world.clock.now(),
         )
         detail = (await world.call("GET", f"/v1/schedules/{sid}")).json()
         patched = await world.call(
@@ -104,6 +109,19 @@ async def test_the_point_read_and_the_inbox_mirror_the_ledger(
             for k in ("nominal_fire_at", "materialized_at", "links_erased_at", "created_at"):
                 if not same_instant(item[k], wire(occurrence[k])):
                     problems.append(f"occurrence {k}: {item[k]!r} != {wire(occurrence[k])!r}")
+        # The linked run: GET /v1/runs/{id} and the view the inbox row embeds both say
+        # what the runs row holds.
+        (run,) = await world.sql("SELECT * FROM runs")
+        direct = await world.call("GET", f"/v1/runs/{run['id']}")
+        assert direct.status_code == 200, direct.text
+        embedded = items[-1]["run"]
+        for name, view in (("run read", direct.json()), ("embedded run", embedded)):
+            for k in ("session_id", "status", "failure"):
+                if view[k] != wire(run[k]):
+                    problems.append(f"{name} {k}: {view[k]!r} != {wire(run[k])!r}")
+            for k in ("scheduled_for", "deadline_at", "finished_at"):
+                if not same_instant(view[k], wire(run[k])):
+                    problems.append(f"{name} {k}: {view[k]!r} != {wire(run[k])!r}")
         assert problems == [], problems
         gate_evidence.record("point_read", {k: point[k] for k in mirrored})
         gate_evidence.record(

@@ -142,6 +142,7 @@ async def filters(world: HttpWorld) -> dict[str, Any]:
                 assert len(ids) == len(set(ids)), (states, limit, "an item twice")
                 assert set(ids) == wanted, (states, limit, ids)
                 assert all(len(page) == limit for page in found[:-1]), (states, limit, found)
+                assert len(found[-1]) <= limit, (states, limit, "the last page is too long")
                 for page in found:
                     for item in page:
                         assert not states or item["state"] in states, (states, item)

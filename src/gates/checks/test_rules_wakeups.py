@@ -11,9 +11,13 @@ a raw asyncpg connection LISTENs on the channel the schedulers listen on.
   its commit, after every write and after the wake-up was queued): no notification,
   and no schedule row.
 
+* An update and a resume, the other writes that can make a schedule due sooner, each
+  wake the listener once more with the schedule's id.
+
 Tests of the test: ``scheduling-gates mutate`` (``wakeups.at_commit_dropped``: no
 notification at all; ``wakeups.sent_before_commit``: sent on a connection of its own
-when queued, so before the COMMIT and whether or not it happens).
+when queued, so before the COMMIT and whether or not it happens;
+``wakeups.resume_silent``: a resume wakes nobody).
 """
 
 from __future__ import annotations
@@ -153,3 +157,34 @@ async def test_a_create_that_never_commits_wakes_nobody(pg_url: str, heard: Hear
         await storage.close()
     assert rows == 0, "the crashed create committed a schedule"
     assert heard.payloads == [], "a create that never committed sent a wake-up"
+
+
+async def _heard_at_least(heard: Heard, count: int) -> None:
+    for _ in range(100):
+        if len(heard.payloads) >= count:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_an_update_and_a_resume_each_wake_a_listener(pg_url: str, heard: Heard) -> None:
+    world, storage = await _world(pg_url, crash=False)
+    try:
+        created = (await world.service.create(ALICE, "wake-3", definition())).schedule
+        await _heard_at_least(heard, 1)
+        updated = await world.service.update(
+            ALICE, created.id, 1, definition(title="Renamed"), None
+        )
+        await _heard_at_least(heard, 2)
+        after_update = list(heard.payloads)
+        paused = await world.service.pause(ALICE, created.id, updated.schedule.current_revision)
+        await asyncio.sleep(SETTLE)
+        before_resume = len(heard.payloads)
+        await world.service.resume(ALICE, created.id, paused.schedule.current_revision)
+        await _heard_at_least(heard, before_resume + 1)
+        await asyncio.sleep(SETTLE)
+    finally:
+        await storage.close()
+    sid = str(created.id)
+    assert after_update == [sid, sid], "an update did not wake the listener exactly once"
+    resumed = heard.payloads[before_resume:]
+    assert resumed == [sid], "a resume did not wake the listener exactly once"

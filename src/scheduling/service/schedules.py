@@ -39,9 +39,10 @@ from scheduling.ports.ids import IdGenerator
 from scheduling.ports.keys import IDEMPOTENCY_KEY, KEY_BYTES, KeyRing
 from scheduling.ports.notifier import NullNotifier, ScheduleNotifier
 from scheduling.ports.probe import NullProbe, Probe
-from scheduling.ports.records import IdempotencyEntry, ProcessEvent, RunRecord
+from scheduling.ports.records import IdempotencyEntry, ProcessEvent
 from scheduling.ports.repositories import KEY_REUSED, STALE, ScheduleCommand
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.service.runs import view_of
 from scheduling.service.validation import (
     NO_FUTURE_OCCURRENCE,
     DefinitionValidator,
@@ -55,7 +56,6 @@ from scheduling.service.validation import (
 )
 from scheduling.service.values import (
     OccurrenceView,
-    RunView,
     ScheduleDefinition,
     ScheduleDetail,
     SchedulePatch,
@@ -593,24 +593,12 @@ class ScheduleService:
             linked = {o.run_id for o in found.items if o.run_id is not None}
             runs = await uow.runs.get_many(linked, principal)
             views = [
-                OccurrenceView(o, self._run_view(runs[o.run_id]) if o.run_id in runs else None)
+                OccurrenceView(o, view_of(runs[o.run_id]) if o.run_id in runs else None)
                 for o in found.items
             ]
         return Page(items=views, next_cursor=found.next_cursor)
 
     # ------------------------------------------------------------------ helpers
-
-    @staticmethod
-    def _run_view(run: RunRecord) -> RunView:
-        return RunView(
-            run_id=run.id,
-            session_id=run.session_id,
-            status=run.status.value,
-            scheduled_for=run.scheduled_for,
-            deadline_at=run.deadline_at,
-            finished_at=run.finished_at,
-            failure=run.failure,
-        )
 
     async def _get(
         self, uow: UnitOfWork, schedule_id: UUID, principal: Principal, *, lock: bool = False

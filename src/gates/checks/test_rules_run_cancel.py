@@ -1,0 +1,106 @@
+"""rule.http.run_cancel over a real uvicorn server against PostgreSQL: the existing run
+cancel endpoint ends a run that has not ended, once, and never rewrites an ended one.
+
+Three schedules fire at one instant, each materializing a QUEUED run. The first run is
+cancelled through ``POST /v1/runs/{id}/cancel``: 200, CANCELLED, and its row is
+CANCELLED with no lease, a fencing token one higher and a finish, beside one
+``run.cancelled`` session event; cancelling it again is a 200 that changes no row. The
+other two are made COMPLETED and FAILED (as the run worker leaves them): cancelling
+either is a 409 ``schedule.runtime.cancel_terminal`` that changes no row.
+
+Tests of the test: ``scheduling-gates mutate`` (``runs.cancel_rewrites_ended_runs``:
+a COMPLETED or FAILED run is cancelled; ``runs.cancel_not_idempotent``: a second
+cancel is refused as terminal).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from gates.runner.pytest_plugin import GateEvidence
+from simulation.worlds.http import HttpWorld, http_world
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rule("rule.http.run_cancel")]
+
+TERMINAL = "schedule.runtime.cancel_terminal"
+
+
+async def rows(world: HttpWorld) -> dict[str, Any]:
+    return {
+        "runs": await world.sql("SELECT * FROM runs ORDER BY id"),
+        "events": await world.sql(
+            "SELECT session_id, seq, event_type FROM session_events ORDER BY session_id, seq"
+        ),
+    }
+
+
+async def test_a_run_is_cancelled_once_and_an_ended_run_never(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    async with http_world(pg_url) as world:
+        fire = None
+        for title in ("Cancelled", "Completed", "Failed"):
+            created = await world.create(f"run-cancel-{title}", title=title)
+            assert created.status_code == 201, created.text
+            fire = created.json()["next_fire_at"]
+        assert fire is not None
+        world.clock.advance_to(datetime.fromisoformat(fire))
+        world.clock.advance(1)
+        assert (await world.scheduler().worker.run_once()).errors == {}
+        runs = {
+            r["title"]: r["id"]
+            for r in await world.sql(
+                "SELECT r.id, s.title FROM runs r JOIN sessions s ON s.id = r.session_id"
+            )
+        }
+        assert sorted(runs) == ["Cancelled", "Completed", "Failed"], runs
+        ended = world.clock.now()
+        await world.sql(
+            "UPDATE runs SET status = 'COMPLETED', finished_at = :t WHERE id = :i",
+            t=ended,
+            i=runs["Completed"],
+        )
+        await world.sql(
+            "UPDATE runs SET status = 'FAILED', finished_at = :t,"
+            ' failure = \'{"reason": "schedule.runtime.deadline_exceeded"}\'::jsonb'
+            " WHERE id = :i",
+            t=ended,
+            i=runs["Failed"],
+        )
+        (queued,) = await world.sql("SELECT * FROM runs WHERE id = :i", i=runs["Cancelled"])
+        assert queued["status"] == "QUEUED"
+
+        first = await world.call("POST", f"/v1/runs/{runs['Cancelled']}/cancel")
+        assert first.status_code == 200, first.text
+        assert first.json()["status"] == "CANCELLED"
+        (cancelled,) = await world.sql("SELECT * FROM runs WHERE id = :i", i=runs["Cancelled"])
+        assert cancelled["status"] == "CANCELLED"
+        assert cancelled["lease_owner"] is None
+        assert cancelled["lease_expires_at"] is None
+        assert cancelled["fencing_token"] == queued["fencing_token"] + 1
+        assert cancelled["finished_at"] is not None
+        events = await world.sql(
+            "SELECT event_type FROM session_events WHERE session_id = :s AND run_id = :r"
+            " ORDER BY seq",
+            s=queued["session_id"],
+            r=queued["id"],
+        )
+        assert [e["event_type"] for e in events] == ["run.queued", "run.cancelled"], events
+        settled = await rows(world)
+
+        again = await world.call("POST", f"/v1/runs/{runs['Cancelled']}/cancel")
+        assert again.status_code == 200, again.text
+        assert again.json()["status"] == "CANCELLED"
+        assert await rows(world) == settled, "a second cancel wrote again"
+
+        refused = {}
+        for title in ("Completed", "Failed"):
+            answer = await world.call("POST", f"/v1/runs/{runs[title]}/cancel")
+            assert answer.status_code == 409, (title, answer.text)
+            refused[title] = answer.json()["error"]["code"]
+            assert refused[title] == TERMINAL, (title, answer.text)
+            assert await rows(world) == settled, f"cancelling a {title} run changed a row"
+        gate_evidence.record("refused", refused)
