@@ -17,19 +17,27 @@ from scheduling.recurrence import next_after
 from scheduling.service import MaintenanceService
 from scheduling.service.materializer import MaterializeStatus
 from simulation.worlds.materialize import WHO, MaterializeWorld
-from simulation.worlds.service import definition, world_settings
+from simulation.worlds.service import (
+    TENANT_B,
+    definition,
+    principal,
+    seed_durable,
+    world_settings,
+)
 
 pytestmark = pytest.mark.postgres
 
+THEIRS = principal("purge-neighbour", TENANT_B)
 CLAIM_PATIENCE_S = 10.0
 """A scan blocked on the held row never returns; this only turns a hang into a FAIL."""
 
 
-def maintenance(h: MaterializeWorld, service: str) -> MaintenanceService:
+def maintenance(h: MaterializeWorld, service: str, **env: str) -> MaintenanceService:
     """``service`` (``purge``: the maintenance role; ``repair``: the scheduler role) of
-    the maintenance role production builds (``bootstrap.build_maintenance``)."""
+    the maintenance role production builds (``bootstrap.build_maintenance``), with the
+    world's settings and ``env`` on top."""
     built = build_maintenance(
-        world_settings(),
+        world_settings(**env),
         clock=h.clock,
         ids=h.world.ids.fork(f"maint-{service}"),
         storage=h.storage,
@@ -93,6 +101,20 @@ async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> Non
         assert not (await repairs.repair_next_fire(sid)).repaired
         types = (await h.ledger()).of(sid).event_types()
         assert types.count("schedule.next_fire_repaired") == 1
+
+        # After a decision: a cache naming the instant already decided is wrong (it
+        # would decide it twice), and its repair is the first instant after now, days
+        # later, never the next one after the decided instant (a backfill).
+        decided = await h.next_fire(sid)
+        h.clock.advance_to(decided + timedelta(seconds=1))
+        assert len((await h.scan()).results) == 1
+        h.clock.advance(3 * 86400 + 3600)
+        await h.sql("UPDATE schedules SET next_fire_at = :t WHERE id = :i", t=decided, i=sid)
+        again = await repairs.repair_next_fire(sid)
+        assert again.repaired, "a cache naming the decided instant was kept"
+        assert again.current == next_after(cadence, h.clock.now()), again
+        assert again.current != next_after(cadence, decided), "the repair backfills"
+        assert (await h.schedule(sid))["next_fire_at"] == again.current
     finally:
         await h.close()
 
@@ -101,34 +123,48 @@ async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> Non
 async def test_terminal_purge_keeps_runs_and_respects_retention(pg_url: str) -> None:
     h = await MaterializeWorld.open(pg_url)
     try:
-        old = await h.create(title="old", key="old")
+        await seed_durable(h.admin, [THEIRS])
+        old = [await h.create(title=f"old {i}", key=f"old-{i}") for i in range(3)]
         live = await h.create(title="live", key="live")
-        h.clock.advance_to(await h.next_fire(old) + timedelta(seconds=1))
+        theirs = await h.create(THEIRS, title="theirs", key="theirs")
+        h.clock.advance_to(await h.next_fire(live) + timedelta(seconds=1))
         report = await h.scan()
-        assert len(report.results) == 2
-        await h.world.service.cancel(WHO, old, 1)
-        purge = maintenance(h, "purge")
-        h.clock.advance(29 * 86400)
+        assert len(report.results) == 5
+        for sid in old:
+            await h.world.service.cancel(WHO, sid, 1)
+        await h.world.service.cancel(THEIRS, theirs, 1)
+        cancelled_at = (await h.schedule(old[-1]))["updated_at"]
+        runs = await h.sql("SELECT count(*) AS n FROM runs")
+        sessions = await h.sql("SELECT count(*) AS n FROM sessions")
+        purge = maintenance(h, "purge", AGENT_SCHEDULE_TERMINAL_PURGE_BATCH="2")
+        retention = timedelta(days=purge.retention.terminal_retention_days)
+        h.clock.advance_to(cancelled_at + retention - timedelta(microseconds=1))
         assert await purge.purge_terminal(WHO.tenant_id) == 0, "purged inside retention"
-        h.clock.advance(2 * 86400)
+        # Exactly the retention old is "at least" that old; at most a batch at a time.
+        h.clock.advance_to(cancelled_at + retention)
+        assert await purge.purge_terminal(WHO.tenant_id) == 2, "not one batch of 2"
         assert await purge.purge_terminal(WHO.tenant_id) == 1
+        assert await purge.purge_terminal(WHO.tenant_id) == 0
         for table, column in (
             ("schedules", "id"),
             ("schedule_revisions", "schedule_id"),
             ("schedule_occurrences", "schedule_id"),
             ("schedule_idempotency_keys", "schedule_id"),
         ):
-            rows = await h.sql(f"SELECT count(*) AS n FROM {table} WHERE {column} = :i", i=old)
-            assert rows[0]["n"] == 0, table
+            for sid in old:
+                rows = await h.sql(f"SELECT count(*) AS n FROM {table} WHERE {column} = :i", i=sid)
+                assert rows[0]["n"] == 0, table
         assert (await h.schedule(live))["state"] == "ACTIVE"
+        # Another tenant's terminal schedule waits for that tenant's own sweep.
+        assert (await h.schedule(theirs))["state"] == "CANCELLED", "another tenant's purged"
+        assert await purge.purge_terminal(THEIRS.tenant_id) == 1
+        assert await h.sql("SELECT id FROM schedules WHERE id = :i", i=theirs) == []
         kept = await h.sql("SELECT count(*) AS n FROM runs")
-        assert kept[0]["n"] == 2, "purge deleted a linked run"
-        sessions = await h.sql("SELECT count(*) AS n FROM sessions")
-        assert sessions[0]["n"] == 2, "purge deleted a linked session"
+        assert kept == runs, "purge deleted a linked run"
+        assert await h.sql("SELECT count(*) AS n FROM sessions") == sessions, "a session"
         events = await h.sql(
-            "SELECT count(*) AS n FROM process_events WHERE schedule_id = :i", i=old
+            "SELECT count(*) AS n FROM process_events WHERE schedule_id = :i", i=old[0]
         )
         assert events[0]["n"] >= 2, "purge deleted process events"
-        assert await purge.purge_terminal(WHO.tenant_id) == 0
     finally:
         await h.close()
