@@ -255,9 +255,43 @@ def reminder(world: McpWorld, title: str, key: str) -> dict[str, Any]:
     }
 
 
+# The spec's classification of each tool ("Model-callable creation" and "lifecycle"):
+# its side effect, and so what an MCP client is told about it.
+SIDE_EFFECTS = {
+    "schedule.create": "external_write",
+    "schedule.list": "none",
+    "schedule.update": "external_write",
+    "schedule.pause": "external_write",
+    "schedule.resume": "external_write",
+    "schedule.cancel": "external_delete",
+}
+
+
+def advertisement_problems(tools: list[types.Tool]) -> list[str]:
+    """What tools/list tells a client must follow the spec's classification: only the
+    read-only tool is read-only and needs no idempotency key, only the deleting one is
+    destructive, every other takes a required ``idempotency_key``."""
+    problems = []
+    for tool in tools:
+        effect = SIDE_EFFECTS.get(tool.name)
+        notes = tool.annotations
+        if effect is None or notes is None:
+            problems.append(f"{tool.name}: unclassified or unannotated")
+            continue
+        if notes.readOnlyHint is not (effect == "none"):
+            problems.append(f"{tool.name}: readOnlyHint {notes.readOnlyHint} for {effect}")
+        if notes.destructiveHint is not (effect == "external_delete"):
+            problems.append(f"{tool.name}: destructiveHint {notes.destructiveHint} for {effect}")
+        required = "idempotency_key" in tool.inputSchema.get("required", [])
+        if required is (effect == "none"):
+            problems.append(f"{tool.name}: idempotency_key required={required} for {effect}")
+    return problems
+
+
 async def mcp_create_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
-    """List; create approved (no row before the answer); declined, cancelled and
-    accepted-with-false (no row, ever); a client that cannot elicit (fails closed)."""
+    """List (exactly the roster); create approved (no row before the answer); declined, cancelled, accepted with false, with
+    a truthy non-boolean or an empty form (no row, ever); a client that cannot elicit
+    (fails closed)."""
     problems: list[str] = []
     evidence: dict[str, Any] = {}
     asks = Elicitations()
@@ -287,10 +321,15 @@ async def mcp_create_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
                 problems.append(f"approved create persisted {row}")
         if not asks.seen or asks.seen[0].get("view", {}).get("title") != "Stretch":
             problems.append(f"the elicitation did not show the approval view: {asks.seen}")
+        # Only ``approve`` exactly true approves: a truthy non-boolean, a missing
+        # answer or an empty form is no approval.
         refusals = {
             "declined": types.ElicitResult(action="decline"),
             "cancelled": types.ElicitResult(action="cancel"),
             "accepted-false": accept(False),
+            "accepted-yes": types.ElicitResult(action="accept", content={"approve": "yes"}),
+            "accepted-1": types.ElicitResult(action="accept", content={"approve": 1}),
+            "accepted-empty": types.ElicitResult(action="accept", content={}),
         }
         for n, (label, answer) in enumerate(refusals.items()):
             title = f"Refused {label}"
@@ -315,7 +354,7 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
     """Pause approved (still ACTIVE at the question); another tenant's pause is not
     found and changes nothing; a missing scope is denied before any elicitation; an
     unknown token or none, the owner's token under another scheme than Bearer, and a
-    disabled principal's token get no session."""
+    disabled principal's token get no session; a numeric idempotency key is refused."""
     problems: list[str] = []
     evidence: dict[str, Any] = {}
     owner_asks = Elicitations(default=accept(True))
@@ -386,6 +425,17 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
             problems.append("an unknown token initialized a session")
     except Exception:  # the SDK client meets the 401 at initialize
         evidence["unknown_token_session"] = "refused"
+
+    # An idempotency key that is not a string is refused, not coerced: 7 and "7" would
+    # otherwise name one invocation.
+    odd_asks = Elicitations(default=accept(True))
+    before = await world.snapshot()
+    async with world.session(OWNER, odd_asks) as session:
+        odd = await session.call_tool("schedule.pause", {**pause, "idempotency_key": 7})
+    if code(odd) != "schedule.tool.invalid_arguments" or odd_asks.seen:
+        problems.append(f"a numeric idempotency key: {payload(odd)}")
+    if (after := await world.snapshot()) != before:
+        problems.append(f"a numeric key changed {[t for t in after if after[t] != before[t]]}")
 
     pause_asks = Elicitations()
     state_at_question: list[str] = []

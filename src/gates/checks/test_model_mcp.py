@@ -1,25 +1,36 @@
 """The model tools over the MCP edge, served for real (issue 22).
 
-Facets of two model-tool gates driven by the ``mcp`` package's own client over
+Facets of three model-tool gates driven by the ``mcp`` package's own client over
 streamable HTTP on 127.0.0.1 against PostgreSQL, the edge built by
 ``bootstrap.build_mcp`` and authenticated by the token file (see ``mcp_support``):
 
 * gate.schedule.model_create_happy_path: the call waits for the approval elicited from
   the client (no schedule exists while the question is open), persists one definition
-  when approved, and nothing when declined, cancelled or accepted with ``false``; a
+  when approved, and nothing when declined, cancelled, or accepted with ``false``, a
+  truthy non-boolean or an empty form; a
   client that cannot elicit fails closed; the text the model reads is the output in
   the bytes the pipeline measured;
+* gate.schedule.model_lifecycle_contract: tools/list tells a client what the spec's
+  classification says: only schedule.list is read-only and takes no idempotency key,
+  only schedule.cancel is destructive, every other requires the key;
 * gate.schedule.model_lifecycle_authorization: an approved pause (still ACTIVE at the
   question), another tenant's pause (not found, nothing changed), a missing scope
   (denied before any elicitation); an unknown or absent token, the owner's token under
-  another scheme than Bearer and a disabled principal's token (no session).
+  another scheme than Bearer and a disabled principal's token (no session); a numeric
+  idempotency key (refused, nothing asked or written).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from gates.checks.mcp_support import McpWorld, mcp_authorization_check, mcp_create_check
+from gates.checks.mcp_support import (
+    OWNER,
+    McpWorld,
+    advertisement_problems,
+    mcp_authorization_check,
+    mcp_create_check,
+)
 from gates.runner.pytest_plugin import GateEvidence
 
 
@@ -45,3 +56,22 @@ async def test_mcp_lifecycle_has_exact_authority_across_tenants(
     assert problems == [], problems
     for key, value in evidence.items():
         gate_evidence.record(key, value)
+
+
+@pytest.mark.postgres
+@pytest.mark.gate("gate.schedule.model_lifecycle_contract")
+async def test_mcp_advertises_each_tool_as_the_spec_classifies_it(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    async with McpWorld.serving(pg_url) as world, world.session(OWNER) as session:
+        tools = (await session.list_tools()).tools
+    problems = advertisement_problems(tools)
+    assert problems == [], problems
+    gate_evidence.record(
+        "annotations",
+        {
+            t.name: [t.annotations.readOnlyHint, t.annotations.destructiveHint]
+            for t in tools
+            if t.annotations is not None
+        },
+    )
