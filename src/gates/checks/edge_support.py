@@ -113,9 +113,11 @@ class Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.lines: list[str] = []
+        self.records: list[logging.LogRecord] = []
         self._format = logging.Formatter("%(name)s %(levelname)s %(message)s")
 
     def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
         self.lines.append(self._format.format(record))
 
     def text(self) -> str:

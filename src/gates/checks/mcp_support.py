@@ -289,9 +289,9 @@ def advertisement_problems(tools: list[types.Tool]) -> list[str]:
 
 
 async def mcp_create_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
-    """List (exactly the roster); create approved (no row before the answer); declined, cancelled, accepted with false, with
-    a truthy non-boolean or an empty form (no row, ever); a client that cannot elicit
-    (fails closed)."""
+    """List (exactly the roster); create approved (no row before the answer);
+    declined, cancelled, accepted with false, with a truthy non-boolean or an empty
+    form (no row, ever); a client that cannot elicit (fails closed)."""
     problems: list[str] = []
     evidence: dict[str, Any] = {}
     asks = Elicitations()

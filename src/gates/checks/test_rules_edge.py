@@ -13,11 +13,16 @@ PostgreSQL (API role, forced RLS, the durable principal directory, the token fil
 * ``rule.http.error_envelope``: planted internal failures (an exception naming the
   presented token, a driver error carrying SQL and bound values, a real database error
   quoting the row's title) answer the generic envelope, and no log line of the process
-  holds the exception text, SQL, bound values, the instruction or the token.
+  holds the exception text, SQL, bound values, the instruction or the token; the edge's
+  own answers and lines (a streamed body past the limit, a malformed request id, the
+  access line's route and a credential offered as the request id) say only what they
+  should.
 
 Tests of the test: ``scheduling-gates mutate`` (mutants ``bearer.token_id_only``,
 ``bearer.digest_equality``, ``bearer.any_scheme``, ``scopes.write_implies_cancel``,
 ``scopes.write_implies_read``, ``envelope.unavailable_message_leaks``,
+``edge.streamed_body_unlimited``, ``edge.request_id_unvalidated``,
+``edge.offered_id_unscanned``, ``edge.raw_path_logged``,
 ``envelope.unhandled_error_escapes``).
 """
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -49,7 +55,8 @@ from gates.checks.edge_support import (
 )
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.bootstrap import ControlPlane
-from scheduling.http.app import create_app
+from scheduling.http.app import MAX_BODY_BYTES, create_app
+from scheduling.logs import formatter
 from scheduling.testing import digest_of, issue_token, read_entries
 from simulation.worlds.http import OWNER, HttpWorld, body, http_world, update_body
 from simulation.worlds.service import principal
@@ -457,3 +464,52 @@ async def test_internal_failures_answer_the_generic_envelope(
     assert evidence["failures"] == ["database", "principal_directory", "token_directory"]
     gate_evidence.record("planted_failures", evidence["failures"])
     gate_evidence.record("log_lines_searched", evidence["log_lines"])
+
+
+ACCESS_LOGGER = "scheduling.http.access"
+REQUEST_ID = r"[A-Za-z0-9._-]{1,64}"
+
+
+@pytest.mark.rule("rule.http.error_envelope")
+async def test_the_edge_refuses_and_logs_only_what_it_should(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """The edge's own answers and lines: a body streamed past the byte limit with no
+    Content-Length is the 413 envelope; a client request id that is not a short token
+    is replaced by a generated one; the access line names the route template, not the
+    path; a credential offered as the request id is redacted from the line as the
+    product's log formatter writes it."""
+    async with http_world(pg_url) as world:
+        token = world.tokens[(OWNER.tenant_id, OWNER.principal_id)]
+
+        async def chunks() -> Any:
+            for _ in range(4):
+                yield b"x" * (MAX_BODY_BYTES // 2)
+
+        streamed = await world.call(
+            "POST",
+            "/v1/schedules",
+            content=chunks(),
+            headers={"Idempotency-Key": "streamed", "Content-Type": "application/json"},
+        )
+        assert streamed.status_code == 413, streamed.text
+        assert error_code(streamed.json()) == "schedule.http.body_too_large"
+        assert (await world.counts())["schedules"] == 0
+
+        for offered in ("has space", "x" * 65, "a/b", "new\tline"):
+            answered = await world.call("GET", "/v1/schedules", headers={"X-Request-Id": offered})
+            echoed = answered.headers["x-request-id"]
+            assert echoed != offered, f"the request id {offered!r} was taken as given"
+            assert re.fullmatch(REQUEST_ID, echoed), echoed
+
+        sid = "00000000-0000-4000-8000-0000000000aa"
+        with captured_logs() as logs:
+            await world.call("GET", f"/v1/schedules/{sid}", headers={"X-Request-Id": token})
+        access = [r for r in logs.records if r.name == ACCESS_LOGGER]
+        assert len(access) == 1, logs.text()
+        line = formatter("text").format(access[0])
+        assert "/v1/schedules/{schedule_id}" in line, line
+        assert sid not in line, f"the access line names the raw path: {line}"
+        assert token not in line, "a credential offered as the request id was logged"
+        assert token[21:] not in line, "a credential's secret was logged"
+    gate_evidence.record("access_line", line.split(" ", 1)[1])
