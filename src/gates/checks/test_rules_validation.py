@@ -1,0 +1,154 @@
+"""rule.http.definition_validation over a real uvicorn server against PostgreSQL: every
+refusal the spec lists, one field wrong at a time, on the create and on the
+full-definition update, each answered with its own stable ``schedule.*`` code in the
+envelope and nothing written.
+
+The caller holds ``memory.read`` and ``schedule.*`` but not ``browser.profile.read``;
+the tenant's ceilings (``simulation.worlds.service.CEILINGS``) allow a 3,600 s timeout,
+a 7,200 s grace and a USD 10 run. A valid body is accepted first (so a refusal is the
+field's, not the world's), and the same body with each field broken is refused.
+
+Tests of the test: ``scheduling-gates mutate`` (``validation.scope_beyond_the_caller``,
+``validation.policy_mismatch_accepted``, ``validation.ceilings_unchecked``). An unknown
+scope is refused by the edge's request model before the service's own check, with the
+same code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gates.runner.pytest_plugin import GateEvidence
+from simulation.worlds.http import OWNER, HttpWorld, body, http_world, update_body
+from simulation.worlds.service import principal
+
+pytestmark = [pytest.mark.postgres, pytest.mark.rule("rule.http.definition_validation")]
+
+CALLER = principal("validation-owner", scopes=OWNER.scopes - {"browser.profile.read"})
+PARIS = {"timezone": "Europe/Paris", "local_time": "09:00"}
+LIMITS = body()["limits"]
+# The spec's list, one wrong field each, and the code that must name it.
+REFUSED: dict[str, tuple[dict[str, Any], str]] = {
+    "unknown cadence field": (
+        {"cadence": {"kind": "DAILY", **PARIS, "every": 2}},
+        "schedule.cadence.unknown_field",
+    ),
+    "naive datetime": (
+        {"cadence": {"kind": "ONCE", "at": "2030-01-01T09:00:00"}},
+        "schedule.cadence.naive_instant",
+    ),
+    "invalid IANA zone": (
+        {"cadence": {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Atlantis"}},
+        "schedule.cadence.invalid_timezone",
+    ),
+    "duplicate weekday": (
+        {"cadence": {"kind": "WEEKLY", **PARIS, "weekdays": [1, 1]}},
+        "schedule.cadence.weekday_duplicate",
+    ),
+    "out-of-range weekday": (
+        {"cadence": {"kind": "WEEKLY", **PARIS, "weekdays": [8]}},
+        "schedule.cadence.weekday_out_of_range",
+    ),
+    "duplicate monthly day": (
+        {"cadence": {"kind": "MONTHLY", **PARIS, "days_of_month": [3, 3]}},
+        "schedule.cadence.day_duplicate",
+    ),
+    "out-of-range monthly day": (
+        {"cadence": {"kind": "MONTHLY", **PARIS, "days_of_month": [32]}},
+        "schedule.cadence.day_out_of_range",
+    ),
+    "empty monthly selector": (
+        {"cadence": {"kind": "MONTHLY", **PARIS, "days_of_month": [], "last_day": False}},
+        "schedule.cadence.monthly_selector_empty",
+    ),
+    "duplicate yearly date": (
+        {
+            "cadence": {
+                "kind": "YEARLY",
+                **PARIS,
+                "dates": [{"month": 5, "day": 1}, {"month": 5, "day": 1}],
+            }
+        },
+        "schedule.cadence.yearly_date_duplicate",
+    ),
+    "impossible yearly date": (
+        {"cadence": {"kind": "YEARLY", **PARIS, "dates": [{"month": 2, "day": 30}]}},
+        "schedule.cadence.yearly_date_impossible",
+    ),
+    "empty yearly selector": (
+        {"cadence": {"kind": "YEARLY", **PARIS, "dates": []}},
+        "schedule.cadence.yearly_selector_empty",
+    ),
+    "non-positive step bound": (
+        {"limits": {**LIMITS, "max_steps": 0}},
+        "schedule.limits.non_positive_bound",
+    ),
+    "non-positive timeout": (
+        {"run_timeout_seconds": 0},
+        "schedule.revision.non_positive_timeout",
+    ),
+    "timeout above the ceiling": (
+        {"run_timeout_seconds": 3601},
+        "schedule.validation.ceiling_exceeded",
+    ),
+    "grace above the ceiling": (
+        {"misfire_grace_seconds": 7201},
+        "schedule.validation.ceiling_exceeded",
+    ),
+    "cost above the ceiling": (
+        {"limits": {**LIMITS, "max_cost": "10.01"}},
+        "schedule.validation.ceiling_exceeded",
+    ),
+    "unknown scope": (
+        {"requested_scopes": ["memory.read", "memory.obliterate"]},
+        "schedule.validation.unknown_scope",
+    ),
+    "a scope the caller lacks": (
+        {"requested_scopes": ["memory.read", "browser.profile.read"]},
+        "schedule.validation.scope_not_held",
+    ),
+    "mismatched agent policy": (
+        {"policy_profile": "another-profile"},
+        "schedule.validation.policy_mismatch",
+    ),
+    "secret-like instruction": (
+        {"instruction": "Log in with password: hunter2-Xq9!zz and check the inbox."},
+        "schedule.secret_detected",
+    ),
+}
+
+
+async def rows(world: HttpWorld) -> dict[str, Any]:
+    return {
+        "counts": await world.counts(),
+        "schedules": await world.sql("SELECT * FROM schedules ORDER BY id"),
+    }
+
+
+async def test_every_listed_refusal_has_its_code_and_writes_nothing(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    async with http_world(pg_url, (OWNER, CALLER)) as world:
+        created = await world.create("validation-valid", CALLER)
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        detail = (await world.call("GET", f"/v1/schedules/{sid}", CALLER)).json()
+        settled = await rows(world)
+        wrong: dict[str, Any] = {}
+        for n, (name, (change, code)) in enumerate(REFUSED.items()):
+            made = await world.create(f"validation-{n}", CALLER, **change)
+            updated = await world.call(
+                "PATCH", f"/v1/schedules/{sid}", CALLER, json=update_body(detail, **change)
+            )
+            for route, answer in (("create", made), ("update", updated)):
+                document = answer.json()
+                got = document.get("error", {}).get("code")
+                if answer.status_code != 422 or got != code:
+                    wrong[f"{route} {name}"] = (answer.status_code, got, code)
+            if await rows(world) != settled:
+                wrong[f"{name} wrote"] = True
+                settled = await rows(world)
+        assert wrong == {}, sorted(wrong.items())
+    gate_evidence.record("refusals", sorted(REFUSED))
