@@ -52,3 +52,13 @@ def test_two_mutants_are_killed_on_a_copy() -> None:
     ]
     assert results[0].red == ["rule.purge.terminal"]
     assert {m.file: digest(ROOT / m.file) for m in chosen} == before
+
+
+def test_a_mutant_whose_checks_never_finish_is_a_timeout_not_a_hang() -> None:
+    # A mutant that makes a wait never end (a deadline never reached) would hold the
+    # lane forever; the limit ends its checks. Here the limit is below any startup.
+    spin = replace(MUTANTS["repair.silent"], id="spin")
+    (result,) = run_all([spin], ROOT, timeout_s=0.5)
+    assert (result.id, result.verdict) == ("spin", "TIMEOUT")
+    assert result.red == []
+    assert "0.5 s" in result.detail

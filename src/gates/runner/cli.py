@@ -25,7 +25,13 @@ from gates.runner.inventory import (
 )
 from gates.runner.merge_cli import add_parser as add_merge_parser
 from gates.runner.merge_cli import cmd_merge
-from gates.runner.mutate import coverage, load_mutants, result_payload, run_all
+from gates.runner.mutate import (
+    DEFAULT_TIMEOUT_S,
+    coverage,
+    load_mutants,
+    result_payload,
+    run_all,
+)
 from gates.runner.shard import Shard, ShardError, parse_shard
 from gates.runner.sweep import add_parser as add_sweep_parser
 from gates.runner.sweep import cmd_sweep
@@ -219,6 +225,13 @@ def _parser() -> argparse.ArgumentParser:
     mutate.add_argument(
         "--list", action="store_true", help="list the mutants and what each must kill, run none"
     )
+    mutate.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"per mutant; checks still running then are TIMEOUT (default {DEFAULT_TIMEOUT_S:g})",
+    )
     add_sweep_parser(sub, _milestone)
     add_diff_parser(sub)
     add_merge_parser(sub, _milestone)
@@ -404,7 +417,7 @@ def _cmd_mutate(args: argparse.Namespace) -> int:
     source = project_root(default_checks_dir())
     clock = SystemClock()
     started = clock.now()
-    results = run_all(chosen, source)
+    results = run_all(chosen, source, timeout_s=args.timeout)
     finished = clock.now()
     for r in results:
         red = ", ".join(r.red) or "nothing"

@@ -7,7 +7,9 @@ against the copy (its ``src`` first on ``PYTHONPATH``) with one shared PostgreSQ
 server; every bound check that fails or errors turns its gate or rule red. A mutant
 is KILLED when every gate and rule it declares turned red, SURVIVED when none did,
 PARTIAL otherwise, STALE when its snippet does not occur exactly once (the product
-moved on: update the mutant).
+moved on: update the mutant), TIMEOUT when its checks did not finish within the
+per-mutant limit (a mutant that makes a loop spin or a wait never end: its process is
+killed and no gate is named red, so it counts as not killed; the lane goes on).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Mutant:
 @dataclass
 class MutantResult:
     id: str
-    verdict: str  # KILLED, PARTIAL, SURVIVED, STALE, ERROR
+    verdict: str  # KILLED, PARTIAL, SURVIVED, STALE, TIMEOUT, ERROR
     kills: list[str]
     red: list[str] = field(default_factory=list)
     detail: str = ""
@@ -109,8 +111,16 @@ def copy_tree(source: Path, destination: Path) -> None:
             shutil.copy2(path, destination / name)
 
 
+DEFAULT_TIMEOUT_S = 1200.0
+"""Per mutant: the whole check suite takes about 4 minutes on a 2-core machine."""
+
+
 def run_mutant(
-    mutant: Mutant, source: Path, env: dict[str, str], pytest_args: Sequence[str] = ()
+    mutant: Mutant,
+    source: Path,
+    env: dict[str, str],
+    pytest_args: Sequence[str] = (),
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> MutantResult:
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.id}-") as tmp:
         root = Path(tmp)
@@ -135,7 +145,13 @@ def run_mutant(
             *pytest_args,
             *mutant.checks,
         ]
-        proc = subprocess.run(args, cwd=root, env=child_env, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(
+                args, cwd=root, env=child_env, capture_output=True, text=True, timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            detail = f"its checks did not finish within {timeout_s:g} s"
+            return MutantResult(mutant.id, "TIMEOUT", list(mutant.kills), detail=detail)
         if not results.exists():
             tail = (proc.stdout + proc.stderr)[-2000:]
             return MutantResult(mutant.id, "ERROR", list(mutant.kills), detail=tail)
@@ -182,7 +198,10 @@ def result_payload(
 
 
 def run_all(
-    mutants: Sequence[Mutant], source: Path, pytest_args: Sequence[str] = ()
+    mutants: Sequence[Mutant],
+    source: Path,
+    pytest_args: Sequence[str] = (),
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[MutantResult]:
     """Every mutant against one PostgreSQL server shared through the environment."""
     env = dict(os.environ)
@@ -192,4 +211,4 @@ def run_all(
             stack.callback(server.close)
             env["SCHEDULING_DATABASE_URL"] = server.info.dsn
             env["SCHEDULING_DATABASE_INFO"] = json.dumps(server.info.to_dict())
-        return [run_mutant(m, source, env, pytest_args) for m in mutants]
+        return [run_mutant(m, source, env, pytest_args, timeout_s) for m in mutants]
