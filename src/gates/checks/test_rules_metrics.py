@@ -15,7 +15,8 @@ Three days later A is due again with its run still queued: SKIPPED_OVERLAP, two
 instants coalesced, an outage of two days and 5 s. Every figure is compared with the
 one the database yields (occurrences by disposition, the sum of their decided-minus-
 nominal lags, the coalescing events' counts and span, the auto-pause events), and the
-scrape holds no title, instruction, principal id or identifier.
+scrape holds no title, instruction, principal id or identifier; the API's ``/metrics``,
+computed from committed rows, gives the same figures.
 
 ``rule.metrics.run_worker``: three materialized runs; the worker completes one 7 s
 after queueing (its first-claim latency), a ghost claims one and lets its lease
@@ -80,6 +81,21 @@ def once(at: datetime) -> dict[str, Any]:
     return {"kind": "ONCE", "at": at.isoformat()}
 
 
+def figures_of(scrape: Scrape) -> dict[str, Any]:
+    """The scheduler families' figures, in the shape ``ledger`` gives."""
+    return {
+        "by_disposition": {
+            d: scrape.value("scheduling_occurrences_total", disposition=d) for d in DISPOSITIONS
+        },
+        "lags": scrape.value("scheduling_due_to_materialized_lag_seconds_count"),
+        "lag_sum": scrape.value("scheduling_due_to_materialized_lag_seconds_sum"),
+        "coalesced": scrape.value("scheduling_misfires_coalesced_total"),
+        "outages": scrape.value("scheduling_outage_span_seconds_count"),
+        "outage_sum": scrape.value("scheduling_outage_span_seconds_sum"),
+        "auto_paused": scrape.value("scheduling_auto_paused_total"),
+    }
+
+
 async def ledger(world: HttpWorld) -> dict[str, Any]:
     """The figures the database yields for what the metrics count."""
     occurrences = await world.sql(
@@ -142,6 +158,8 @@ async def test_the_scheduler_metrics_count_the_ledger(
             world.clock.advance_to(fire + timedelta(days=3, seconds=5))
             assert (await role.worker.run_once()).errors == {}
             after = await scrape(port)
+        api = await world.call("GET", "/metrics", None)
+        assert api.status_code == 200
         held = await ledger(world)
 
     # The world is the one described: each disposition once, one coalescing, one pause.
@@ -153,18 +171,12 @@ async def test_the_scheduler_metrics_count_the_ledger(
     assert set(before.families) >= SCHEDULER_FAMILIES, SCHEDULER_FAMILIES - set(before.families)
     assert before.value("scheduling_due_schedules") == 4
     assert after.value("scheduling_due_schedules") == 0
-    figures = {
-        "by_disposition": {
-            d: after.value("scheduling_occurrences_total", disposition=d) for d in DISPOSITIONS
-        },
-        "lags": after.value("scheduling_due_to_materialized_lag_seconds_count"),
-        "lag_sum": after.value("scheduling_due_to_materialized_lag_seconds_sum"),
-        "coalesced": after.value("scheduling_misfires_coalesced_total"),
-        "outages": after.value("scheduling_outage_span_seconds_count"),
-        "outage_sum": after.value("scheduling_outage_span_seconds_sum"),
-        "auto_paused": after.value("scheduling_auto_paused_total"),
-    }
+    figures = figures_of(after)
     assert figures == held, f"metrics {figures} != ledger {held}"
+    # The API's /metrics computes the same families from committed rows: the same facts.
+    rows = Scrape(api.text)
+    from_rows = figures_of(rows)
+    assert from_rows == held, f"the API's metrics {from_rows} != ledger {held}"
     assert after.value("scheduling_scan_duration_seconds_count") == 2
     assert after.value("scheduling_scanned_due_schedules_total") == 5
 

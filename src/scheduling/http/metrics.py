@@ -110,7 +110,9 @@ class SnapshotCollector(Collector):
             value=s.misfires_coalesced,
         )
         yield from _histogram(
-            "scheduling_outage_span_seconds", "Span of each coalesced outage", s.outage_span
+            "scheduling_outage_span_seconds",
+            "Oldest coalesced instant to the decision that closed the outage",
+            s.outage_span,
         )
         active = GaugeMetricFamily(
             "scheduling_active_scheduled_runs",

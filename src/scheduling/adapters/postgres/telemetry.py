@@ -78,10 +78,11 @@ class PostgresTelemetry:
                     " WHERE event_type = 'schedule.misfires_coalesced'"
                 )
             ).scalar_one()
+            # The outage span: its oldest coalesced instant to the decision that closed
+            # it (the event's time), as the scheduler role measures it.
             span = await self._histogram(
                 conn,
-                "extract(epoch FROM ((payload->>'last_nominal_at')::timestamptz"
-                " - (payload->>'first_nominal_at')::timestamptz))",
+                "extract(epoch FROM (occurred_at - (payload->>'first_nominal_at')::timestamptz))",
                 "process_events WHERE event_type = 'schedule.misfires_coalesced'",
                 SPAN_BUCKETS,
             )
