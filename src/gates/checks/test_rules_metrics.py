@@ -32,7 +32,8 @@ as an auto-pause; ``metrics.coalesced_once``: a coalescing adds one, not its cou
 ``metrics.outage_from_latest``: the span starts at the decided instant;
 ``metrics.lag_materialized_only``: failures observe no lag;
 ``metrics.reclaim_as_first_claim``, ``metrics.cost_counts_runs``,
-``metrics.cancelled_not_counted``).
+``metrics.cancelled_not_counted``; the API's ``telemetry.outage_to_last_instant`` and
+``telemetry.lag_materialized_only``).
 """
 
 from __future__ import annotations
