@@ -29,7 +29,7 @@ from sqlalchemy.engine import make_url
 
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling import bootstrap
-from scheduling.config import Settings, problem_codes, validate_release
+from scheduling.config import ConfigurationError, Settings, problem_codes, validate_release
 from scheduling.testing import PostgresUnitOfWorkFactory
 
 RULE = "rule.config.release_validation"
@@ -129,6 +129,12 @@ def test_release_validation_requires_the_spec_list(gate_evidence: GateEvidence) 
     }
     for (api, worker), expected in flags.items():
         assert codes(API_ENABLED=api, WORKER_ENABLED=worker) == expected, (api, worker)
+    # Finite: an infinite or NaN cost ceiling is not a value at all (refused at parse,
+    # naming its variable), so nothing reaches validation with it.
+    for value in ("inf", "Infinity", "NaN"):
+        with pytest.raises(ConfigurationError) as refused:
+            codes(TENANT_MAX_DAILY_COST=value)
+        assert refused.value.code == C + "unparseable", value
     # Off: nothing else is required, whatever else is set.
     off = codes(API_ENABLED="0", WORKER_ENABLED="0", STORAGE="memory", ADMISSION="allow_all")
     assert off == [], off
