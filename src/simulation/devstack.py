@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     port = dev_port(args.port)  # before acquiring a server: nothing to clean up
     if port is None:
         return 1
-    configure_logging()
+    configure_logging("dev")  # its arguments are not a subcommand ("--port 0")
     server = acquire_server()
     try:
         url = server.create_database()

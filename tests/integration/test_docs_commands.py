@@ -417,6 +417,7 @@ def _readme_run(tmp_path: Path, wait_for_firing: bool) -> tuple[list[Block], str
     stack = DevStack(tmp_path)
     try:
         pasted = stack.paste_lines()
+        (tmp_path / "pasted.sh").write_text("\n".join(pasted) + "\n")
         paste = Block("devstack output", "sh", "test", "", "\n".join(pasted) + "\n")
         steps = [paste, *blocks]
         if wait_for_firing:
@@ -448,7 +449,15 @@ def test_readme_quick_start_pasted_as_printed(pg_server: object, tmp_path: Path)
     assert "schedule " in out
     assert " fires at " in out
     assert '"items"' in out
+    # Its log names the role it runs (not an argument's value: it once said "0@...").
+    access = [line for line in _devstack_log(tmp_path) if "scheduling.http.access" in line]
+    assert access, "the devstack logged no request"
+    assert all(" dev@" in line for line in access), access[:3]
     print(f"README: devstack paste + {count(blocks, 'test')} blocks run")
+
+
+def _devstack_log(tmp_path: Path) -> list[str]:
+    return (tmp_path / "devstack.log").read_text().splitlines()
 
 
 @pytest.mark.postgres
@@ -457,3 +466,8 @@ def test_readme_quick_start_schedule_fires_and_completes(pg_server: object, tmp_
     blocks, out = _readme_run(tmp_path, wait_for_firing=True)
     assert count(blocks, "slow") >= 1
     assert '"session_id"' in out
+    # The instruction "is never logged" (spec, Public API): not by the API that stored
+    # it, the scheduler that fired it nor the run worker that ran it.
+    pasted = re.search(r'"instruction": "([^"]+)"', (tmp_path / "pasted.sh").read_text())
+    assert pasted is not None
+    assert not [line for line in _devstack_log(tmp_path) if pasted.group(1) in line]
