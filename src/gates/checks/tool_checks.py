@@ -10,6 +10,7 @@ problems are found.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from scheduling.ports.tool_ledger import (
     WebsiteBinding,
 )
 from scheduling.runtime.tool_pipeline import (
+    APPROVAL_DENIED,
     ApprovalRequest,
     AskUser,
     Conversation,
@@ -648,9 +650,73 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
     v.expect(len(set(owners)) == 4, f"shared key owners {owners}")
     v.problems += await memory_isolation_problems()
     v.evidence["website_retry"] = await create_crash_view_changed(world, v)
+    v.evidence["racing_retries"] = await racing_retries(
+        world,
+        v,
+        "schedule.create",
+        lambda n: {"title": f"Race {n}", "instruction": "Remind me.", "at": world.later(days=6)},
+    )
     await no_unapproved_effects(world, v, "create retry")
-    v.evidence.update(schedules=2, approvals=len(world.approvals.requests), shared_key=owners)
+    v.evidence.update(
+        schedules=(await world.counts())["schedules"],
+        approvals=len(world.approvals.requests),
+        shared_key=owners,
+    )
     return v
+
+
+RACES = ((True, True), (False, True), (True, False), (False, False))
+"""The approver's answers to the two racing calls' prompts, in the order asked."""
+
+
+async def racing_retries(
+    world: ToolWorld, v: Verdict, tool: str, args_of: Callable[[int], dict[str, Any]]
+) -> list[str]:
+    """A client retrying a call still in flight: two identical calls with one key race,
+    so both pass the key lookup before either opens its invocation, and the second to
+    open finds the first's row. It must resume that invocation, never run one of its
+    own: one effect at most, one recorded approval decision, and both results obey that
+    decision even when the approver answered the two prompts differently (a declined
+    approval is never overridden by the other prompt's approval)."""
+    outcomes = []
+    for n, answers in enumerate(RACES):
+        world.approvals.push(*answers)
+        label = f"{tool} racing with one key, answers {answers}"
+        before = (await world.counts())["schedules"]
+        key = f"race-{tool}-{n}"
+        racing = await asyncio.gather(*(world.call(tool, args_of(n), key) for _ in answers))
+        world.approvals.drop_verdicts()
+        made = (await world.counts())["schedules"] - before
+        decisions = await world.sql(
+            "SELECT d.approved FROM tool_invocations i"
+            " JOIN tool_approval_requests r ON r.invocation_id = i.id"
+            " JOIN tool_approval_decisions d ON d.approval_id = r.id"
+            " WHERE i.idempotency_key = :key",
+            key=key,
+        )
+        invocations = await world.sql(
+            "SELECT count(*) AS n FROM tool_invocations WHERE idempotency_key = :key", key=key
+        )
+        v.expect(invocations[0]["n"] == 1, f"{label}: {invocations[0]['n']} invocations")
+        if not v.expect(len(decisions) == 1, f"{label}: {len(decisions)} decisions recorded"):
+            continue
+        approved = bool(decisions[0]["approved"])
+        shown = [(r.status.value, r.reason_code, out_id(r)) for r in racing]
+        if approved:
+            ids = {out_id(r) for r in racing}
+            v.expect(
+                all(r.ok for r in racing) and len(ids) == 1 and None not in ids,
+                f"{label}: approved, but the calls answered {shown}",
+            )
+            v.expect(made == 1, f"{label}: approved, {made} schedules made")
+        else:
+            v.expect(
+                all(r.reason_code == APPROVAL_DENIED for r in racing),
+                f"{label}: declined, but the calls answered {shown}",
+            )
+            v.expect(made == 0, f"{label}: declined, {made} schedules made")
+        outcomes.append(f"{answers}: {'approved' if approved else 'declined'}, {made} made")
+    return outcomes
 
 
 def same_instant(at: str) -> dict[str, str]:
