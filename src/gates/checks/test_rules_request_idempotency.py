@@ -12,6 +12,7 @@ their own schedule. A request without the key is refused before anything is writ
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -87,3 +88,35 @@ async def test_one_key_one_request_per_caller(pg_url: str, gate_evidence: GateEv
         assert owners == {(p.tenant_id, p.principal_id) for p in (OWNER, COLLEAGUE, NAMESAKE)}
         gate_evidence.record("refused", refused)
         gate_evidence.record("callers", sorted(theirs))
+
+
+RACES = 3
+
+
+@pytest.mark.rule(RULE)
+async def test_racing_requests_with_one_key(pg_url: str, gate_evidence: GateEvidence) -> None:
+    async with http_world(pg_url) as world:
+        seen: list[list[int]] = []
+        for n in range(RACES):
+            before = (await world.counts())["schedules"]
+            answers = await asyncio.gather(*(world.create(f"race-{n}") for _ in range(4)))
+            codes = sorted(a.status_code for a in answers)
+            seen.append(codes)
+            assert codes == [200, 200, 200, 201], [a.text for a in answers]
+            assert len({a.json()["id"] for a in answers}) == 1, [a.text for a in answers]
+            assert all(a.json()["replayed"] for a in answers if a.status_code == 200)
+            assert (await world.counts())["schedules"] == before + 1
+        for n in range(RACES):
+            counted = await world.counts()
+            split = await asyncio.gather(
+                world.create(f"split-{n}", title="One"), world.create(f"split-{n}", title="Two")
+            )
+            codes = sorted(a.status_code for a in split)
+            seen.append(codes)
+            assert codes == [201, 409], [a.text for a in split]
+            refused = next(a for a in split if a.status_code == 409)
+            assert refused.json()["error"]["code"] == "schedule.idempotency.key_reused"
+            after = await world.counts()
+            assert after["schedules"] == counted["schedules"] + 1
+            assert after["schedule_idempotency_keys"] == counted["schedule_idempotency_keys"] + 1
+        gate_evidence.record("racing_status_codes", seen)

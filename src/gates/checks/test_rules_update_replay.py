@@ -10,15 +10,20 @@ the definition; an update that changes nothing writes nothing but its key.
 * An update whose definition equals the current revision (with and without a key) is a
   200 that writes no revision, no event and no state; a keyed one records its key, so
   that key with a changed definition afterwards is a 409 as well.
+* Racing: three identical keyed updates sent at once (a client retrying a request still
+  in flight) write one revision and one event; every answer names that revision, one
+  applied and two replays, never a stale-revision 409 for a request that was applied.
 
 Tests of the test: ``scheduling-gates mutate`` (``update.replay_ignores_hash``: a key
 replays whatever the body; ``update.hash_ignores_revision``: the expected revision is
 not hashed; ``update.unchanged_writes_revision``: an unchanged definition writes
-revision N+1 and its event).
+revision N+1 and its event; ``update.racing_key_not_rechecked``: the key is not looked
+up again under the row lock, so a racing identical request fails as stale).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -122,3 +127,38 @@ async def test_an_unchanged_update_writes_nothing_but_its_key(
         assert reused.json()["error"]["code"] == KEY_REUSED
         assert await rows(world) == after
         gate_evidence.record("revisions", len(after["revisions"]))
+
+
+RACES = 3
+
+
+async def test_racing_identical_keyed_updates_apply_once(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    async with http_world(pg_url) as world:
+        seen = []
+        for n in range(RACES):
+            created = await world.create(f"update-race-create-{n}")
+            assert created.status_code == 201, created.text
+            sid = created.json()["id"]
+            detail = (await world.call("GET", f"/v1/schedules/{sid}")).json()
+            payload = update_body(detail, title=f"Raced {n}")
+            answers = await asyncio.gather(
+                *(patch(world, sid, payload, f"update-race-{n}") for _ in range(3))
+            )
+            shown = [(a.status_code, a.text[:120]) for a in answers]
+            assert all(a.status_code == 200 for a in answers), shown
+            assert [a.json()["current_revision"] for a in answers] == [2, 2, 2], shown
+            assert sorted(bool(a.json()["replayed"]) for a in answers) == [False, True, True]
+            settled = await world.sql(
+                "SELECT count(*) AS n FROM schedule_revisions WHERE schedule_id = :s", s=sid
+            )
+            assert settled[0]["n"] == 2, settled
+            events = await world.sql(
+                "SELECT count(*) AS n FROM process_events"
+                " WHERE schedule_id = :s AND event_type = 'schedule.updated'",
+                s=sid,
+            )
+            assert events[0]["n"] == 1, events
+            seen.append([a.status_code for a in answers])
+        gate_evidence.record("racing_answers", seen)
