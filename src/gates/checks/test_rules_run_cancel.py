@@ -8,13 +8,19 @@ CANCELLED with no lease, a fencing token one higher and a finish, beside one
 other two are made COMPLETED and FAILED (as the run worker leaves them): cancelling
 either is a 409 ``schedule.runtime.cancel_terminal`` that changes no row.
 
+Racing: three cancels of one QUEUED run sent at once (a client retrying, or two people
+pressing cancel) all answer 200 CANCELLED; the row's fencing token moves once and one
+``run.cancelled`` event is written, whoever wins.
+
 Tests of the test: ``scheduling-gates mutate`` (``runs.cancel_rewrites_ended_runs``:
 a COMPLETED or FAILED run is cancelled; ``runs.cancel_not_idempotent``: a second
-cancel is refused as terminal).
+cancel is refused as terminal; ``runs.racing_cancel_refused``: a cancel that loses the
+race to another fails as stale instead of finding the run cancelled).
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -104,3 +110,36 @@ async def test_a_run_is_cancelled_once_and_an_ended_run_never(
             assert refused[title] == TERMINAL, (title, answer.text)
             assert await rows(world) == settled, f"cancelling a {title} run changed a row"
         gate_evidence.record("refused", refused)
+
+
+async def test_racing_cancels_end_a_run_once(pg_url: str, gate_evidence: GateEvidence) -> None:
+    async with http_world(pg_url) as world:
+        titles = [f"Raced {n}" for n in range(3)]
+        fire = None
+        for n, title in enumerate(titles):
+            created = await world.create(f"run-cancel-race-{n}", title=title)
+            assert created.status_code == 201, created.text
+            fire = created.json()["next_fire_at"]
+        assert fire is not None
+        world.clock.advance_to(datetime.fromisoformat(fire))
+        world.clock.advance(1)
+        assert (await world.scheduler().worker.run_once()).errors == {}
+        queued = await world.sql("SELECT * FROM runs WHERE status = 'QUEUED' ORDER BY id")
+        assert len(queued) == len(titles), queued
+        answers = []
+        for run in queued:
+            path = f"/v1/runs/{run['id']}/cancel"
+            racing = await asyncio.gather(*(world.call("POST", path) for _ in range(3)))
+            shown = [(a.status_code, a.text[:120]) for a in racing]
+            assert all(a.status_code == 200 for a in racing), shown
+            assert all(a.json()["status"] == "CANCELLED" for a in racing), shown
+            (after,) = await world.sql("SELECT * FROM runs WHERE id = :i", i=run["id"])
+            assert after["status"] == "CANCELLED"
+            assert after["fencing_token"] == run["fencing_token"] + 1, after
+            events = await world.sql(
+                "SELECT event_type FROM session_events WHERE run_id = :r ORDER BY seq",
+                r=run["id"],
+            )
+            assert [e["event_type"] for e in events] == ["run.queued", "run.cancelled"], events
+            answers.append([a.status_code for a in racing])
+        gate_evidence.record("racing_answers", answers)
