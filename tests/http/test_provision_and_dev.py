@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -19,6 +20,7 @@ from scheduling.adapters.system_ids import RandomIds
 from scheduling.cli import main
 from scheduling.cli.dev import DEMO_AGENT, DEMO_LIMITS, run_dev_stack
 from scheduling.domain.cadence import format_instant
+from scheduling.ports.directories import authority_version
 
 pytestmark = pytest.mark.postgres
 
@@ -83,6 +85,52 @@ def test_principals_and_agents_import_idempotently(pg_url: str, tmp_path: Path) 
     agents.write_text(json.dumps(changed))
     code, _ = run_cli("agents", "import", str(agents), "--url", pg_url)
     assert code == 2  # immutable version with other content: refused
+
+
+async def _bob(pg_url: str) -> tuple[bool, frozenset[str], Any]:
+    conn = await asyncpg.connect(pg_url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT enabled, scopes, authority_inputs::text AS inputs FROM principals"
+            " WHERE tenant_id = 'acme' AND principal_id = 'bob'"
+        )
+    finally:
+        await conn.close()
+    assert row is not None
+    return row["enabled"], frozenset(row["scopes"]), json.loads(row["inputs"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("authority_inputs", {"roles": ["ops", "auditor"]}),
+        ("scopes", ["schedule.write", "schedule.read"]),
+        ("enabled", True),
+    ],
+)
+def test_a_changed_principal_is_updated_and_its_authority_version_moves(
+    pg_url: str, tmp_path: Path, field: str, value: Any
+) -> None:
+    """A re-import that changes only roles (authority inputs), only scopes or only the
+    enabled flag updates the row, so the content-derived authority version the scheduler
+    pins moves (spec: changed roles or scopes produce a new version). Rejects an import
+    that compares a subset of the authority and calls the rest unchanged."""
+    principals = tmp_path / "principals.json"
+    principals.write_text(json.dumps(PRINCIPALS))
+    assert run_cli("principals", "import", str(principals), "--url", pg_url)[0] == 0
+    before = asyncio.run(_bob(pg_url))
+    changed = json.loads(json.dumps(PRINCIPALS))
+    changed["principals"][1][field] = value
+    principals.write_text(json.dumps(changed))
+    code, out = run_cli("principals", "import", str(principals), "--url", pg_url)
+    assert code == 0
+    assert "updated: acme/bob" in out, out
+    assert "unchanged: acme/alice" in out, out
+    after = asyncio.run(_bob(pg_url))
+    assert after != before
+    stored = {"enabled": after[0], "scopes": after[1], "authority_inputs": after[2]}
+    assert stored[field] == (frozenset(value) if field == "scopes" else value)
+    assert authority_version("acme", "bob", *after) != authority_version("acme", "bob", *before)
 
 
 @pytest.mark.parametrize(
