@@ -17,6 +17,7 @@ rebuild the definition on update, invent unchanged fields, or skip the secret sc
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -99,9 +100,15 @@ class SkipsScopeCheck(ToolPipeline):
         return await super().call(name, arguments, context, version=version)
 
 
+_CALL: contextvars.ContextVar[int] = contextvars.ContextVar("never_replays_call", default=0)
+"""The number of the ``NeverReplays`` call this task is in (each call's own key suffix)."""
+
+
 class NeverReplays(ToolPipeline):
     """Ignores the caller's key: each invocation is recorded under a fresh one, so no
-    retry is ever recognised (the service's own ledger is all that is left)."""
+    retry is ever recognised (the service's own ledger is all that is left). Calls may
+    overlap (the checks race two calls with one key): the ledger and the record builder
+    are patched while any call runs and put back when the last one ends."""
 
     async def call(
         self,
@@ -111,30 +118,37 @@ class NeverReplays(ToolPipeline):
         *,
         version: str | None = None,
     ) -> ToolResult:
-        self._keys = getattr(self, "_keys", 0) + 1
         ledger = self.governance.ledger if self.governance else None
         assert ledger is not None
-        original = ledger.find
-
-        async def find(*_: Any) -> None:
-            return None
-
-        real_key = context.idempotency_key
-        ledger.find = find  # type: ignore[method-assign,assignment]
-        try:
+        self._calls = getattr(self, "_calls", 0) + 1
+        this_call = _CALL.set(self._calls)
+        active = getattr(self, "_active", 0)
+        if active == 0:
+            self._original_find = ledger.find
             record = self._record
+
+            async def find(*_: Any) -> None:
+                return None
 
             def fresh(*a: Any, **k: Any) -> Any:
                 made = record(*a, **k)
                 if made.idempotency_key is None:
                     return made
-                return dataclasses.replace(made, idempotency_key=f"{real_key}#{self._keys}")
+                return dataclasses.replace(
+                    made, idempotency_key=f"{made.idempotency_key}#{_CALL.get()}"
+                )
 
+            ledger.find = find  # type: ignore[method-assign,assignment]
             self._record = fresh  # type: ignore[method-assign]
+        self._active = active + 1
+        try:
             return await super().call(name, arguments, context, version=version)
         finally:
-            ledger.find = original  # type: ignore[method-assign]
-            del self._record
+            _CALL.reset(this_call)
+            self._active -= 1
+            if self._active == 0:
+                ledger.find = self._original_find  # type: ignore[method-assign]
+                del self._record
 
 
 class ApprovesNothing(ApprovalPolicy):
