@@ -43,19 +43,25 @@ async def rows(world: HttpWorld) -> dict[str, Any]:
     }
 
 
+async def fired(world: HttpWorld, keys_and_titles: dict[str, str]) -> None:
+    """One schedule per (key, title), all due at one instant, fired: one QUEUED run each."""
+    fire = None
+    for key, title in keys_and_titles.items():
+        created = await world.create(key, title=title)
+        assert created.status_code == 201, created.text
+        fire = created.json()["next_fire_at"]
+    assert fire is not None
+    world.clock.advance_to(datetime.fromisoformat(fire))
+    world.clock.advance(1)
+    assert (await world.scheduler().worker.run_once()).errors == {}
+
+
 async def test_a_run_is_cancelled_once_and_an_ended_run_never(
     pg_url: str, gate_evidence: GateEvidence
 ) -> None:
     async with http_world(pg_url) as world:
-        fire = None
-        for title in ("Cancelled", "Completed", "Failed"):
-            created = await world.create(f"run-cancel-{title}", title=title)
-            assert created.status_code == 201, created.text
-            fire = created.json()["next_fire_at"]
-        assert fire is not None
-        world.clock.advance_to(datetime.fromisoformat(fire))
-        world.clock.advance(1)
-        assert (await world.scheduler().worker.run_once()).errors == {}
+        titles = ("Cancelled", "Completed", "Failed")
+        await fired(world, {f"run-cancel-{title}": title for title in titles})
         runs = {
             r["title"]: r["id"]
             for r in await world.sql(
@@ -115,15 +121,7 @@ async def test_a_run_is_cancelled_once_and_an_ended_run_never(
 async def test_racing_cancels_end_a_run_once(pg_url: str, gate_evidence: GateEvidence) -> None:
     async with http_world(pg_url) as world:
         titles = [f"Raced {n}" for n in range(3)]
-        fire = None
-        for n, title in enumerate(titles):
-            created = await world.create(f"run-cancel-race-{n}", title=title)
-            assert created.status_code == 201, created.text
-            fire = created.json()["next_fire_at"]
-        assert fire is not None
-        world.clock.advance_to(datetime.fromisoformat(fire))
-        world.clock.advance(1)
-        assert (await world.scheduler().worker.run_once()).errors == {}
+        await fired(world, {f"run-cancel-race-{n}": title for n, title in enumerate(titles)})
         queued = await world.sql("SELECT * FROM runs WHERE status = 'QUEUED' ORDER BY id")
         assert len(queued) == len(titles), queued
         answers = []
