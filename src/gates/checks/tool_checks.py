@@ -684,8 +684,19 @@ async def racing_retries(
         label = f"{tool} racing with one key, answers {answers}"
         before = (await world.counts())["schedules"]
         key = f"race-{tool}-{n}"
-        racing = await asyncio.gather(*(world.call(tool, args_of(n), key) for _ in answers))
+        # Every call runs to its end, even when one raises: none is left running on the
+        # world's connections after the check moved on.
+        settled = await asyncio.gather(
+            *(world.call(tool, args_of(n), key) for _ in answers), return_exceptions=True
+        )
         world.approvals.drop_verdicts()
+        for outcome in settled:
+            if not isinstance(outcome, Exception) and isinstance(outcome, BaseException):
+                raise outcome
+        raised = [repr(o) for o in settled if isinstance(o, BaseException)]
+        if not v.expect(not raised, f"{label}: a call raised {raised}"):
+            continue
+        racing = [o for o in settled if isinstance(o, ToolResult)]
         made = (await world.counts())["schedules"] - before
         decisions = await world.sql(
             "SELECT d.approved FROM tool_invocations i"
