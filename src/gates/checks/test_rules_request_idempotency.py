@@ -8,6 +8,17 @@ different body (another title, another cadence, a field added) is a 409
 ``schedule.idempotency.key_reused`` that changes nothing, also after the first schedule
 moved on (paused); the other two callers' first requests with that key each create
 their own schedule. A request without the key is refused before anything is written.
+
+Racing (a client retrying a request still in flight): four identical requests with one
+fresh key at once make one schedule, one 201 and three replays of it, whichever request
+finds the key committed and whichever inserts its schedule and then meets the winner's
+key row; two requests with one key and different titles at once make one schedule, one
+201 and one 409 that wrote nothing.
+
+Tests of the test: ``scheduling-gates mutate`` (``service.racing_create_commits_both``:
+the create that loses the key insert commits its own schedule too;
+``idempotency.record_ignores_the_winner``: the key ledger reports the loser's entry as
+stored).
 """
 
 from __future__ import annotations
