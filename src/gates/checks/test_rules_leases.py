@@ -1,4 +1,5 @@
-"""``rule.lease.fencing`` on PostgreSQL: a reclaimed lease fences out its stale holder.
+"""``rule.lease.fencing`` on PostgreSQL: a reclaimed lease fences out its stale holder;
+``rule.queue.eligibility``: what the queue may claim, and in which order.
 
 The real run worker (``bootstrap.build_run_worker``) runs a scripted run on a virtual
 clock. At a chosen commit of that worker (its probe step), the clock passes the lease
@@ -13,14 +14,21 @@ Recoverable at full capacity: when every slot is held by a worker that died, the
 leases expire and a fresh worker must reclaim them (an expired lease holds no slot),
 one by one, each with a new fencing token, however full the fleet looked.
 
+``rule.queue.eligibility``, the queue's own rules a scheduled run inherits: a run is
+not claimed before its ``scheduled_for`` (the process that queued it reads a clock 1 us
+ahead of the claimer's), and with both priority classes admitted the claim takes
+priority 0 before older priority-10 runs.
+
 Tests of the test: ``scheduling-gates mutate`` (``fencing.save_ignores_token``,
-``fencing.stale_write_ignored``, ``queue.expired_leases_hold_slots``).
+``fencing.stale_write_ignored``, ``queue.expired_leases_hold_slots``;
+``queue.claims_before_scheduled_for``, ``queue.order_ignores_priority``).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -204,3 +212,38 @@ async def test_dead_workers_leases_free_their_slots(env: Env) -> None:
         after = next(c for c in reclaimed if c is not None and c.run.id == before.run.id)
         assert after.recovered
         assert after.lease.fencing_token == before.lease.fencing_token + 1
+
+
+@pytest.mark.rule("rule.queue.eligibility")
+async def test_a_run_is_not_claimed_before_its_scheduled_for(env: Env) -> None:
+    """The process that queued the run reads a clock 1 us ahead of the claimer's: the
+    run is not claimable until the claimer's clock reaches its ``scheduled_for``."""
+    ahead = VirtualClock(env.clock.now() + timedelta(microseconds=1))
+    queued = await submitter(env.admin, ahead).submit(
+        WHO, submission("succeed", priority=RunPriority.ASYNC)
+    )
+    queue = role(env.admin, env.clock, "behind").queue
+    early = await queue.claim("behind", env.clock.now(), SETTINGS.lease_seconds)
+    assert early is None, f"claimed 1 us before its scheduled_for: {early}"
+    assert (await run_row(env.admin, queued.id)).status is RunStatus.QUEUED
+    env.clock.advance_to(env.clock.now() + timedelta(microseconds=1))
+    due = await queue.claim("behind", env.clock.now(), SETTINGS.lease_seconds)
+    assert due is not None, "not claimed at its scheduled_for"
+    assert due.run.id == queued.id
+
+
+@pytest.mark.rule("rule.queue.eligibility")
+async def test_with_both_classes_admitted_priority_orders_the_claim(env: Env) -> None:
+    """An interactive run (priority 0) queued after two async ones (priority 10) is
+    claimed first by a worker admitting both classes; the async ones follow, oldest
+    first."""
+    submit = submitter(env.admin, env.clock)
+    older = []
+    for _ in range(2):
+        older.append(await submit.submit(WHO, submission("succeed", priority=RunPriority.ASYNC)))
+        env.clock.advance(1)
+    interactive = await submit.submit(WHO, submission("succeed"))
+    queue = role(env.admin, env.clock, "both").queue
+    claimed = [await queue.claim("both", env.clock.now(), SETTINGS.lease_seconds) for _ in range(3)]
+    order = [None if c is None else c.run.id for c in claimed]
+    assert order == [interactive.id, older[0].id, older[1].id], order
