@@ -3,9 +3,12 @@ and run record about where they came from.
 
 A schedule fires twice, with an update between (revision 2 has its own title and
 instruction), so a value taken from the wrong revision, the schedule row or the
-previous occurrence shows. For each MATERIALIZED occurrence, written out here from the
-spec's words: the session's metadata is exactly the schedule, revision, occurrence and
-nominal instant (the platform's reserved keys, written by the materializer), its agent
+previous occurrence shows; revision 2 also binds a READY browser profile (the update
+"can bind or unbind future occurrences"), so a binding dropped at firing, or carried
+to the revision before it, shows. For each MATERIALIZED occurrence, written out here
+from the spec's words: the session's metadata is exactly the schedule, revision,
+occurrence and nominal instant (the platform's reserved keys, written by the
+materializer) and, for the bound revision only, its ``browser_profile_id``; its agent
 and version are the revision's, its title the revision's; its three events, in order,
 are ``session.created`` with the same link, the instruction as a context-only user
 message, and ``run.queued`` naming the run, the same link and the authority version
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.cadence import format_instant
+from scheduling.ports.directories import BrowserProfile, BrowserProfileState
 from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.service import AGENT_ID, AGENT_VERSION, definition
 
@@ -29,6 +34,8 @@ pytestmark = pytest.mark.postgres
 RULE = "rule.materialize.run_linkage"
 FIRST = {"title": "Morning garden round", "instruction": "List what needs watering today."}
 SECOND = {"title": "Evening garden round", "instruction": "List what was watered today."}
+PROFILE = UUID("5d0c6f1e-8a4b-4c2d-9e3f-1a2b3c4d5e6f")
+"""The READY browser profile revision 2 binds (revision 1 binds none)."""
 
 
 def link_of(occurrence: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +52,7 @@ def linkage_problems(
     sessions: dict[Any, dict[str, Any]],
     events: list[dict[str, Any]],
     runs: dict[Any, dict[str, Any]],
-    texts: dict[str, str],
+    texts: dict[str, Any],
 ) -> list[str]:
     label = f"occurrence {occurrence['id']} (revision {occurrence['schedule_revision']})"
     session, run = sessions.get(occurrence["session_id"]), runs.get(occurrence["run_id"])
@@ -53,8 +60,10 @@ def linkage_problems(
         return [f"{label}: its session or run is missing"]
     link = link_of(occurrence)
     problems = []
-    if session["metadata"] != link:
-        problems.append(f"{label}: session metadata {session['metadata']} is not {link}")
+    bound = {} if texts.get("browser_profile_id") is None else {"browser_profile_id": PROFILE}
+    want_metadata = {**link, **{k: str(v) for k, v in bound.items()}}
+    if session["metadata"] != want_metadata:
+        problems.append(f"{label}: session metadata {session['metadata']} is not {want_metadata}")
     if (session["agent_id"], session["agent_version"]) != (AGENT_ID, AGENT_VERSION):
         problems.append(f"{label}: session agent {session['agent_id']} {session['agent_version']}")
     if session["title"] != texts["title"]:
@@ -104,8 +113,22 @@ async def test_each_materialized_run_records_its_origin(
         assert (await worker.run_once()).errors == {}
         await h.sql("UPDATE runs SET status = 'COMPLETED', finished_at = :t", t=h.clock.now())
         row = await h.schedule(sid)
+        h.world.profiles.put(
+            BrowserProfile(
+                PROFILE,
+                WHO.tenant_id,
+                WHO.principal_id,
+                BrowserProfileState.READY,
+                ("https://garden.example",),
+            )
+        )
+        bound = definition(
+            **SECOND,
+            browser_profile_id=PROFILE,
+            requested_scopes=frozenset({"memory.read", "browser.profile.read"}),
+        )
         await h.world.service.update(
-            WHO, sid, row["current_revision"], definition(**SECOND), idempotency_key="second"
+            WHO, sid, row["current_revision"], bound, idempotency_key="second"
         )
         h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=3))
         assert (await worker.run_once()).errors == {}
@@ -115,7 +138,8 @@ async def test_each_materialized_run_records_its_origin(
         sessions = {s["id"]: s for s in ledger.sessions}
         runs = {r["id"]: r for r in ledger.runs}
         problems = []
-        for occurrence, texts in zip(ledger.occurrences, (FIRST, SECOND), strict=True):
+        pinned = (FIRST, {**SECOND, "browser_profile_id": PROFILE})
+        for occurrence, texts in zip(ledger.occurrences, pinned, strict=True):
             problems += linkage_problems(occurrence, sessions, ledger.session_events, runs, texts)
         assert problems == [], problems
         gate_evidence.record("occurrences", [link_of(o) for o in ledger.occurrences])

@@ -1,6 +1,7 @@
 """Spec rules beyond the gates, on PostgreSQL: the non-blocking due claim (``FOR UPDATE
 SKIP LOCKED``), ``next_fire_at`` repair (only with ``schedule.next_fire_repaired``) and
-the terminal purge (retention, dependency order, sessions and runs kept). Each runs
+the terminal purge (retention, counted from when a schedule became terminal, whether
+cancelled or completed by its firing; dependency order; sessions and runs kept). Each runs
 in the role the product uses for it (scheduler, maintenance)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from scheduling.bootstrap import build_maintenance
-from scheduling.domain.cadence import parse_cadence
+from scheduling.domain.cadence import format_instant, parse_cadence
 from scheduling.recurrence import next_after
 from scheduling.service import MaintenanceService
 from scheduling.service.materializer import MaterializeStatus
@@ -166,5 +167,33 @@ async def test_terminal_purge_keeps_runs_and_respects_retention(pg_url: str) -> 
             "SELECT count(*) AS n FROM process_events WHERE schedule_id = :i", i=old[0]
         )
         assert events[0]["n"] >= 2, "purge deleted process events"
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.purge.terminal")
+async def test_retention_counts_from_a_completion_by_firing(pg_url: str) -> None:
+    """A one-time schedule completed by its sole decision, ten days after it was
+    created: its terminal ``updated_at`` is the decision's instant, so it is kept for
+    the whole retention counted from then (not from its creation), then purged."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        created_at = h.clock.now()
+        at = (created_at + timedelta(days=10)).replace(microsecond=0)
+        sid = await h.create(cadence={"kind": "ONCE", "at": format_instant(at)}, key="once")
+        h.clock.advance_to(at + timedelta(seconds=1))
+        report = await h.scan()
+        assert [r.status for r in report.results] == [MaterializeStatus.DECIDED], report
+        row = await h.schedule(sid)
+        assert row["state"] == "COMPLETED", row
+        completed_at = h.clock.now()
+        assert row["updated_at"] == completed_at, (row["updated_at"], completed_at)
+        purge = maintenance(h, "purge")
+        retention = timedelta(days=purge.retention.terminal_retention_days)
+        h.clock.advance_to(completed_at + retention - timedelta(microseconds=1))
+        assert await purge.purge_terminal(WHO.tenant_id) == 0, "purged inside its retention"
+        h.clock.advance_to(completed_at + retention)
+        assert await purge.purge_terminal(WHO.tenant_id) == 1
+        assert await h.sql("SELECT id FROM schedules WHERE id = :i", i=sid) == []
     finally:
         await h.close()
