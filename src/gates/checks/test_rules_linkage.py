@@ -138,7 +138,7 @@ async def test_each_materialized_run_records_its_origin(
         sessions = {s["id"]: s for s in ledger.sessions}
         runs = {r["id"]: r for r in ledger.runs}
         problems = []
-        pinned = (FIRST, {**SECOND, "browser_profile_id": PROFILE})
+        pinned: tuple[dict[str, Any], ...] = (FIRST, {**SECOND, "browser_profile_id": PROFILE})
         for occurrence, texts in zip(ledger.occurrences, pinned, strict=True):
             problems += linkage_problems(occurrence, sessions, ledger.session_events, runs, texts)
         assert problems == [], problems
