@@ -60,8 +60,8 @@ def linkage_problems(
         return [f"{label}: its session or run is missing"]
     link = link_of(occurrence)
     problems = []
-    bound = {} if texts.get("browser_profile_id") is None else {"browser_profile_id": PROFILE}
-    want_metadata = {**link, **{k: str(v) for k, v in bound.items()}}
+    profile = texts.get("browser_profile_id")
+    want_metadata = link if profile is None else {**link, "browser_profile_id": str(profile)}
     if session["metadata"] != want_metadata:
         problems.append(f"{label}: session metadata {session['metadata']} is not {want_metadata}")
     if (session["agent_id"], session["agent_version"]) != (AGENT_ID, AGENT_VERSION):
