@@ -49,6 +49,11 @@ class FailoverOutcome:
     reported: dict[UUID, UUID] = field(default_factory=dict)
     """Occurrence id -> schedule id of every decision the worker reported committed."""
     committed_before_kill: int = 0
+    """Commits the workers had seen when the primary was killed."""
+    in_doubt_at_kill: int = 0
+    """Other transactions past their decision, not yet seen committed, at the kill: with
+    concurrency a COMMIT the old primary made just before the kill can be seen by its
+    client only after it (the response was already in the socket)."""
     decided_after_kill: int = 0
     killed: bool = False
     transient_retries: int = 0
@@ -69,14 +74,23 @@ class FailOverAt:
     def __init__(self, pair: ReplicaPair, after: int) -> None:
         self.pair, self.after = pair, after
         self.commits, self.killed = 0, False
+        self.open = 0
+        """Transactions past their decision and not yet seen committed."""
+        self.commits_at_kill = self.open_at_kill = 0
 
     async def step(self, name: str) -> None:
         if name == m.STEP_COMMITTED:
             self.commits += 1
+            self.open = max(0, self.open - 1)
         elif name == m.STEP_DECIDED and self.commits >= self.after and not self.killed:
+            # Counted at the kill: another worker's commit can land between the
+            # ``after``-th and this decision.
             self.killed = True
+            self.commits_at_kill, self.open_at_kill = self.commits, self.open
             self.pair.kill_primary()
             self.pair.promote()
+        elif name == m.STEP_DECIDED:
+            self.open += 1
 
 
 async def _wait_replayed(pair: ReplicaPair) -> None:
@@ -166,7 +180,8 @@ async def failover_under_load(
             h.clock.advance(loads[0].settings.failure_backoff_seconds + 1)
         outcome.killed = probe.killed
         outcome.transient_retries = sum(w.metrics.transient_retries for w in loads)
-        outcome.committed_before_kill = min(probe.commits, kill_after)
+        outcome.committed_before_kill = probe.commits_at_kill
+        outcome.in_doubt_at_kill = probe.open_at_kill
         outcome.decided_after_kill = probe.commits - outcome.committed_before_kill
         outcome.workers = workers
         outcome.workers_continued = len(clean_after_kill)
