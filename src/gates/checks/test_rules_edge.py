@@ -2,8 +2,9 @@
 PostgreSQL (API role, forced RLS, the durable principal directory, the token file):
 
 * ``rule.http.bearer``: only the whole token names a caller. A right token id with a
-  wrong, shortened or extended secret, or the right token under another scheme than
-  Bearer, answers the same 401 as an unknown token; the
+  wrong, shortened or extended secret, the right token under another scheme than
+  Bearer, or any token once the token file cannot be read, answers the same 401 as an
+  unknown token; the
   presented token is compared through ``hmac.compare_digest`` with every entry's
   digest (constant time, no early exit); a disabled principal can do nothing; no
   token reaches a stored row.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import re
 from datetime import datetime
 from typing import Any
@@ -164,6 +166,22 @@ async def bearer(world: HttpWorld, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         assert sorted(spy.calls) == sorted((offered, e.digest.encode()) for e in entries), (
             "the secret is not compared through hmac.compare_digest with every digest"
         )
+
+    # A token file that can no longer be read authenticates nobody (not the entries it
+    # held before): the same 401, and the repaired file serves again.
+    kept = world.token_path.read_bytes()
+    broken = world.token_path.with_suffix(".broken")
+    broken.write_text('{"tokens": [', encoding="utf-8")
+    os.replace(broken, world.token_path)
+    try:
+        refused = await world.client.get(
+            "/v1/schedules", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert answer(refused) == baseline, ("broken_token_file", refused.text)
+    finally:
+        broken.write_bytes(kept)
+        os.replace(broken, world.token_path)
+    assert (await world.call("GET", "/v1/schedules")).status_code == 200
 
     # A disabled principal can do nothing, whatever it holds; enabling it again restores it.
     names = await tables(world)
