@@ -13,7 +13,10 @@ role) -> run queue and run workers (trusted path) with the scripted agent.
    heartbeat for the deadline); after the lease expires ``w2`` recovers the run from its
    checkpoint. The run must fail with that bound's reason having consumed exactly the
    bound in total across both attempts (a recovered run with a fresh budget would show
-   more), and the deadline case must end exactly at ``deadline_at``.
+   more), and the deadline case must end exactly at ``deadline_at``. One more crash
+   falls between an action's charge and its result (after ``run.charged``): the
+   recovered run must still perform exactly the bound's actions (charging the resumed
+   action twice would stop it one short).
 """
 
 from __future__ import annotations
@@ -215,6 +218,23 @@ async def test_every_scheduled_run_is_bounded(pg_url: str, gate_evidence: GateEv
                     h, run["id"], "run.checkpointed", 2, label, code, key, expected
                 )
             )
+        # A crash between an action's charge and its result: the recovering worker
+        # performs the charged action without charging it again (a second charge would
+        # end the run one action short of its bound).
+        _, run = await materialize(
+            h,
+            limits=RunLimits(
+                max_steps=4, max_model_calls=50, max_tool_calls=50, max_cost=Decimal("9")
+            ),
+            instruction="Work until stopped. [script:steps]",
+            agent_version=TOOL_AGENT_VERSION,
+            requested_scopes=frozenset({"memory.read"}),
+        )
+        recoveries.append(
+            await crash_and_recover(
+                h, run["id"], "run.charged", 2, "steps_charged", STEP_LIMIT, "steps", 4
+            )
+        )
         _, run = await materialize(
             h, run_timeout_seconds=300, instruction="Take your time. [script:run_long:3600]"
         )
