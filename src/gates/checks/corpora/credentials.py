@@ -33,6 +33,7 @@ ENCODINGS = (
     "odd_whitespace",
     "fullwidth",
     "uppercase",
+    "line_wrapped",
 )
 
 
@@ -69,6 +70,8 @@ class _Recipe:
     """Instruction fragments with a ``{c}`` slot for the (encoded) phrase."""
     also: frozenset[str] = frozenset()
     skip: frozenset[str] = frozenset()
+    label: str = ""
+    """The case id's first part when two recipes share a kind (default: the kind)."""
 
 
 def _plain(make: Callable[[FakeCredentials], str]) -> Callable[[FakeCredentials], tuple[str, str]]:
@@ -90,6 +93,10 @@ def _phrase(
 
 
 _ASSIGN = frozenset({"generic_api_key_assignment", "high_entropy_assignment"})
+# Recognized by a keyword or structure around the value on the same line: the scanner
+# does not glue lines for them (a value joined to the next line's first word would be
+# prose), so a break inside the value is not a case it claims to find.
+_ONE_LINE = frozenset({"line_wrapped"})
 
 _RECIPES: tuple[_Recipe, ...] = (
     _Recipe(
@@ -108,6 +115,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("export the billing data with {c}", "use these settings for the S3 backup: {c}"),
         also=_ASSIGN,
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "google_api_key",
@@ -133,6 +141,7 @@ _RECIPES: tuple[_Recipe, ...] = (
             '"client_email": "bot@acme-prod.iam.gserviceaccount.com"}',
         ),
         ("query BigQuery with this service account: {c}",),
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "azure_storage_key",
@@ -143,6 +152,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("back up the reports container using {c}",),
         also=_ASSIGN,
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "azure_sas_token",
@@ -153,6 +163,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("download {c} and chart the totals",),
         also=_ASSIGN,
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "azure_client_secret",
@@ -266,15 +277,18 @@ _RECIPES: tuple[_Recipe, ...] = (
             lambda f: f.opaque_token(),
             "Authorization: Bearer {v}",
             "-H 'Authorization: Bearer {v}'",
+            "Authorization: Bearer\t{v}",
+            "Authorization:  Bearer   {v}",
         ),
         ("call https://api.example.com/v1/reports with {c}", "curl the metrics endpoint {c}"),
         also=_ASSIGN | {"authorization_header"},
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "basic_auth_header",
         _phrase(lambda f: f.basic_credentials(), "Authorization: Basic {v}"),
         ("poll the legacy status page with {c}",),
-        skip=frozenset({"uppercase"}),
+        skip=frozenset({"uppercase"}) | _ONE_LINE,
     ),
     _Recipe(
         "password_in_url",
@@ -286,6 +300,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("connect to {c} and count yesterday's signups", "download {c} every night"),
         also=frozenset({"password_assignment"}),
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "password_assignment",
@@ -298,6 +313,51 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("log in to the vendor portal ({c}) and download the invoice",),
         also=_ASSIGN,
+        skip=_ONE_LINE,
+    ),
+    _Recipe(
+        "password_assignment",
+        _phrase(
+            lambda f: f.short_password(),
+            "password={v}",
+            "pass={v}",
+            "pwd={v}",
+            "passwd => {v}",
+            "the wifi password is {v}",
+        ),
+        ("sign in to the router admin page ({c}) and reboot it",),
+        skip=_ONE_LINE,
+        label="password_short",
+    ),
+    _Recipe(
+        "password_assignment",
+        _phrase(lambda f: f.dollar_password(), "password={v}", "DB_PASSWORD: {v}"),
+        ("log in to the staging database with {c}",),
+        # Upper-cased, ``$NAME`` is how an environment variable is referenced.
+        skip=frozenset({"uppercase"}) | _ONE_LINE,
+        label="password_dollar",
+    ),
+    _Recipe(
+        "password_in_url",
+        _phrase(
+            lambda f: f.url_password(),
+            "postgres://app:{v}@db.internal.example:5432/analytics",
+            "https://bob:{v}@intranet.example.com/feed.xml",
+        ),
+        ("connect to {c} and count yesterday's signups",),
+        skip=_ONE_LINE,
+        label="password_in_url_short",
+    ),
+    _Recipe(
+        "authorization_header",
+        _phrase(
+            lambda f: f.opaque_token(32),
+            "Proxy-Authorization: {v}",
+            "-H 'Proxy-Authorization: {v}'",
+        ),
+        ("fetch the partner feed through the corporate proxy with {c}",),
+        skip=_ONE_LINE,
+        label="proxy_authorization",
     ),
     _Recipe(
         "session_cookie",
@@ -309,6 +369,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("open the admin dashboard with {c} and screenshot the KPIs",),
         also=_ASSIGN,
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "generic_api_key_assignment",
@@ -321,6 +382,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("query the weather service with {c}",),
         also=frozenset({"high_entropy_assignment"}),
+        skip=_ONE_LINE,
     ),
     _Recipe(
         "high_entropy_assignment",
@@ -332,6 +394,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("verify the payment webhooks with {c}",),
         also=frozenset({"generic_api_key_assignment"}),
+        skip=_ONE_LINE,
     ),
 )
 
@@ -392,6 +455,12 @@ def _encode(
     if encoding == "fullwidth":
         encoded = _fullwidth(secret)
         return phrase.replace(secret, encoded), (encoded,)
+    if encoding == "line_wrapped":
+        # A long value pasted from a wrapped terminal or email: broken mid-value, the
+        # continuation sometimes indented.
+        at = rng.randint(4, len(secret) - 4)
+        encoded = secret[:at] + rng.choice(("\n", "\r\n", "\n  ")) + secret[at:]
+        return phrase.replace(secret, encoded), (encoded,)
     raise ValueError(f"unknown encoding {encoding!r}")
 
 
@@ -439,7 +508,7 @@ def credential_corpus(seed: int = DEFAULT_SEED, repeats: int = 2) -> list[Creden
                 assert instruction[span[0] : span[1]] == embedded
                 cases.append(
                     CredentialCase(
-                        case_id=f"{recipe.kind}/{encoding}/{n}",
+                        case_id=f"{recipe.label or recipe.kind}/{encoding}/{n}",
                         kind=recipe.kind,
                         encoding=encoding,
                         instruction=instruction,

@@ -50,6 +50,20 @@ class FakeCredentials:
             ):
                 return value
 
+    def short_password(self) -> str:
+        """8-9 lower-case letters and digits (``hunter22``): what people really type.
+        (Eight, so that even ``pwd=<value>`` is long enough a base64 run to decode.)"""
+        return self.chars(string.ascii_lowercase + string.digits, self.rng.randint(8, 9))
+
+    def dollar_password(self) -> str:
+        """A password that starts with ``$`` and is not an upper-case ``$NAME``
+        reference (``$unshine42``)."""
+        return "$" + self.chars(string.ascii_lowercase + string.digits, self.rng.randint(7, 10))
+
+    def url_password(self) -> str:
+        """3-5 letters and digits: any password in a URL's userinfo is a credential."""
+        return self.chars(ALNUM, self.rng.randint(3, 5))
+
     def b64bytes(self, n: int, urlsafe: bool = False) -> str:
         raw = bytes(self.rng.getrandbits(8) for _ in range(n))
         if urlsafe:
