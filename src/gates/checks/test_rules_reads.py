@@ -6,11 +6,13 @@
   shows the instruction text, which the authorized point read still returns whole.
 * ``rule.http.list_filters``: ``GET /v1/schedules?state=...`` paged with a small limit
   returns exactly the caller's schedules in the supplied states, every page but the
-  last full, none twice, none of another principal's; omission lists every state.
+  last full, none twice, none of another principal's; omission lists every state. The
+  cursor is stable across ties: schedules sharing one ``updated_at`` are each listed
+  once at every page size.
 
 Tests of the test: ``scheduling-gates mutate`` (``transcript.seed_included``,
 ``transcript.answer_dropped``, ``list_filters.applied_after_limit``,
-``list_filters.ignored``).
+``list_filters.ignored``, ``list_filters.cursor_skips_ties``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from simulation.worlds.service import principal
 pytestmark = pytest.mark.postgres
 
 OTHER = principal("reads-other", scopes=OWNER.scopes)
+TIED = principal("reads-tied", scopes=OWNER.scopes)
 INSTRUCTION = "Summarize the overnight news, marker 51f0c2, for the projects I follow."
 
 
@@ -150,8 +153,27 @@ async def filters(world: HttpWorld) -> dict[str, Any]:
     return {"listings": checked}
 
 
+async def ties(world: HttpWorld) -> int:
+    """Schedules created at one instant share their ``updated_at``: the cursor still
+    pages through them once each (a cursor on the timestamp alone skips the rest of a
+    tie at every page boundary)."""
+    made = set()
+    for n in range(5):
+        created = await world.create(f"tied-{n}", TIED, title=f"tied {n}")
+        assert created.status_code == 201, created.text
+        made.add(created.json()["id"])
+    for limit in (1, 2, 3):
+        found = await pages(world, TIED, [], limit)
+        ids = [item["id"] for page in found for item in page]
+        assert sorted(ids) == sorted(made), (limit, "a tie was skipped or repeated", ids)
+        assert len({item["updated_at"] for page in found for item in page}) == 1
+    return len(made)
+
+
 @pytest.mark.rule("rule.http.list_filters")
 async def test_state_filters_apply_before_cursor_and_limit(pg_url: str) -> None:
-    async with http_world(pg_url, [OWNER, OTHER]) as world:
+    async with http_world(pg_url, [OWNER, OTHER, TIED]) as world:
         evidence = await filters(world)
+        tied = await ties(world)
     assert evidence["listings"] == 5 * 2 * 3
+    assert tied == 5
