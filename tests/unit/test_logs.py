@@ -28,6 +28,7 @@ from scheduling.logs import (
     RepeatFilter,
     TextFormatter,
     configure,
+    safe_fields,
     utc_timestamp,
 )
 
@@ -167,6 +168,19 @@ def test_no_secret_reaches_a_line(kind: str) -> None:
     assert "[redacted password_in_url]" in text
     assert access in text
     assert "PermissionError: Authorization: Bearer [redacted bearer_token]" in text
+
+
+@pytest.mark.parametrize("kind", ["text", "json"])
+def test_an_extra_field_is_scanned_even_on_a_safe_record(kind: str) -> None:
+    """``code`` and ``fault`` come from callers' own values: scanned in both forms, and a
+    record marked safe (its message built from known-safe fields) is no exception."""
+    h, out = handler(kind)
+    dsn = "postgresql://a:hunter3secret@db/x"
+    h.handle(record(0, "claim failed", fault=dsn))
+    h.handle(record(1, "request %s done", "4b9f0c2e", code=dsn, **safe_fields()))
+    text = out.getvalue()
+    assert "hunter3secret" not in text
+    assert text.count("[redacted password_in_url]") == 2
 
 
 # ------------------------------------------------------------------ repeats
