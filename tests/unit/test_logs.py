@@ -14,17 +14,19 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from scheduling import instance
 from scheduling.cli import edge
 from scheduling.config import ConfigurationError, ProcessSettings
+from scheduling.domain.secrets import SecretFinding, SecretScanner
 from scheduling.instance import ProcessIdentity
 from scheduling.logs import (
     JsonFormatter,
     ProcessLogHandler,
+    Redactor,
     RepeatFilter,
     TextFormatter,
     configure,
@@ -181,6 +183,26 @@ def test_an_extra_field_is_scanned_even_on_a_safe_record(kind: str) -> None:
     text = out.getvalue()
     assert "hunter3secret" not in text
     assert text.count("[redacted password_in_url]") == 2
+
+
+class Findings:
+    """A scanner that reports fixed spans (the redactor's merging, apart from what
+    today's detectors happen to find)."""
+
+    def __init__(self, *spans: tuple[str, int, int]) -> None:
+        self.spans = spans
+
+    def scan(self, text: str) -> list[SecretFinding]:
+        return [SecretFinding(kind, start, end) for kind, start, end in self.spans]
+
+
+def test_overlapping_findings_are_redacted_as_one_span() -> None:
+    """Two readings whose spans overlap, the later one reaching further: the whole
+    union is redacted once, under the first one's kind."""
+    text = "a=0123456789 tail"
+    scanner = Findings(("jwt", 2, 8), ("bearer_token", 5, 12))
+    redacted = Redactor(cast(SecretScanner, scanner))(text)
+    assert redacted == "a=[redacted jwt] tail"
 
 
 # ------------------------------------------------------------------ repeats
