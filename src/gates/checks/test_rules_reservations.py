@@ -1,9 +1,11 @@
 """Spec rules beyond the gates, on PostgreSQL: admission reservations and their
-reconciliation, the bounded admission backoff of a concurrency denial, and the schedule
-worker's per-definition isolation (spec "Capacity, fairness, and cost", "Ports").
+reconciliation, the bounded admission backoff of a concurrency denial, the schedule
+worker's per-definition isolation and how long its loop sleeps (spec "Capacity,
+fairness, and cost", "Ports").
 Tests of the test: ``scheduling-gates mutate`` (mutants ``admission.reserves_actual_cost``,
 ``admission.terminal_runs_keep_reserving``, ``worker.retry_not_set_aside``,
-``worker.error_stops_the_pass``)."""
+``worker.error_stops_the_pass``, ``worker.sleep_ignores_next_fire``,
+``worker.sleep_ignores_backoff``)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from uuid import UUID
 
 import pytest
 
+from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.admission import MAX_BACKOFF_SECONDS
 from scheduling.service.admission import MONTHLY_COST
 from scheduling.service.materializer import MaterializeResult, MaterializeStatus
@@ -150,5 +153,39 @@ async def test_a_corrupt_definition_neither_rolls_back_nor_blocks_its_batch(pg_u
         assert (await h.schedule(bad))["next_fire_at"] == fire
         for good in ids[1:]:
             assert [o["disposition"] for o in ledger.of(good).occurrences] == ["MATERIALIZED"]
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.worker.wakes_in_time")
+async def test_the_loop_sleeps_until_the_next_firing_the_poll_or_the_backoff(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        h.tenants = ceilings(max_active_runs=1)
+        ids = [await h.create(title=f"w{i}", key=f"w{i}") for i in range(2)]
+        fire = await h.next_fire(ids[0])
+        assert await h.next_fire(ids[1]) == fire
+        h.clock.advance_to(fire - timedelta(seconds=100))
+        polling = h.worker(h.materializer(), fallback_poll_seconds=30)
+        patient = h.worker(h.materializer(), fallback_poll_seconds=300)
+        slept = {
+            "poll_first": await polling.sleep_seconds(),
+            "firing_first": await patient.sleep_seconds(),
+        }
+        # Due now: one is decided, the other denied (one active run) and set aside for
+        # an admission backoff shorter than the contention pause; the loop wakes when
+        # that backoff ends, not a pause later.
+        backoff = 0.25
+        h.clock.advance_to(fire + timedelta(seconds=1))
+        admission = PostgresAdmissionController(h.tenants, backoff_seconds=backoff)
+        worker = h.worker(h.materializer(admission=admission), fallback_poll_seconds=300)
+        assert backoff < worker.settings.contention_pause_seconds
+        statuses = sorted(r.status.value for r in (await worker.run_once()).results)
+        assert statuses == ["decided", "retry"], statuses
+        slept["set_aside"] = await worker.sleep_seconds()
+        gate_evidence.record("slept_seconds", slept)
+        assert slept == {"poll_first": 30, "firing_first": 100, "set_aside": backoff}
     finally:
         await h.close()
