@@ -93,10 +93,11 @@ def _phrase(
 
 
 _ASSIGN = frozenset({"generic_api_key_assignment", "high_entropy_assignment"})
-# Recognized by a keyword or structure around the value on the same line: the scanner
-# does not glue lines for them (a value joined to the next line's first word would be
-# prose), so a break inside the value is not a case it claims to find.
-_ONE_LINE = frozenset({"line_wrapped"})
+# The encodings that put a line break inside the value. Skipped by the kinds recognized
+# by a keyword or structure around the value on the same line: the scanner does not glue
+# lines for them (a value joined to the next line's first word would be prose), so a
+# break inside their value is not a case it claims to find.
+_LINE_BREAKS = frozenset({"line_wrapped"})
 
 _RECIPES: tuple[_Recipe, ...] = (
     _Recipe(
@@ -115,7 +116,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("export the billing data with {c}", "use these settings for the S3 backup: {c}"),
         also=_ASSIGN,
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "google_api_key",
@@ -141,7 +142,7 @@ _RECIPES: tuple[_Recipe, ...] = (
             '"client_email": "bot@acme-prod.iam.gserviceaccount.com"}',
         ),
         ("query BigQuery with this service account: {c}",),
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "azure_storage_key",
@@ -152,7 +153,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("back up the reports container using {c}",),
         also=_ASSIGN,
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "azure_sas_token",
@@ -163,7 +164,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("download {c} and chart the totals",),
         also=_ASSIGN,
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "azure_client_secret",
@@ -282,13 +283,13 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("call https://api.example.com/v1/reports with {c}", "curl the metrics endpoint {c}"),
         also=_ASSIGN | {"authorization_header"},
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "basic_auth_header",
         _phrase(lambda f: f.basic_credentials(), "Authorization: Basic {v}"),
         ("poll the legacy status page with {c}",),
-        skip=frozenset({"uppercase"}) | _ONE_LINE,
+        skip=frozenset({"uppercase"}) | _LINE_BREAKS,
     ),
     _Recipe(
         "password_in_url",
@@ -300,7 +301,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("connect to {c} and count yesterday's signups", "download {c} every night"),
         also=frozenset({"password_assignment"}),
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "password_assignment",
@@ -313,7 +314,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("log in to the vendor portal ({c}) and download the invoice",),
         also=_ASSIGN,
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "password_assignment",
@@ -326,7 +327,7 @@ _RECIPES: tuple[_Recipe, ...] = (
             "the wifi password is {v}",
         ),
         ("sign in to the router admin page ({c}) and reboot it",),
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
         label="password_short",
     ),
     _Recipe(
@@ -334,7 +335,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         _phrase(lambda f: f.dollar_password(), "password={v}", "DB_PASSWORD: {v}"),
         ("log in to the staging database with {c}",),
         # Upper-cased, ``$NAME`` is how an environment variable is referenced.
-        skip=frozenset({"uppercase"}) | _ONE_LINE,
+        skip=frozenset({"uppercase"}) | _LINE_BREAKS,
         label="password_dollar",
     ),
     _Recipe(
@@ -345,7 +346,7 @@ _RECIPES: tuple[_Recipe, ...] = (
             "https://bob:{v}@intranet.example.com/feed.xml",
         ),
         ("connect to {c} and count yesterday's signups",),
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
         label="password_in_url_short",
     ),
     _Recipe(
@@ -356,7 +357,7 @@ _RECIPES: tuple[_Recipe, ...] = (
             "-H 'Proxy-Authorization: {v}'",
         ),
         ("fetch the partner feed through the corporate proxy with {c}",),
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
         label="proxy_authorization",
     ),
     _Recipe(
@@ -369,7 +370,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("open the admin dashboard with {c} and screenshot the KPIs",),
         also=_ASSIGN,
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "generic_api_key_assignment",
@@ -382,7 +383,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("query the weather service with {c}",),
         also=frozenset({"high_entropy_assignment"}),
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
     _Recipe(
         "high_entropy_assignment",
@@ -394,7 +395,7 @@ _RECIPES: tuple[_Recipe, ...] = (
         ),
         ("verify the payment webhooks with {c}",),
         also=frozenset({"generic_api_key_assignment"}),
-        skip=_ONE_LINE,
+        skip=_LINE_BREAKS,
     ),
 )
 
