@@ -20,7 +20,7 @@ from scheduling.domain.events import RUN_ACCOUNTED
 from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
 from scheduling.service.materializer import MaterializeStatus
 from scheduling.testing import ConfiguredTenantConfiguration
-from simulation.worlds.materialize import MaterializeWorld
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.service import CEILINGS
 
 pytestmark = pytest.mark.postgres
@@ -307,5 +307,44 @@ async def test_misses_count_and_reach_the_limit(pg_url: str) -> None:
             2,
         )
         assert (await h.ledger()).of(sid).event_types().count("schedule.auto_paused") == 1
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.accounting.failures")
+async def test_a_run_failing_after_its_schedule_stopped_is_accounted(pg_url: str) -> None:
+    """Pausing or cancelling a schedule does not cancel its run. When that run fails at
+    the failure limit, the hook still counts it and writes its outcome; only an ACTIVE
+    schedule is auto-paused, so the user's pause and the cancel stand unchanged."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        role = h.scheduler_role(ids=h.world.ids.fork("acct"), materializer=h.materializer())
+        ended: dict[str, tuple[Any, ...]] = {}
+        for stop in ("pause", "cancel"):
+            sid = await h.create(key=f"stopped-{stop}", max_consecutive_failures=1)
+            run = await fire_next(h, sid)
+            revision = (await h.schedule(sid))["current_revision"]
+            await getattr(h.world.service, stop)(WHO, sid, revision)
+            await finish(h, run, "FAILED", {"reason": "schedule.runtime.step_limit"})
+            accounted = await role.accountant.account_run(run)
+            assert accounted is not None
+            assert (accounted.consecutive_failures, accounted.auto_paused) == (1, False)
+            row = await h.schedule(sid)
+            types = (await h.ledger()).of(sid).event_types()
+            outcomes = await h.sql(
+                "SELECT count(*) AS n FROM schedule_outbox WHERE schedule_id = :i", i=sid
+            )
+            ended[stop] = (
+                row["state"],
+                row["pause_reason"],
+                row["consecutive_failures"],
+                types.count(RUN_ACCOUNTED),
+                types.count("schedule.auto_paused"),
+                outcomes[0]["n"],
+            )
+        assert ended == {
+            "pause": ("PAUSED", "user", 1, 1, 0, 1),
+            "cancel": ("CANCELLED", None, 1, 1, 0, 1),
+        }, ended
     finally:
         await h.close()
