@@ -11,11 +11,15 @@ exactly the allowlist.
   creates it (``bootstrap.create_login``) passes ``bootstrap.scheduler_release_problems``;
   the same login given UPDATE on an event log, DELETE on a ledger table, BYPASSRLS, or
   membership in the API's group role fails it, and so does a superuser.
+* Shipped values: an environment that does not set them runs with 30 retention days,
+  a 3,600 s purge interval and a purge batch of 100 records.
 
 Tests of the test: ``scheduling-gates mutate`` (``release.flags_may_differ``,
 ``release.zero_ceiling_accepted``, ``release.scheduler_may_be_the_owner``,
 ``release.bypassrls_accepted``, ``release.superuser_unnamed``,
-``release.event_update_accepted``, ``release.infinite_ceiling_accepted``).
+``release.event_update_accepted``, ``release.infinite_ceiling_accepted``,
+``config.retention_default_week``, ``config.purge_interval_default_day``,
+``config.purge_batch_default_thousand``).
 """
 
 from __future__ import annotations
@@ -141,6 +145,27 @@ def test_release_validation_requires_the_spec_list(gate_evidence: GateEvidence) 
     off = codes(API_ENABLED="0", WORKER_ENABLED="0", STORAGE="memory", ADMISSION="allow_all")
     assert off == [], off
     gate_evidence.record("requirements", sorted(BROKEN))
+
+
+SHIPPED = {
+    "terminal_retention_days": 30,
+    "purge_interval_seconds": 3600,
+    "terminal_purge_batch": 100,
+}
+"""The spec's shipped retention values: "30 days, 3,600 seconds, and 100 records"."""
+
+
+@pytest.mark.rule(RULE)
+def test_the_shipped_retention_values(gate_evidence: GateEvidence) -> None:
+    # The complete environment sets none of the three: what it runs with is shipped.
+    env = {f"AGENT_SCHEDULE_{k}": v for k, v in COMPLETE.items()}
+    assert not {"TERMINAL_RETENTION_DAYS", "PURGE_INTERVAL_SECONDS", "TERMINAL_PURGE_BATCH"} & set(
+        COMPLETE
+    )
+    settings = Settings.from_env(env)
+    shipped = {name: getattr(settings, name) for name in SHIPPED}
+    assert shipped == SHIPPED, shipped
+    gate_evidence.record("shipped", shipped)
 
 
 def login_url(url: str, login: str, password: str) -> str:

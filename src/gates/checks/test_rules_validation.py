@@ -9,9 +9,12 @@ a 7,200 s grace and a USD 10 run. A valid body is accepted first (so a refusal i
 field's, not the world's), and the same body with each field broken is refused.
 
 Tests of the test: ``scheduling-gates mutate`` (``validation.scope_beyond_the_caller``,
-``validation.policy_mismatch_accepted``, ``validation.ceilings_unchecked``). An unknown
-scope is refused by the edge's request model before the service's own check, with the
-same code.
+``validation.policy_mismatch_accepted``, ``validation.ceilings_unchecked``,
+``models.open_bodies``, ``models.integral_truncates``). An unknown scope is refused by
+the edge's request model before the service's own check, with the same code. Beside the
+spec's list, the edge's own refusals (a field the schema lacks, a number that is not an
+integer where one is expected) are ``schedule.http.invalid_request``, also writing
+nothing.
 """
 
 from __future__ import annotations
@@ -120,6 +123,20 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
+INVALID_REQUEST = "schedule.http.invalid_request"
+# The edge's own refusals: every request model is closed and its integers strict, so a
+# field the schema lacks, or a number that is not an integer where one is expected, is
+# refused before the service sees the body (never dropped, rounded or coerced).
+EDGE_REFUSED: dict[str, tuple[dict[str, Any], str]] = {
+    "an unknown body field": ({"priority": 1}, INVALID_REQUEST),
+    "an unknown limits field": ({"limits": {**LIMITS, "max_minutes": 5}}, INVALID_REQUEST),
+    "a fractional timeout": ({"run_timeout_seconds": 600.5}, INVALID_REQUEST),
+    "a fractional step bound": ({"limits": {**LIMITS, "max_steps": 2.5}}, INVALID_REQUEST),
+    "a timeout as text": ({"run_timeout_seconds": "600"}, INVALID_REQUEST),
+    "a failure limit as a boolean": ({"max_consecutive_failures": True}, INVALID_REQUEST),
+}
+
+
 async def rows(world: HttpWorld) -> dict[str, Any]:
     return {
         "counts": await world.counts(),
@@ -137,7 +154,7 @@ async def test_every_listed_refusal_has_its_code_and_writes_nothing(
         detail = (await world.call("GET", f"/v1/schedules/{sid}", CALLER)).json()
         settled = await rows(world)
         wrong: dict[str, Any] = {}
-        for n, (name, (change, code)) in enumerate(REFUSED.items()):
+        for n, (name, (change, code)) in enumerate({**REFUSED, **EDGE_REFUSED}.items()):
             made = await world.create(f"validation-{n}", CALLER, **change)
             updated = await world.call(
                 "PATCH", f"/v1/schedules/{sid}", CALLER, json=update_body(detail, **change)
@@ -152,3 +169,4 @@ async def test_every_listed_refusal_has_its_code_and_writes_nothing(
                 settled = await rows(world)
         assert wrong == {}, sorted(wrong.items())
     gate_evidence.record("refusals", sorted(REFUSED))
+    gate_evidence.record("edge_refusals", sorted(EDGE_REFUSED))
