@@ -1838,7 +1838,10 @@ async def update_happy_path_check(world: ToolWorld) -> Verdict:
 async def update_at_a_firing(world: ToolWorld, v: Verdict, sid: str) -> dict[str, str]:
     """An edit with the clock exactly AT the schedule's next firing (Wednesday 4 March
     16:00Z): the recomputed firing is strictly after now, the next Wednesday; Los Angeles
-    is on PDT (UTC-7) from 8 March, so 08:00 on 11 March is 15:00Z."""
+    is on PDT (UTC-7) from 8 March, so 08:00 on 11 March is 15:00Z. Its view names the
+    title as the patch and the instruction and cadence as unchanged. Then an edit of the
+    instruction with ``at``: the instant replaces the cadence, so only the title is
+    unchanged (the cadence is not)."""
     at = datetime.fromisoformat("2026-03-04T16:00:00+00:00")
     think = world.approvals.think_seconds
     world.approvals.think_seconds = 0
@@ -1846,17 +1849,36 @@ async def update_at_a_firing(world: ToolWorld, v: Verdict, sid: str) -> dict[str
         world.clock.advance_to(at)
         ref = {"schedule_id": sid, "expected_revision": 2, "title": "News digest, weekly"}
         result = await world.call("schedule.update", ref, "u-boundary")
+        titled = last_view(world)
+        once = {
+            "schedule_id": sid,
+            "expected_revision": 3,
+            "instruction": "Summarize the security news once more.",
+            "at": "2026-03-20T10:00:00Z",
+        }
+        replaced = await world.call("schedule.update", once, "u-at")
+        timed = last_view(world)
     finally:
         world.approvals.think_seconds = think
     want = "2026-03-11T15:00:00Z"
     got = None if result.output is None else result.output.get("next_fire_at")
     v.expect(result.ok and got == want, f"updated at {at}: next firing {got}, want {want}")
-    row = await world.schedule(sid)
     v.expect(
-        row["next_fire_at"] is not None and row["next_fire_at"] > at,
-        f"updated at {at}: stored next firing {row['next_fire_at']} is not after now",
+        titled.get("patch") == {"title": "News digest, weekly"}
+        and titled.get("unchanged") == ["instruction", "cadence"],
+        f"a title edit's view {titled}",
     )
-    return {"updated_at": format_instant(at), "next_fire_at": str(got)}
+    v.expect(replaced.ok, f"an edit with at: {replaced.reason_code} {replaced.details}")
+    v.expect(
+        set(timed.get("patch", {})) == {"instruction", "at"}
+        and timed.get("unchanged") == ["title"],
+        f"an edit with at: its view {timed} (the instant replaces the cadence)",
+    )
+    return {
+        "updated_at": format_instant(at),
+        "next_fire_at": str(got),
+        "unchanged_with_at": str(timed.get("unchanged")),
+    }
 
 
 async def update_preserves_authority_check(world: ToolWorld) -> Verdict:
