@@ -150,6 +150,19 @@ async def bearer(world: HttpWorld, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         refused = await world.client.get("/v1/schedules", headers={"Authorization": header})
         assert answer(refused) == baseline, (name, refused.text)
 
+    # Two credentials name nobody, in either order and even when both are the caller's:
+    # which header counts must not depend on the order a proxy left them in.
+    pairs = {
+        "own_then_unknown": (token, cases["wrong_secret_same_length"]),
+        "unknown_then_own": (cases["wrong_secret_same_length"], token),
+        "own_twice": (token, token),
+        "own_then_other": (token, other),
+    }
+    for name, (first, second) in pairs.items():
+        sent = [("Authorization", f"Bearer {first}"), ("Authorization", f"Bearer {second}")]
+        refused = await world.client.get("/v1/schedules", headers=sent)
+        assert answer(refused) == baseline, (name, refused.text)
+
     # Constant time: every entry's digest is compared with the presented token's digest
     # through hmac.compare_digest, for a right and for a wrong token alike.
     entries = read_entries(world.token_path)

@@ -7,7 +7,8 @@ request again replays the same schedule (200, ``replayed``); the same key with a
 different body (another title, another cadence, a field added) is a 409
 ``schedule.idempotency.key_reused`` that changes nothing, also after the first schedule
 moved on (paused); the other two callers' first requests with that key each create
-their own schedule. A request without the key is refused before anything is written.
+their own schedule. A request without the key, or with the key header sent twice, is
+refused before anything is written.
 
 Racing (a client retrying a request still in flight): four identical requests with one
 fresh key at once make one schedule, one 201 and three replays of it, whichever request
@@ -60,6 +61,15 @@ async def test_one_key_one_request_per_caller(pg_url: str, gate_evidence: GateEv
         assert missing.status_code == 400, missing.text
         assert missing.json()["error"]["code"] == "schedule.http.idempotency_key_required"
         assert (await world.counts())["schedules"] == 0
+        # One request, one key: the header sent twice (the same key, or two) is refused,
+        # so which copy names the request is never the server's guess.
+        for name, keys in {"twice": (KEY, KEY), "two keys": ("k-one", KEY)}.items():
+            sent = [*world.auth().items(), *(("Idempotency-Key", key) for key in keys)]
+            doubled = await world.client.post("/v1/schedules", json=body(), headers=sent)
+            assert doubled.status_code == 400, (name, doubled.text)
+            code = doubled.json()["error"]["code"]
+            assert code == "schedule.validation.invalid_idempotency_key", (name, code)
+        assert await rows(world) == {"counts": await world.counts(), "schedules": [], "keys": []}
 
         first = await world.create(KEY)
         assert first.status_code == 201, first.text

@@ -38,7 +38,9 @@ def plane_of(request: Request) -> Plane:
 
 
 def _bearer(request: Request) -> str:
-    header = request.headers.get("authorization", "")
+    sent = request.headers.getlist("authorization")
+    # Two credentials are none: which one counts must not depend on header order.
+    header = sent[0] if len(sent) == 1 else ""
     scheme, _, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or len(token) > _MAX_TOKEN:

@@ -13,6 +13,8 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
+from scheduling.domain.errors import ValidationError
+from scheduling.domain.idempotency import INVALID_IDEMPOTENCY_KEY
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
 from scheduling.http import encoding, schemas
@@ -97,6 +99,15 @@ def header_text(value: str) -> str:
     return value.encode("latin-1").decode("utf-8", "surrogateescape")
 
 
+def idempotency_key_of(request: Request, value: str) -> str:
+    """The request's one Idempotency-Key as text. Sent twice it is refused, whether the
+    copies agree or not: which one a proxy or the framework would pick is not the
+    client's decision to leave open, and a key the server chose is no key at all."""
+    if len(request.headers.getlist("idempotency-key")) > 1:
+        raise ValidationError(INVALID_IDEMPOTENCY_KEY, "send one Idempotency-Key header")
+    return header_text(value)
+
+
 async def _written(request: Request, principal: Principal, result: ScheduleResult) -> ScheduleOut:
     if result.revision is not None:  # the command holds it (a create): no read
         return ScheduleOut.of(result.schedule, result.revision, replayed=result.replayed)
@@ -125,7 +136,7 @@ async def create_schedule(
         str, Header(alias="Idempotency-Key", max_length=200, json_schema_extra=IDEMPOTENCY_KEY)
     ],
 ) -> ScheduleOut | Response:
-    key = header_text(idempotency_key)
+    key = idempotency_key_of(request, idempotency_key)
     result = await plane_of(request).service.create(
         writing.principal,
         key,
@@ -202,7 +213,7 @@ async def update_schedule(
         schedule_id,
         body.expected_revision,
         body.to_definition(),
-        None if idempotency_key is None else header_text(idempotency_key),
+        None if idempotency_key is None else idempotency_key_of(request, idempotency_key),
         authority=authority_of(request),
     )
     return await _written(request, principal, result)
