@@ -172,6 +172,8 @@ BAD: dict[str, tuple[str, str]] = {
         "schedule.provision.file_invalid",
     ),
     "not-toml": ("[tenants.acme\n", "schedule.provision.file_invalid"),
+    # Nested past the parser's own limit: refused like any file that is not TOML.
+    "nested-toml": ("a = " + "[" * 5000 + "]" * 5000 + "\n", "schedule.provision.file_invalid"),
     "token-for-nobody": (
         '[tenants.acme]\nprincipals = [{ principal_id = "x", scopes = [] }]\n'
         'tokens = [{ principal_id = "nobody", name = "cli" }]\n',

@@ -60,6 +60,7 @@ def test_authenticate_revoke_and_reload(tmp_path: Path) -> None:
     "document",
     [
         "not json",
+        "[" * 5000 + "]" * 5000,  # nested past the parser's own limit
         json.dumps({"format": "other", "tokens": []}),
         json.dumps({"format": "scheduling.tokens/1", "tokens": [{"id": "tok_1"}]}),
         json.dumps({"format": "scheduling.tokens/1", "tokens": [], "extra": 1}),

@@ -3,8 +3,9 @@
 The world (principals, agent, token file issued with ``scheduling tokens add``) is
 ``McpWorld``'s; the process gets the same settings as ``scheduling serve`` plus the
 caller's bearer token in ``AGENT_SCHEDULE_MCP_TOKEN``. The SDK's stdio client lists,
-creates with an elicited approval, is declined, pauses; raw lines show bad text over
-stdio and a client that leaves mid-call (stdin closed) ends the process quietly.
+creates with an elicited approval, is declined, pauses; raw lines show bad text and
+deep nesting over stdio and a client that leaves mid-call (stdin closed) ends the
+process quietly.
 """
 
 from __future__ import annotations
@@ -149,6 +150,30 @@ async def test_raw_lines_bad_text_and_a_client_gone_mid_call(pg_url: str) -> Non
             assert answer["id"] == n
             text = json.loads(answer["result"]["content"][0]["text"])
             assert text["error"]["code"] == "schedule.text.invalid", text
+        # Nested past the JSON parser's own limit: dropped like any line that is not
+        # JSON, and the session lives on; nested past the edges' bound (ADR 2780): the
+        # stable code, not a traceback.
+        await send(b"[" * 5000 + b"]" * 5000)
+        deep = args.encode().replace(b'"x"', b"[" * 200 + b"1" + b"]" * 200, 1)
+        call = b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":'
+        await send(call + b'{"name":"schedule.create","arguments":' + deep + b"}}")
+        answer = await receive()
+        assert answer["id"] == 6, answer
+        assert "result" in answer, answer
+        text = json.loads(answer["result"]["content"][0]["text"])
+        assert text["error"]["code"] == "schedule.text.too_deep", text
+        # Deeper still, the SDK's own request validation answers first: an error, not
+        # a crash (the process still serves the call below and ends quietly).
+        deeper = args.encode().replace(b'"x"', b"[" * 900 + b"1" + b"]" * 900, 1)
+        call = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":'
+        await send(call + b'{"name":"schedule.create","arguments":' + deeper + b"}}")
+        answer = await receive()
+        assert answer["id"] == 7, answer
+        if "result" in answer:
+            text = json.loads(answer["result"]["content"][0]["text"])
+            assert text["error"]["code"] == "schedule.text.too_deep", text
+        else:
+            assert answer["error"]["code"] == types.INVALID_PARAMS, answer
         # A call whose approval is asked; the client then leaves without answering.
         create = {"name": "schedule.create", "arguments": tomorrow(world, "Gone", "raw-2")}
         await send(

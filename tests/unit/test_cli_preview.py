@@ -70,6 +70,7 @@ def test_preview_defaults_to_the_clock() -> None:
             "schedule.cadence.invalid_local_time",
         ),
         ("not json", "not JSON"),
+        ("[" * 5000 + "]" * 5000, "nests too deeply"),
         ('{"kind":"HOURLY"}', "schedule.cadence.unknown_kind"),
     ],
 )

@@ -7,7 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduling.domain.errors import ValidationError
-from scheduling.domain.text import TEXT_INVALID, check_text, check_tree, text_problem
+from scheduling.domain.text import (
+    MAX_DEPTH,
+    TEXT_INVALID,
+    TOO_DEEP,
+    check_depth,
+    check_text,
+    check_tree,
+    text_problem,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,3 +65,31 @@ def test_storable_text_passes_unchanged(value: str) -> None:
 def test_any_nul_or_surrogate_is_refused(head: str, bad: str, tail: str) -> None:
     with pytest.raises(ValidationError):
         check_text("title", head + bad + tail)
+
+
+def nested(levels: int, leaf: object = 1, kind: str = "list") -> object:
+    value = leaf
+    for _ in range(levels):
+        value = [value] if kind == "list" else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("kind", ["list", "dict"])
+@pytest.mark.parametrize("check", [check_tree, check_depth])
+def test_nesting_is_bounded_iteratively(check: object, kind: str) -> None:
+    assert callable(check)
+    deepest = nested(MAX_DEPTH, kind=kind)
+    assert check("args", deepest) is deepest
+    for levels in (MAX_DEPTH + 1, 5000):  # 5,000: past the interpreter's recursion limit
+        with pytest.raises(ValidationError) as caught:
+            check("args", nested(levels, kind=kind))
+        assert caught.value.code == TOO_DEEP
+        assert caught.value.details == {"field": "args", "max_depth": MAX_DEPTH}
+
+
+def test_a_bad_string_within_the_bound_is_reported_first_in_document_order() -> None:
+    value = {"a": ["fine", "x\x00"], "b": "\ud800"}
+    with pytest.raises(ValidationError) as caught:
+        check_tree("args", value)
+    assert caught.value.details["field"] == "args.a[1]"
+    assert caught.value.code == TEXT_INVALID

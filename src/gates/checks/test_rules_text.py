@@ -314,3 +314,115 @@ async def test_unstorable_text_in_tool_calls_fails_without_retry_or_trace(
     gate_evidence.record("tool_refusals", len(calls))
     gate_evidence.record("tool_tables_unchanged", not changed)
     assert not problems, problems
+
+
+TOO_DEEP = "schedule.text.too_deep"
+MAX_DEPTH = 32
+"""The edges' bound on nested objects and arrays (ADR 2780), written out here."""
+
+
+def nested(levels: int) -> Any:
+    """A JSON array nested ``levels`` deep around the integer 1 (``1`` alone at 0)."""
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def weekly(weekdays: Any) -> dict[str, Any]:
+    return {
+        "kind": "WEEKLY",
+        "local_time": "09:00",
+        "timezone": "Europe/Paris",
+        "weekdays": weekdays,
+    }
+
+
+def nesting_answer(response: httpx.Response) -> tuple[int, str | None]:
+    code = error_code(response.json()) if response.content else None
+    return response.status_code, code
+
+
+@pytest.mark.rule(RULE)
+async def test_values_nested_past_the_bound_are_refused_not_a_5xx(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """A cadence whose weekdays nest arrays: up to the bound the cadence's own type
+    error answers; one level past it, and nine hundred levels (which a JSON parser still
+    reads, and which recursive validation turned into a 500 before), are
+    ``schedule.text.too_deep``; past the parser's own limit the body is malformed. On
+    the create, the full-definition PATCH and a model tool call; nothing is written."""
+    problems: list[str] = []
+    # Levels of the weekdays value -> the answer; the body (or the call's arguments) and
+    # the cadence object add two, so MAX_DEPTH - 2 is the deepest document accepted.
+    expected = {
+        MAX_DEPTH - 2: (422, "schedule.cadence.invalid_type"),
+        MAX_DEPTH - 1: (422, TOO_DEEP),
+        900: (422, TOO_DEEP),
+        5000: (400, "schedule.http.malformed_body"),
+    }
+    async with http_world(pg_url, [OWNER]) as world:
+        made = await world.create("nesting-good")
+        assert made.status_code == 201, made.text
+        sid = made.json()["id"]
+        detail = (await world.call("GET", f"/v1/schedules/{sid}")).json()
+        before = await world.counts()
+        for levels, want in expected.items():
+            # Sent as text: the client's own encoder would refuse 5,000 levels.
+            raw = json.dumps(body(cadence=weekly("@"))).replace(
+                '"@"', "[" * levels + "1" + "]" * levels
+            )
+            created = await world.client.post(
+                "/v1/schedules",
+                content=raw.encode(),
+                headers={
+                    **world.auth(),
+                    "Idempotency-Key": f"nested-{levels}",
+                    "content-type": "application/json",
+                },
+            )
+            patch = json.dumps(update_body(detail, cadence=weekly("@"))).replace(
+                '"@"', "[" * levels + "1" + "]" * levels
+            )
+            updated = await world.client.patch(
+                f"/v1/schedules/{sid}",
+                content=patch.encode(),
+                headers={**world.auth(), "content-type": "application/json"},
+            )
+            for route, response in (("create", created), ("update", updated)):
+                if nesting_answer(response) != want:
+                    problems.append(
+                        f"{route} at {levels} levels: {nesting_answer(response)}, want {want}"
+                    )
+        if await world.counts() != before:
+            problems.append("a refused nesting wrote rows")
+    world_tools = await ToolWorld.open(pg_url)
+    try:
+        snapshot = await world_tools.snapshot()
+        for levels, want_code in (
+            (MAX_DEPTH - 2, None),
+            (MAX_DEPTH - 1, TOO_DEEP),
+            (900, TOO_DEEP),
+        ):
+            args = {
+                "title": "Ball for Marzipan",
+                "instruction": "Remind me to throw the ball.",
+                "cadence": weekly(nested(levels)),
+            }
+            result = await world_tools.call("schedule.create", args, f"nested-{levels}")
+            if result.ok or result.retryable:
+                problems.append(
+                    f"tool at {levels} levels: {result.status} retryable={result.retryable}"
+                )
+            if want_code is not None and result.reason_code != want_code:
+                problems.append(f"tool at {levels} levels: {result.reason_code}, want {want_code}")
+            if want_code is None and result.reason_code == TOO_DEEP:
+                problems.append(f"tool at {levels} levels: refused as too deep within the bound")
+        if world_tools.approvals.requests:
+            problems.append("a nested call reached approval")
+        if await world_tools.snapshot() != snapshot:
+            problems.append("a refused tool call changed a table")
+    finally:
+        await world_tools.close()
+    gate_evidence.record("levels", sorted(expected))
+    assert not problems, problems

@@ -139,7 +139,7 @@ def read_entries(path: Path) -> list[TokenEntry]:
         return []
     try:
         document = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested past the parser's limit too
         raise _invalid("not JSON") from None
     return parse_entries(document)
 

@@ -65,6 +65,10 @@ def preview(args: argparse.Namespace, out: TextIO) -> int:
             f"{INVALID_JSON}: CADENCE_JSON is not JSON ({exc.msg} at column {exc.colno}): "
             f"{shown(args.cadence)}",
         )
+    except RecursionError:  # nested past the parser's own limit
+        return refuse(
+            "scheduling preview", f"{INVALID_JSON}: CADENCE_JSON nests too deeply to read"
+        )
     if args.count < 1 or args.count > 1000:
         return refuse(
             "scheduling preview",

@@ -65,6 +65,8 @@ def _read_json(path: str) -> Any:
         raise SystemExit(f"error: {path}: no such file") from None
     except json.JSONDecodeError as exc:
         raise SystemExit(f"error: {path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:  # nested past the parser's own limit
+        raise SystemExit(f"error: {path}: not JSON (nested too deeply)") from None
 
 
 def _run_import(
@@ -229,6 +231,10 @@ def read_batch(path: str) -> Any:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ValidationError(
             bootstrap.FILE_INVALID, f"{path}: not {where.suffix[1:]} ({exc})"
+        ) from None
+    except RecursionError:  # nested past the parser's own limit
+        raise ValidationError(
+            bootstrap.FILE_INVALID, f"{path}: not {where.suffix[1:]} (nested too deeply)"
         ) from None
 
 

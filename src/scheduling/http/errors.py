@@ -278,6 +278,7 @@ STATUS: dict[str, int] = {
     "schedule.tenancy.unknown_field": 500,
     # text hygiene (NUL, lone surrogates) at every edge
     "schedule.text.invalid": 422,
+    "schedule.text.too_deep": 422,
     # tokens
     "schedule.tokens.file_invalid": 500,
     "schedule.tokens.identity_invalid": 500,

@@ -22,10 +22,12 @@ from pydantic import (
     ConfigDict,
     Field,
     field_validator,
+    model_validator,
 )
 
 from scheduling.domain.revision import ScheduleRevision
 from scheduling.domain.schedule import Schedule
+from scheduling.domain.text import check_depth
 from scheduling.http import schemas
 from scheduling.ports.records import SessionEvent
 from scheduling.service.values import (
@@ -139,6 +141,14 @@ class DefinitionBody(Closed):
     run_timeout_seconds: Annotated[Integer, _positive()]
     misfire_grace_seconds: Annotated[Integer, _positive()]
     max_consecutive_failures: Annotated[Integer, _positive()]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        # The body's nesting is bounded before ``integral`` (or anything after it)
+        # recurses into the free-form cadence, as a tool call's arguments are; the
+        # domain's error passes through pydantic unchanged.
+        return check_depth("body", data)
 
     @field_validator("cadence", mode="before")
     @classmethod

@@ -9,7 +9,9 @@ transport does, so every text reaches the pipeline's one validator (ADR 2112):
   escape ``"\\ud800"`` (the SDK's own parser rejects the whole message, so the caller
   never learns why);
 * a line that is not a JSON-RPC message is answered with a JSON-RPC error when it
-  carries a usable id, and otherwise dropped; the log line never quotes it;
+  carries a usable id, and otherwise dropped; the log line never quotes it; a line
+  nested past the parser's limit is not JSON (arguments nested deeper than the edges
+  accept reach the pipeline's text check, ``schedule.text.too_deep``);
 * a response that cannot be encoded is replaced by an internal-error response;
 * a closed stdin ends the session; a closed stdout (the client went away) ends it
   quietly, without a traceback, even while stdin stays open (stdin is read by a
@@ -45,12 +47,12 @@ def decode_line(raw: bytes) -> types.JSONRPCMessage | types.JSONRPCError | None:
         return None
     try:
         document: Any = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's own limit too
         _log.warning("stdio: a line that is not JSON was dropped (%d bytes)", len(raw))
         return None
     try:
         return types.JSONRPCMessage.model_validate(document)
-    except ValidationError:
+    except (ValidationError, RecursionError):
         ident = document.get("id") if isinstance(document, dict) else None
         if isinstance(ident, str | int) and not isinstance(ident, bool):
             error = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request")
