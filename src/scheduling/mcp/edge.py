@@ -49,7 +49,7 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.reasons import reason
 from scheduling.domain.text import check_text
 from scheduling.mcp.logs import quiet_sdk_logs
-from scheduling.mcp.stdio import stdio_transport
+from scheduling.mcp.stdio import MAX_LINE_BYTES, stdio_transport
 from scheduling.runtime.tool_pipeline import (
     INVALID_ARGUMENTS,
     TOOL_UNDECLARED,
@@ -79,7 +79,8 @@ BODY_TOO_LARGE = reason(
     "schedule.mcp.body_too_large", "The MCP request body exceeds the edge's byte limit"
 )
 IDEMPOTENCY_FIELD = "idempotency_key"
-MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_BYTES = MAX_LINE_BYTES
+"""One message's byte limit, the same on both transports (a stdio line, an HTTP body)."""
 RESULT_META = "scheduling/result"
 DEFAULT_APPROVAL_TIMEOUT_SECONDS = 300.0
 # The pipeline bounds the wait (ADR 2121); the edge's own bound on the elicitation is a

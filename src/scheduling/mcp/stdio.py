@@ -13,6 +13,8 @@ transport does, so every text reaches the pipeline's one validator (ADR 2112):
   nested past the parser's limit is not JSON (arguments nested deeper than the edges
   accept reach the pipeline's text check, ``schedule.text.too_deep``);
 * a response that cannot be encoded is replaced by an internal-error response;
+* a line longer than ``MAX_LINE_BYTES`` (the HTTP transport's body limit) is dropped
+  unread, as the HTTP transport refuses such a body;
 * a closed stdin ends the session; a closed stdout (the client went away) ends it
   quietly, without a traceback, even while stdin stays open (stdin is read by a
   daemon thread).
@@ -38,6 +40,9 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 _log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 1024 * 1024
+"""The longest line read as a message: the streamable HTTP transport's body limit."""
 
 
 def decode_line(raw: bytes) -> types.JSONRPCMessage | types.JSONRPCError | None:
@@ -91,16 +96,29 @@ def _lines(source: Any) -> asyncio.Queue[bytes | None]:
     def pump() -> None:
         # os.read on the descriptor, not the buffered file: a daemon thread blocked
         # inside a buffered read holds its lock, and interpreter shutdown aborts on it.
-        pending = b""
+        # Only the new chunk is searched for line ends, so a long line costs linear
+        # time; one past MAX_LINE_BYTES is skipped to its end, never buffered whole.
+        pending = bytearray()
+        skipping = False
         try:
             fd = source.fileno()
             while chunk := os.read(fd, 65536):
-                pending += chunk
-                *complete, pending = pending.split(b"\n")
-                for raw in complete:
-                    put(raw)
-            if pending:
-                put(pending)
+                start = 0
+                while (end := chunk.find(b"\n", start)) != -1:
+                    if not skipping:
+                        pending += chunk[start:end]
+                        put(bytes(pending))
+                    pending.clear()
+                    skipping = False
+                    start = end + 1
+                if not skipping:
+                    pending += chunk[start:]
+                    if len(pending) > MAX_LINE_BYTES:
+                        _log.warning("stdio: a line over %d bytes was dropped", MAX_LINE_BYTES)
+                        pending.clear()
+                        skipping = True
+            if pending and not skipping:
+                put(bytes(pending))
         except (OSError, ValueError):  # a closed or broken stdin is its end
             pass
         finally:
