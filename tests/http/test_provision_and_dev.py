@@ -152,6 +152,45 @@ def test_invalid_principal_files_write_nothing(
     assert "schedule.provision." in capsys.readouterr().err
 
 
+NUL_PRINCIPAL = {"principals": [{"tenant_id": "a\u0000", "principal_id": "b", "scopes": []}]}
+DEEP_AGENT = {
+    "agents": [
+        {
+            "agent_id": "0d3c0a4e-5b1f-4c8e-9f57-3a2b1c0d9e08",
+            "version": "v1",
+            "policy_profile": "default",
+            "spec": {"steps": json.loads("[" * 900 + "]" * 900)},
+            "limits": {"max_steps": 1, "max_model_calls": 1, "max_tool_calls": 1, "max_cost": "1"},
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "content", "expected"),
+    [
+        ("principals", json.dumps(NUL_PRINCIPAL).encode(), "schedule.text.invalid"),
+        ("agents", json.dumps(DEEP_AGENT).encode(), "schedule.text.too_deep"),
+        ("principals", b'{"principals": "\xff"}', "not UTF-8"),
+        ("agents", b"\xfe\xff", "not UTF-8"),
+    ],
+)
+def test_unstorable_import_files_are_refused_before_any_sql(
+    pg_url: str,
+    tmp_path: Path,
+    kind: str,
+    content: bytes,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "import.json"
+    path.write_bytes(content)
+    code, out = run_cli(kind, "import", str(path), "--url", pg_url)
+    err = capsys.readouterr().err
+    assert (code, out) == (2, ""), err
+    assert expected in err and "Traceback" not in err, err
+
+
 def test_tokens_add_list_revoke(pg_url: str, tmp_path: Path) -> None:
     principals = tmp_path / "principals.json"
     principals.write_text(json.dumps(PRINCIPALS))

@@ -172,6 +172,19 @@ BAD: dict[str, tuple[str, str]] = {
         "schedule.provision.file_invalid",
     ),
     "not-toml": ("[tenants.acme\n", "schedule.provision.file_invalid"),
+    # Unstorable text and deep nesting are refused before the schema, a hash or SQL.
+    "nul-in-a-principal": (
+        '[tenants.acme]\nprincipals = [{ principal_id = "x", scopes = [],'
+        ' authority_inputs = { team = "a\\u0000b" } }]\n',
+        "schedule.text.invalid",
+    ),
+    "nested-agent-spec": (
+        '[tenants.acme]\nprincipals = [{ principal_id = "x", scopes = [] }]\n'
+        '[[agents]]\nagent_id = "0d3c0a4e-5b1f-4c8e-9f57-3a2b1c0d9e08"\nversion = "v1"\n'
+        'policy_profile = "default"\nspec = { steps = ' + "[" * 40 + "]" * 40 + " }\n"
+        "limits = { max_steps = 1, max_model_calls = 1, max_tool_calls = 1, max_cost = '1' }\n",
+        "schedule.text.too_deep",
+    ),
     # Nested past the parser's own limit: refused like any file that is not TOML.
     "nested-toml": ("a = " + "[" * 5000 + "]" * 5000 + "\n", "schedule.provision.file_invalid"),
     "token-for-nobody": (
@@ -225,6 +238,12 @@ def test_batch_input_refusals(
     wrong.write_text("tenants: {}\n")
     assert run_cli("provision", "apply", str(wrong), "--url", pg_url) == (2, "")
     assert "schedule.provision.file_invalid" in capsys.readouterr().err
+    for suffix in (".toml", ".json"):
+        binary = tmp_path / f"binary{suffix}"
+        binary.write_bytes(b"\xff\xfe\x00 not text")
+        assert run_cli("provision", "apply", str(binary), "--url", pg_url) == (2, "")
+        err = capsys.readouterr().err
+        assert "schedule.provision.file_invalid" in err and "not UTF-8" in err, err
     missing = tmp_path / "absent.toml"
     assert run_cli("provision", "apply", str(missing), "--url", pg_url) == (2, "")
     assert "schedule.provision.file_invalid" in capsys.readouterr().err

@@ -75,3 +75,14 @@ def test_broken_file_is_refused_and_authenticates_nobody(tmp_path: Path, documen
         read_entries(path)
     assert refused.value.code == TOKEN_FILE_INVALID
     assert directory.authenticate(token) is None
+
+
+def test_a_file_that_is_not_utf8_is_refused_and_authenticates_nobody(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    _, token = issue_token(path, "acme", "alice", AT)
+    directory = TokenFile(path)
+    path.write_bytes(b'{"format": "\xff"}')
+    with pytest.raises(ValidationError) as refused:
+        read_entries(path)
+    assert refused.value.code == TOKEN_FILE_INVALID
+    assert directory.authenticate(token) is None

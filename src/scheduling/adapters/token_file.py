@@ -137,6 +137,8 @@ def read_entries(path: Path) -> list[TokenEntry]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return []
+    except UnicodeDecodeError:
+        raise _invalid("not UTF-8 text") from None
     try:
         document = json.loads(text)
     except (json.JSONDecodeError, RecursionError):  # nested past the parser's limit too

@@ -118,7 +118,7 @@ def _bearer(args: argparse.Namespace) -> str | None:
     if args.bearer_file:
         try:
             return Path(args.bearer_file).read_text(encoding="utf-8").strip() or None
-        except OSError:
+        except (OSError, UnicodeDecodeError):  # unreadable: no token (refused at startup)
             return None
     return os.environ.get(TOKEN_ENV, "").strip() or None
 

@@ -59,14 +59,19 @@ def _database_url(args: argparse.Namespace) -> str | None:
 
 
 def _read_json(path: str) -> Any:
+    """An import file's JSON document, or ``schedule.provision.file_invalid`` (as for a
+    batch file) when it cannot be read as one."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SystemExit(f"error: {path}: no such file") from None
+    except OSError as exc:
+        problem = f"cannot read ({exc.strerror})"
+    except UnicodeDecodeError:
+        problem = "not UTF-8 text"
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"error: {path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        problem = f"not JSON ({exc.msg}, line {exc.lineno})"
     except RecursionError:  # nested past the parser's own limit
-        raise SystemExit(f"error: {path}: not JSON (nested too deeply)") from None
+        problem = "not JSON (nested too deeply)"
+    raise ValidationError(bootstrap.FILE_INVALID, f"{path}: {problem}")
 
 
 def _run_import(
@@ -74,7 +79,10 @@ def _run_import(
     out: TextIO,
     action: Callable[[ProvisioningService, Any], Awaitable[ImportReport]],
 ) -> int:
-    document = _read_json(args.file)
+    try:
+        document = _read_json(args.file)
+    except SchedulingError as exc:
+        return _error(exc)
     url = _database_url(args)
     if not url:
         print("error: give --url or set AGENT_SCHEDULE_DATABASE_URL", file=sys.stderr)
@@ -226,6 +234,8 @@ def read_batch(path: str) -> Any:
         raise ValidationError(
             bootstrap.FILE_INVALID, f"{path}: cannot read ({exc.strerror})"
         ) from None
+    except UnicodeDecodeError:
+        raise ValidationError(bootstrap.FILE_INVALID, f"{path}: not UTF-8 text") from None
     try:
         return tomllib.loads(text) if where.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:

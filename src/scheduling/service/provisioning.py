@@ -29,6 +29,7 @@ from scheduling.domain.canonical import content_hash
 from scheduling.domain.errors import ConflictError, ValidationError
 from scheduling.domain.reasons import reason
 from scheduling.domain.revision import RunLimits
+from scheduling.domain.text import check_tree
 from scheduling.ports.clock import Clock
 from scheduling.ports.records import AgentVersionRecord, PrincipalRecord
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
@@ -157,6 +158,10 @@ class ImportReport:
 
 
 def _parse(model: type[BaseModel], document: Any) -> Any:
+    # Every string (keys too) storable and the nesting bounded before the schema, any
+    # hash or SQL: a NUL would reach PostgreSQL (which refuses it, and logs the
+    # statement), a spec nested hundreds of levels deep the recursive content hash.
+    check_tree("file", document)
     try:
         return model.model_validate(document)
     except PydanticValidationError as exc:
