@@ -279,3 +279,60 @@ async def test_an_unanswered_approval_is_the_retryable_timeout(pg_url: str) -> N
         assert not again.isError, payload(again)
         assert len(asks.seen) == 2
         assert [r["title"] for r in await world.schedules()] == ["Late"]
+
+
+async def test_bodies_the_sdk_cannot_parse_are_its_parse_error_and_messages_stay_unlogged(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """JSON the SDK's parser raises on (nested past its recursion limit, an integer past
+    Python's digit limit) is its 400 parse error, not a 500 with a traceback; a tools
+    call whose id is null or a float (taken for a notification) is not validated, and
+    the SDK's warning about it never quotes the message (ADR 2780)."""
+    caplog.set_level(logging.DEBUG)
+    marker = "otter-instruction-marker"
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    async with McpWorld.serving(pg_url) as world:
+        headers["Authorization"] = f"Bearer {world.bearer[OWNER]}"
+        call = {"name": "schedule.create", "arguments": {"instruction": marker}}
+        bodies = {
+            "nested": b"[" * 5000 + b"]" * 5000,
+            "long integer id": b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}',
+            "null id": json.dumps(
+                {"jsonrpc": "2.0", "id": None, "method": "tools/call", "params": call}
+            ).encode(),
+            "float id": json.dumps(
+                {"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": call}
+            ).encode(),
+        }
+        answers = {}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        async with httpx.AsyncClient(timeout=30, headers=headers) as client:
+            first = await client.post(world.url, content=json.dumps(init))
+            session = {
+                "mcp-session-id": first.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-06-18",
+            }
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await client.post(world.url, content=json.dumps(note), headers=session)
+            for name, content in bodies.items():
+                sent = await client.post(world.url, content=content, headers=session)
+                answers[name] = sent.status_code
+        assert await world.schedules() == []
+    assert answers["nested"] == answers["long integer id"] == 400, answers
+    assert answers["null id"] == answers["float id"] == 202, answers  # taken for notifications
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "Failed to validate notification" in logged  # the SDK did log about them
+    assert marker not in logged
+    assert "Traceback" not in caplog.text

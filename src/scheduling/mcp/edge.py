@@ -373,20 +373,24 @@ async def _body(receive: Receive, limit: int) -> bytes | None:
 
 
 def _as_utf8(body: bytes) -> bytes:
-    """``body`` unchanged when it is UTF-8; otherwise, when it is JSON once its invalid
-    bytes are read as lone surrogates (``surrogateescape``), that JSON ASCII-escaped, so
-    the text validator refuses those strings with ``schedule.text.invalid`` (the SDK
-    would raise on the bytes and log a traceback). Anything else is the SDK's parse
-    error to answer."""
+    """``body`` unchanged when it is UTF-8 JSON; when it is JSON once its invalid bytes
+    are read as lone surrogates (``surrogateescape``), that JSON ASCII-escaped, so the
+    text validator refuses those strings with ``schedule.text.invalid`` (the SDK would
+    raise on the bytes and log a traceback). Anything else, including JSON the SDK's
+    parser would raise on instead of refusing (nested past its recursion limit, an
+    integer past Python's digit limit: a 500 and a traceback), is sent on as ``{``, whose
+    parse error the SDK answers (400)."""
     try:
-        body.decode("utf-8")
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
-        try:
-            document = json.loads(body.decode("utf-8", errors="surrogateescape"))
-        except ValueError:
-            return b"{"  # not JSON either: the SDK answers its parse error
-        return json.dumps(document, ensure_ascii=True).encode("ascii")
-    return body
+        text = None
+    try:
+        document = json.loads(
+            body.decode("utf-8", errors="surrogateescape") if text is None else text
+        )
+    except (ValueError, RecursionError):
+        return b"{"  # not JSON to the SDK: it answers its parse error
+    return body if text is not None else json.dumps(document, ensure_ascii=True).encode("ascii")
 
 
 def _replay(body: bytes, original: Receive) -> Receive:

@@ -8,6 +8,10 @@
   error still does.
 * The SDK's debug records carry whole protocol messages (tool arguments: an
   instruction, a pasted credential), so its loggers never go below INFO.
+* A message the SDK's session cannot validate (a request whose id is null, a float or
+  missing is taken for a notification) is logged on the *root* logger at WARNING with
+  the message itself, or with pydantic's error, which quotes input values.
+  ``SdkMessageFilter`` keeps such a record's level and first words, never the message.
 """
 
 from __future__ import annotations
@@ -56,6 +60,28 @@ class DisconnectFilter(logging.Filter):
 
 _FILTER = DisconnectFilter()
 
+SDK_SESSION_MODULE = "mcp/shared/session.py"
+"""The SDK module that logs unvalidated messages through the root logger."""
+
+
+class SdkMessageFilter(logging.Filter):
+    """Rewrites the SDK session's root-logger records to their first words (see the
+    module doc): "Failed to validate request" stays, the message and the error go."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "root" and record.pathname.replace("\\", "/").endswith(
+            SDK_SESSION_MODULE
+        ):
+            head = str(record.msg).split(":", 1)[0]
+            record.msg = f"MCP SDK: {head} (the message is not logged)"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_SDK_MESSAGES = SdkMessageFilter()
+
 
 def quiet_sdk_logs() -> None:
     """Install the filter on the SDK's loggers and keep them at INFO or above
@@ -67,3 +93,6 @@ def quiet_sdk_logs() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+    root = logging.getLogger()
+    if _SDK_MESSAGES not in root.filters:
+        root.addFilter(_SDK_MESSAGES)
