@@ -243,7 +243,8 @@ def test_batch_input_refusals(
         binary.write_bytes(b"\xff\xfe\x00 not text")
         assert run_cli("provision", "apply", str(binary), "--url", pg_url) == (2, "")
         err = capsys.readouterr().err
-        assert "schedule.provision.file_invalid" in err and "not UTF-8" in err, err
+        assert "schedule.provision.file_invalid" in err, err
+        assert "not UTF-8" in err, err
     missing = tmp_path / "absent.toml"
     assert run_cli("provision", "apply", str(missing), "--url", pg_url) == (2, "")
     assert "schedule.provision.file_invalid" in capsys.readouterr().err

@@ -339,7 +339,7 @@ class McpEdge:
                     if body is None:
                         await _refuse(send, 413, BODY_TOO_LARGE)
                         return
-                    receive = _replay(_as_utf8(body), receive)
+                    receive = _replay(_parseable(body), receive)
             await manager.handle_request(scope, receive, send)
 
         async with manager.run():
@@ -372,14 +372,14 @@ async def _body(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _as_utf8(body: bytes) -> bytes:
-    """``body`` unchanged when it is UTF-8 JSON; when it is JSON once its invalid bytes
-    are read as lone surrogates (``surrogateescape``), that JSON ASCII-escaped, so the
-    text validator refuses those strings with ``schedule.text.invalid`` (the SDK would
-    raise on the bytes and log a traceback). Anything else, including JSON the SDK's
-    parser would raise on instead of refusing (nested past its recursion limit, an
-    integer past Python's digit limit: a 500 and a traceback), is sent on as ``{``, whose
-    parse error the SDK answers (400)."""
+def _parseable(body: bytes) -> bytes:
+    """The body the SDK is handed: ``body`` unchanged when it is UTF-8 JSON; when it is
+    JSON once its invalid bytes are read as lone surrogates (``surrogateescape``), that
+    JSON ASCII-escaped, so the text validator refuses those strings with
+    ``schedule.text.invalid`` (the SDK would raise on the bytes and log a traceback).
+    Anything else, including JSON the SDK's parser would raise on instead of refusing
+    (nested past its recursion limit, an integer past Python's digit limit: a 500 and a
+    traceback), is sent on as ``{``, whose parse error the SDK answers (400)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
