@@ -449,7 +449,9 @@ TRIGGER = (
 async def envelope(world: HttpWorld, planted: dict[str, Any]) -> dict[str, Any]:
     token = world.tokens[(OWNER.tenant_id, OWNER.principal_id)]
     instruction = f"Private task text {MARK}-instruction for the planted failure."
-    secrets = [MARK, SQL, "SELECT", token, token[21:], "Traceback"]
+    # The raw path of a failed request is client text too: the logs name its template.
+    path_mark = "6b1f0c2e-0000-4000-8000-00000000f00d"
+    secrets = [MARK, SQL, "SELECT", token, token[21:], "Traceback", path_mark]
     async with world.admin.engine.begin() as conn:
         for statement in TRIGGER:
             await conn.exec_driver_sql(statement)
@@ -457,6 +459,9 @@ async def envelope(world: HttpWorld, planted: dict[str, Any]) -> dict[str, Any]:
     with captured_logs() as logs:
         planted["tokens"].armed = True
         responses["token_directory"] = await world.call("GET", "/v1/schedules")
+        responses["token_directory_on_a_path"] = await world.call(
+            "GET", f"/v1/schedules/{path_mark}"
+        )
         planted["tokens"].armed = False
         planted["principals"].armed = True
         responses["principal_directory"] = await world.create("planted-a")
@@ -492,7 +497,12 @@ async def test_internal_failures_answer_the_generic_envelope(
         evidence = await envelope(world, planted)
         # Unplanted, the same server serves again.
         assert (await world.call("GET", "/v1/schedules")).status_code == 200
-    assert evidence["failures"] == ["database", "principal_directory", "token_directory"]
+    assert evidence["failures"] == [
+        "database",
+        "principal_directory",
+        "token_directory",
+        "token_directory_on_a_path",
+    ]
     gate_evidence.record("planted_failures", evidence["failures"])
     gate_evidence.record("log_lines_searched", evidence["log_lines"])
 

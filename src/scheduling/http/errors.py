@@ -454,6 +454,15 @@ def _sent_a_body(request: Request) -> bool:
     )
 
 
+def route_template(scope: Mapping[str, Any]) -> str:
+    """The matched route's template (``/v1/schedules/{schedule_id}``), never the raw path
+    (it could carry an identifier of another tenant's probing, or a credential pasted in
+    the wrong place); unmatched is ``-``."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return str(path) if path else "-"
+
+
 def validation_response(
     exc: RequestValidationError, request: Request | None = None
 ) -> JSONResponse:
@@ -551,7 +560,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_anything(request: Request, exc: Exception) -> JSONResponse:
         if (oversized := too_large(request)) is not None:
             return oversized
-        _log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
+        # The route's template, as the access log names it: the raw path is client text.
+        _log.error(
+            "unhandled %s on %s %s",
+            type(exc).__name__,
+            request.method,
+            route_template(request.scope),
+        )
         return error_response(500, INTERNAL, "the server failed; the request may be retried")
 
     app.add_exception_handler(SchedulingError, on_scheduling)

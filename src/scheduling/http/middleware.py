@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from scheduling.http.auth import RELEASE_KEY, release
 from scheduling.http.codes import BODY_TOO_LARGE, INTERNAL
-from scheduling.http.errors import TOO_LARGE_FLAG, envelope
+from scheduling.http.errors import TOO_LARGE_FLAG, envelope, route_template
 from scheduling.logs import safe_fields
 from scheduling.ports.unit_of_work import UnitOfWork
 
@@ -117,7 +117,7 @@ class EdgeMiddleware:
                 "unhandled %s on %s %s",
                 type(exc).__name__,
                 scope.get("method", "?"),
-                _route_template(scope),
+                route_template(scope),
             )
             if not sent_start:
                 if scope["state"].get(TOO_LARGE_FLAG) is not None:
@@ -163,7 +163,7 @@ class EdgeMiddleware:
     def _log(
         self, scope: Scope, status: int, started: float, request_id: str, *, generated: bool
     ) -> None:
-        route = _route_template(scope)
+        route = route_template(scope)
         elapsed = time.perf_counter() - started
         method = scope.get("method", "?")
         method = method if method in _METHODS else "-"
@@ -204,11 +204,3 @@ async def _send_json(send: Send, status: int, body: bytes) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-def _route_template(scope: Scope) -> str:
-    """The matched route's template (``/v1/schedules/{schedule_id}``), never the raw path
-    (it could carry an identifier of another tenant's probing); unmatched is ``-``."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    return str(path) if path else "-"
