@@ -205,6 +205,30 @@ async def test_a_client_gone_mid_call_logs_no_traceback(
     assert tracebacks == [], [(r.name, r.getMessage()) for r in tracebacks]
 
 
+async def _raw_session(
+    client: httpx.AsyncClient, world: McpWorld, capabilities: dict[str, Any]
+) -> dict[str, str]:
+    """initialize and initialized by hand; the session's headers for what follows."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    first = await client.post(world.url, content=json.dumps(init))
+    session = {
+        "mcp-session-id": first.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-06-18",
+    }
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await client.post(world.url, content=json.dumps(note), headers=session)
+    return session
+
+
 async def _raw_call(
     world: McpWorld, override: dict[str, str], raw: tuple[bytes, bytes] | None = None
 ) -> dict[str, Any]:
@@ -214,22 +238,8 @@ async def _raw_call(
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
     }
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     async with httpx.AsyncClient(timeout=30, headers=headers) as client:
-        first = await client.post(world.url, content=json.dumps(init))
-        session = first.headers["mcp-session-id"]
-        headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await client.post(world.url, content=json.dumps(note), headers=headers)
+        headers = await _raw_session(client, world, {"elicitation": {}})
         args = {**reminder(world, "x", "raw-1"), **override}
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
         body = json.dumps({**call, "params": {"name": "schedule.create", "arguments": args}})
@@ -308,24 +318,8 @@ async def test_bodies_the_sdk_cannot_parse_are_its_parse_error_and_messages_stay
             ).encode(),
         }
         answers = {}
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
         async with httpx.AsyncClient(timeout=30, headers=headers) as client:
-            first = await client.post(world.url, content=json.dumps(init))
-            session = {
-                "mcp-session-id": first.headers["mcp-session-id"],
-                "mcp-protocol-version": "2025-06-18",
-            }
-            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            await client.post(world.url, content=json.dumps(note), headers=session)
+            session = await _raw_session(client, world, {})
             for name, content in bodies.items():
                 sent = await client.post(world.url, content=content, headers=session)
                 answers[name] = sent.status_code
