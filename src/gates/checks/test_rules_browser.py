@@ -10,7 +10,8 @@ at all hands one of them out). Written out from the spec's words: a binding need
 scope held and requested, and a tenant- and principal-scoped read of a READY profile;
 a missing, foreign or non-ready profile fails definition validation (422, its own
 ``schedule.validation.*`` code, nothing written), on the create and on the
-full-definition update, which can also bind and unbind future occurrences. A valid
+full-definition update of the caller's own schedule (the owner's and the peer's; the
+caller without the scope has none), which can also bind and unbind future occurrences. A valid
 binding is accepted first, so each refusal is the binding's, not the world's.
 
 Tests of the test: ``scheduling-gates mutate`` (``validation.browser_scope_unchecked``,
@@ -126,16 +127,22 @@ async def test_a_binding_needs_the_scope_and_a_ready_profile_of_the_caller(
         # whose profile it is, not about the profile.
         theirs = await world.create("browser-peer-valid", PEER, **bound(PEERS))
         assert theirs.status_code == 201, theirs.text
-        detail = (await world.call("GET", f"/v1/schedules/{sid}")).json()
+        # Each caller with a schedule of its own is refused on its full-definition
+        # update too (the caller without the scope has none).
+        owned = {OWNER: sid, PEER: theirs.json()["id"]}
+        details = {
+            who: (await world.call("GET", f"/v1/schedules/{owned[who]}", who)).json()
+            for who in owned
+        }
+        detail = details[OWNER]
         settled = await rows(world)
         wrong: dict[str, Any] = {}
         for n, (name, (caller, change, code)) in enumerate(REFUSED.items()):
             answers = [("create", await world.create(f"browser-{n}", caller, **change))]
-            if caller is OWNER:
-                patch = update_body(detail, **change)
-                answers.append(
-                    ("update", await world.call("PATCH", f"/v1/schedules/{sid}", json=patch))
-                )
+            if caller in owned:
+                patch = update_body(details[caller], **change)
+                path = f"/v1/schedules/{owned[caller]}"
+                answers.append(("update", await world.call("PATCH", path, caller, json=patch)))
             for route, answer in answers:
                 got = answer.json().get("error", {}).get("code")
                 if answer.status_code != 422 or got != code:
