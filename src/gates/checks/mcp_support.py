@@ -48,7 +48,8 @@ OWNER = principal("mcp-owner")
 # Another tenant's principal with the same id: only the tenant tells them apart.
 FOREIGN = principal(OWNER.principal_id, tenant_id=TENANT_B)
 READER = principal("mcp-reader", scopes={"schedule.read"})
-# Holds every scope, and is disabled by the authorization check before it calls.
+# Holds every scope; the authorization check revokes one after its first call, then
+# disables it.
 DISABLED = principal("mcp-disabled")
 PRINCIPALS = (OWNER, FOREIGN, READER, DISABLED)
 Row = dict[str, Any]
@@ -197,6 +198,14 @@ class McpWorld:
         await self.sql(
             "UPDATE principals SET enabled = :e WHERE tenant_id = :t AND principal_id = :p",
             e=enabled,
+            t=who.tenant_id,
+            p=who.principal_id,
+        )
+
+    async def set_scopes(self, who: Principal, scopes: Iterable[str]) -> None:
+        await self.sql(
+            "UPDATE principals SET scopes = :s WHERE tenant_id = :t AND principal_id = :p",
+            s=sorted(scopes),
             t=who.tenant_id,
             p=who.principal_id,
         )
@@ -354,7 +363,9 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
     """Pause approved (still ACTIVE at the question); another tenant's pause is not
     found and changes nothing; a missing scope is denied before any elicitation; an
     unknown token or none, the owner's token under another scheme than Bearer, and a
-    disabled principal's token get no session; a numeric idempotency key is refused."""
+    disabled principal's token get no session, though it worked before; a scope revoked
+    between two calls of one session is refused at the next; a numeric idempotency key
+    is refused."""
     problems: list[str] = []
     evidence: dict[str, Any] = {}
     owner_asks = Elicitations(default=accept(True))
@@ -407,7 +418,25 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
         ("no scheme", world.bearer[OWNER], ""),
     ]
     if DISABLED in world.bearer:
-        # A valid token of a principal disabled since it was issued.
+        # Authority is read per request, never remembered from an earlier one: a token
+        # that has just worked loses schedule.write between two calls of one session
+        # (the create is refused before any question, nothing written), then its
+        # principal is disabled (below: the token gets nothing more).
+        revoke_asks = Elicitations(default=accept(True))
+        async with world.session(DISABLED, revoke_asks) as session:
+            first = await session.call_tool("schedule.list", {})
+            await world.set_scopes(DISABLED, DISABLED.scopes - {"schedule.write"})
+            before = await world.snapshot()
+            revoked = await session.call_tool("schedule.create", reminder(world, "Late", "r-1"))
+            after = await world.snapshot()
+        if first.isError:
+            problems.append(f"a principal holding every scope may list: {payload(first)}")
+        if code(revoked) != "schedule.auth.scope_required" or revoke_asks.seen:
+            problems.append(f"scope revoked within a session: {payload(revoked)}")
+        if after != before:
+            changed = [t for t in after if after[t] != before[t]]
+            problems.append(f"a revoked scope changed {changed}")
+        # A valid token of a principal disabled since it was issued (and since it called).
         await world.set_enabled(DISABLED, False)
         attempts.append(("disabled principal", world.bearer[DISABLED], "Bearer"))
     for label, token, scheme in attempts:

@@ -6,7 +6,8 @@ principal id) call every schedule route by id - point read, occurrence inbox, PA
 pause, resume and DELETE - each with a valid body. Every foreign answer must be
 byte-identical (status, content type, body) to the answer for an id that never existed,
 and nothing may change; their lists must not show the owner's schedules. The same
-holds for the owner's run through ``GET /v1/runs/{id}`` and its session transcript.
+holds for the owner's run through ``GET /v1/runs/{id}`` and its session transcript,
+and for cancelling that run and erasing that session (which change nothing).
 
 The test of the test plants a server whose 404 body for a schedule that exists says so;
 the check fails on it.
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gates.checks.edge_support import fingerprint, tables
 from gates.runner.pytest_plugin import GateEvidence
 from simulation.worlds.http import OWNER, HttpWorld, http_world, planted, update_body
 from simulation.worlds.service import principal
@@ -89,23 +91,31 @@ async def isolation(world: HttpWorld) -> dict[str, Any]:
 
 
 async def linked_isolation(world: HttpWorld) -> int:
-    """Runs and sessions: the owner's run and transcript are not found for others."""
+    """Runs and sessions: the owner's run, transcript, run cancel and session erasure
+    are not found for others (the same bytes as for an id that never existed), and the
+    foreign writes change nothing."""
     compared = 0
     runs = await world.sql("SELECT id, session_id FROM runs")
+    names = await tables(world)
+    before = await fingerprint(world, names)
     for row in runs:
         for who in (SAME_TENANT, OTHER_TENANT):
-            for path, missing in (
-                (f"/v1/runs/{row['id']}", f"/v1/runs/{MISSING}"),
+            for method, path, missing in (
+                ("GET", f"/v1/runs/{row['id']}", f"/v1/runs/{MISSING}"),
                 (
+                    "GET",
                     f"/v1/sessions/{row['session_id']}/transcript",
                     f"/v1/sessions/{MISSING}/transcript",
                 ),
+                ("POST", f"/v1/runs/{row['id']}/cancel", f"/v1/runs/{MISSING}/cancel"),
+                ("DELETE", f"/v1/sessions/{row['session_id']}", f"/v1/sessions/{MISSING}"),
             ):
-                foreign = await world.call("GET", path, who)
-                absent = await world.call("GET", missing, who)
-                assert foreign.status_code == 404, path
-                assert answer(foreign) == answer(absent), path
+                foreign = await world.call(method, path, who)
+                absent = await world.call(method, missing, who)
+                assert foreign.status_code == 404, (method, path, foreign.text)
+                assert answer(foreign) == answer(absent), (method, path)
                 compared += 1
+    assert await fingerprint(world, names) == before, "a foreign run or session call wrote"
     return compared
 
 
@@ -119,11 +129,14 @@ async def test_foreign_http_reads_equal_missing(pg_url: str, gate_evidence: Gate
         world.clock.advance_to(datetime.fromisoformat(fire) + timedelta(seconds=1))
         assert (await scheduler.worker.run_once()).errors == {}
         linked = await linked_isolation(world)
-        assert linked >= 2, "no run materialized: the linked routes were not compared"
+        assert linked >= 8, "no run materialized: the linked routes were not compared"
     gate_evidence.record("server", "uvicorn on 127.0.0.1, PostgreSQL API role (forced RLS)")
     gate_evidence.record("readers", ["same tenant, other principal", "other tenant, same id"])
     gate_evidence.record("routes", ["get", "occurrences", "patch", "pause", "resume", "delete"])
     gate_evidence.record("schedule_calls_compared", evidence["foreign_calls_compared"])
+    gate_evidence.record(
+        "run_and_session_routes", ["run read", "transcript", "run cancel", "session erase"]
+    )
     gate_evidence.record("run_and_session_calls_compared", linked)
     gate_evidence.record("comparison", "status, content-type and body bytes")
 

@@ -63,7 +63,7 @@ from scheduling.testing import (
 )
 from simulation.worlds.materialize import WHO as HARNESS_OWNER
 from simulation.worlds.materialize import MaterializeWorld
-from simulation.worlds.runtime import run_worker
+from simulation.worlds.runtime import run_worker, submission, submitter
 
 ROLES = role_names()
 OCC = "schedule_occurrences"
@@ -79,6 +79,15 @@ SCHEMA_MUTATIONS: tuple[tuple[str, list[str], str], ...] = (
         "one-run-one-occurrence index dropped",
         ["DROP INDEX uq_schedule_occurrences_run_id"],
         "uq_schedule_occurrences_run_id",
+    ),
+    (
+        "one-run-one-occurrence index no longer unique",
+        [
+            "DROP INDEX uq_schedule_occurrences_run_id",
+            f"CREATE INDEX uq_schedule_occurrences_run_id ON {OCC} (run_id)"
+            " WHERE run_id IS NOT NULL",
+        ],
+        "uq_schedule_occurrences_run_id uniqueness differs",
     ),
     (
         "session link made immediate",
@@ -178,6 +187,11 @@ SCHEMA_MUTATIONS: tuple[tuple[str, list[str], str], ...] = (
         "API policy dropped",
         ["DROP POLICY schedule_idempotency_keys_api ON schedule_idempotency_keys"],
         "schedule_idempotency_keys: no row-level policy",
+    ),
+    (
+        "a policy granted to PUBLIC",
+        ["CREATE POLICY schedules_everyone ON schedules FOR SELECT TO PUBLIC USING (true)"],
+        "schedules: policy schedules_everyone applies to PUBLIC",
     ),
     (
         "API policy lets the role see every row",
@@ -527,7 +541,8 @@ async def check_real_erasure(
     """The real materializer (one strict worker scan) and the real run worker produce
     the graph; the real erasure service erases it. The occurrence keeps its audit facts,
     the session's whole graph is gone, its content survives nowhere (the instruction
-    only in the schedule's own revision), and the schedule history is untouched."""
+    only in the schedule's own revision), and the schedule history is untouched. A
+    session no occurrence links (an on-demand run of the owner's) is erased whole too."""
     marker = f"erasure-probe-{secrets.token_hex(6)}"
     h = await MaterializeWorld.open(pg_url)
     try:
@@ -603,6 +618,22 @@ async def check_real_erasure(
             k: v for k, v in (await _history(h, exclude=target["id"])).items() if v != history[k]
         }
         assert not changed, f"schedule history changed by the erasure: {sorted(changed)}"
+        # A session no occurrence links (the owner's on-demand run) is erased whole too:
+        # with nothing to mark, its graph still goes.
+        adhoc = await submitter(h.admin, h.clock).submit(HARNESS_OWNER, submission("succeed"))
+        unlinked = await erase(h, adhoc.session_id)
+        assert (unlinked.occurrences_marked, unlinked.runs_deleted) == (0, 1), unlinked
+        left = {
+            "sessions": await h.sql("SELECT id FROM sessions WHERE id = :s", s=adhoc.session_id),
+            "session_events": await h.sql(
+                "SELECT seq FROM session_events WHERE session_id = :s", s=adhoc.session_id
+            ),
+            "runs": await h.sql("SELECT id FROM runs WHERE id = :r", r=adhoc.id),
+            "run_checkpoints": await h.sql(
+                "SELECT seq FROM run_checkpoints WHERE run_id = :r", r=adhoc.id
+            ),
+        }
+        assert all(rows == [] for rows in left.values()), left
         gate_evidence.record(
             "materialized_executed_erased",
             {

@@ -6,8 +6,9 @@ PostgreSQL (API role, forced RLS, the durable principal directory, the token fil
   Bearer, or any token once the token file cannot be read, answers the same 401 as an
   unknown token; the
   presented token is compared through ``hmac.compare_digest`` with every entry's
-  digest (constant time, no early exit); a disabled principal can do nothing; no
-  token reaches a stored row.
+  digest (constant time, no early exit); a disabled principal can do nothing on any
+  route (its session's erasure, which needs no scope, included); no token reaches a
+  stored row.
 * ``rule.http.scope_matrix``: every route of the app accepts exactly its declared scope
   and refuses every other single scope (403 ``schedule.auth.scope_required``, nothing
   changed in any table); the OpenAPI document declares that scope per route.
@@ -20,7 +21,8 @@ PostgreSQL (API role, forced RLS, the durable principal directory, the token fil
   should.
 
 Tests of the test: ``scheduling-gates mutate`` (mutants ``bearer.token_id_only``,
-``bearer.digest_equality``, ``bearer.any_scheme``, ``scopes.write_implies_cancel``,
+``bearer.digest_equality``, ``bearer.any_scheme``,
+``auth.unscoped_route_skips_directory``, ``scopes.write_implies_cancel``,
 ``scopes.write_implies_read``, ``envelope.unavailable_message_leaks``,
 ``edge.streamed_body_unlimited``, ``edge.request_id_unvalidated``,
 ``edge.offered_id_unscanned``, ``edge.raw_path_logged``,
@@ -197,21 +199,20 @@ async def bearer(world: HttpWorld, monkeypatch: pytest.MonkeyPatch) -> dict[str,
         os.replace(broken, world.token_path)
     assert (await world.call("GET", "/v1/schedules")).status_code == 200
 
-    # A disabled principal can do nothing, whatever it holds; enabling it again restores it.
+    # A disabled principal can do nothing, whatever it holds, on any route: each request
+    # is one the owner could make on its own schedule, run and session (the session's
+    # erasure, which needs no scope, included); enabling it again restores it.
+    ids = await materialized(world)
+    requests = [await request_for(world, route, ids, n) for n, route in enumerate(ORDER)]
     names = await tables(world)
     before = await fingerprint(world, names)
     await set_enabled(world, OWNER, False)
-    sid = "00000000-0000-4000-8000-00000000beef"
-    disabled = [
-        await world.call("GET", "/v1/schedules"),
-        await world.create("disabled-create"),
-        await world.call("GET", f"/v1/schedules/{sid}"),
-        await world.call("DELETE", f"/v1/schedules/{sid}", params={"expected_revision": 1}),
-        await world.call("GET", f"/v1/sessions/{sid}/transcript"),
-    ]
-    for response in disabled:
-        assert response.status_code == 403, response.text
-        assert error_code(response.json()) == "schedule.auth.principal_unavailable"
+    for request in requests:
+        call = dict(request)
+        response = await world.call(call.pop("method"), call.pop("path"), **call)
+        label = (request["method"], request["path"])
+        assert response.status_code == 403, (label, response.text)
+        assert error_code(response.json()) == "schedule.auth.principal_unavailable", label
     assert await fingerprint(world, names) == before, "a disabled principal changed state"
     await set_enabled(world, OWNER, True)
     assert (await world.call("GET", "/v1/schedules")).status_code == 200

@@ -9,7 +9,8 @@ mirrors the schedule row or its current revision, and every field of every
 the database's value: so a revision, a failure count or a reason the API reports from
 anywhere but the ledger shows (with one revision and no failure they all look alike).
 The run that fired (failed, with its failure classification) reads the same through
-``GET /v1/runs/{id}`` and in the view its inbox row embeds.
+``GET /v1/runs/{id}`` and in the view its inbox row embeds. The answers of a pause and a
+resume after the update show revision 2's title and cadence, as the point read does.
 """
 
 from __future__ import annotations
@@ -122,6 +123,18 @@ async def test_the_point_read_and_the_inbox_mirror_the_ledger(
             for k in ("scheduled_for", "deadline_at", "finished_at"):
                 if not same_instant(view[k], wire(run[k])):
                     problems.append(f"{name} {k}: {view[k]!r} != {wire(run[k])!r}")
+        # A write's answer shows the revision the schedule is at (2), not the first:
+        # pause and resume answer revision 2's title and cadence, as the point read does.
+        for action in ("pause", "resume"):
+            written = await world.call(
+                "POST", f"/v1/schedules/{sid}/{action}", json={"expected_revision": 2}
+            )
+            assert written.status_code == 200, written.text
+            shown = written.json()
+            expected = ("Second title", point["revision"]["cadence"], 2)
+            got = (shown["title"], shown["cadence"], shown["current_revision"])
+            if got != expected:
+                problems.append(f"{action} answer shows {got!r}, the point read {expected!r}")
         assert problems == [], problems
         gate_evidence.record("point_read", {k: point[k] for k in mirrored})
         gate_evidence.record(

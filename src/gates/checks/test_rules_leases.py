@@ -16,12 +16,14 @@ one by one, each with a new fencing token, however full the fleet looked.
 
 ``rule.queue.eligibility``, the queue's own rules a scheduled run inherits: a run is
 not claimed before its ``scheduled_for`` (the process that queued it reads a clock 1 us
-ahead of the claimer's), and with both priority classes admitted the claim takes
-priority 0 before older priority-10 runs.
+ahead of the claimer's); with both priority classes admitted the claim takes
+priority 0 before older priority-10 runs, then those oldest first; and a worker
+configured for one class never claims the other's runs.
 
 Tests of the test: ``scheduling-gates mutate`` (``fencing.save_ignores_token``,
 ``fencing.stale_write_ignored``, ``queue.expired_leases_hold_slots``;
-``queue.claims_before_scheduled_for``, ``queue.order_ignores_priority``).
+``queue.claims_before_scheduled_for``, ``queue.order_ignores_priority``,
+``queue.order_ignores_age``, ``queue.ignores_configured_classes``).
 """
 
 from __future__ import annotations
@@ -97,12 +99,14 @@ def role(
     owner: str,
     probe: Probe | None = None,
     capacity: QueueCapacity = WIDE,
+    priority: RunPriority | None = None,
 ) -> RunWorkerRole:
-    """The run worker production builds, with the test's lease settings and no
-    post-run accounting (these runs have no schedule)."""
+    """The run worker production builds (claiming ``priority``'s class only, or both),
+    with the test's lease settings and no post-run accounting (these runs have no
+    schedule)."""
     return build_run_worker(
         world_settings(),
-        None,
+        priority,
         clock=clock,
         ids=SeededIds(0).fork(owner),
         probe=probe,
@@ -234,16 +238,49 @@ async def test_a_run_is_not_claimed_before_its_scheduled_for(env: Env) -> None:
 
 @pytest.mark.rule("rule.queue.eligibility")
 async def test_with_both_classes_admitted_priority_orders_the_claim(env: Env) -> None:
-    """An interactive run (priority 0) queued after two async ones (priority 10) is
+    """An interactive run (priority 0) queued after four async ones (priority 10) is
     claimed first by a worker admitting both classes; the async ones follow, oldest
-    first."""
-    submit = submitter(env.admin, env.clock)
+    first. Their random ids are in neither age order nor its reverse (asserted), so a
+    queue that breaks ties by id instead of by ``scheduled_for`` claims them out of
+    order."""
+    submit = submitter(env.admin, env.clock, seed=1)
     older = []
-    for _ in range(2):
+    for _ in range(4):
         older.append(await submit.submit(WHO, submission("succeed", priority=RunPriority.ASYNC)))
         env.clock.advance(1)
+    by_age = [run.id for run in older]
+    assert sorted(by_age) != by_age != sorted(by_age, reverse=True), (
+        "the submitter's seed gave ids in age order: choose one that does not"
+    )
     interactive = await submit.submit(WHO, submission("succeed"))
     queue = role(env.admin, env.clock, "both").queue
-    claimed = [await queue.claim("both", env.clock.now(), SETTINGS.lease_seconds) for _ in range(3)]
+    claimed = [await queue.claim("both", env.clock.now(), SETTINGS.lease_seconds) for _ in range(5)]
     order = [None if c is None else c.run.id for c in claimed]
-    assert order == [interactive.id, older[0].id, older[1].id], order
+    assert order == [interactive.id, *by_age], order
+
+
+@pytest.mark.rule("rule.queue.eligibility")
+async def test_a_worker_of_one_class_claims_only_that_class(env: Env) -> None:
+    """Interactive and async workers claim disjoint configured priority classes (spec
+    "Configuration and deployment"): with two async runs and one interactive run queued,
+    the interactive worker claims the interactive run and then nothing, the async worker
+    the two async runs and then nothing, though each class has free slots."""
+    submit = submitter(env.admin, env.clock, seed=2)
+    queued = {
+        RunPriority.ASYNC: [
+            (await submit.submit(WHO, submission("succeed", priority=RunPriority.ASYNC))).id
+            for _ in range(2)
+        ],
+        RunPriority.INTERACTIVE: [(await submit.submit(WHO, submission("succeed"))).id],
+    }
+    env.clock.advance(1)
+    for cls in (RunPriority.INTERACTIVE, RunPriority.ASYNC):
+        owner = cls.name.lower()
+        queue = role(env.admin, env.clock, owner, priority=cls).queue
+        claims = [
+            await queue.claim(owner, env.clock.now(), SETTINGS.lease_seconds)
+            for _ in range(len(queued[cls]) + 1)
+        ]
+        claimed = [None if c is None else c.run.id for c in claims]
+        assert sorted(map(str, claimed[:-1])) == sorted(map(str, queued[cls])), (cls, claimed)
+        assert claimed[-1] is None, (cls, "claimed a run of the other class", claimed)

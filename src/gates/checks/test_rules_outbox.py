@@ -23,16 +23,15 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 from uuid import UUID
 
 import pytest
 
+from gates.checks.crash_support import Crash, CrashingFactory
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.events import RUN_ACCOUNTED
-from scheduling.domain.identity import Principal
-from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
+from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.materializer import MaterializeResult
 from scheduling.testing import RoleOverride
@@ -41,82 +40,6 @@ from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import definition
 
 pytestmark = pytest.mark.postgres
-
-WRITES = frozenset({"append", "append_once", "mutate", "insert", "create", "put", "save"})
-
-
-class Crash(Exception):
-    """An injected crash of the accounting process."""
-
-
-class _Counter:
-    def __init__(self, after: int | None) -> None:
-        self.after = after
-        self.writes: list[str] = []
-
-    def wrote(self, name: str) -> None:
-        self.writes.append(name)
-        if self.after is not None and len(self.writes) == self.after:
-            raise Crash(f"crash after write #{self.after} ({name})")
-
-
-class _Repository:
-    def __init__(self, inner: Any, counter: _Counter, label: str) -> None:
-        self._inner, self._counter, self._label = inner, counter, label
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name not in WRITES:
-            return attr
-
-        async def write(*args: Any, **kwargs: Any) -> Any:
-            result = await attr(*args, **kwargs)
-            self._counter.wrote(f"{self._label}.{name}")
-            return result
-
-        return write
-
-
-class _Unit:
-    """A unit of work whose writes and COMMIT are counted; the crash fires right after
-    the chosen one (after COMMIT: the work committed, the caller never learns it)."""
-
-    def __init__(self, inner: UnitOfWork, counter: _Counter) -> None:
-        self._inner, self._counter = inner, counter
-
-    def __getattr__(self, name: str) -> Any:
-        return _Repository(getattr(self._inner, name), self._counter, name)
-
-    async def commit(self) -> None:
-        await self._inner.commit()
-        self._counter.wrote("commit")
-
-    async def rollback(self) -> None:
-        await self._inner.rollback()
-
-    async def __aenter__(self) -> _Unit:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._inner.__aexit__(et, e, tb)
-
-
-class CrashingFactory:
-    """A ``UnitOfWorkFactory`` over ``inner`` that crashes after its ``after``-th write
-    (counted over every unit it begins; ``None``: never, just count)."""
-
-    def __init__(self, inner: UnitOfWorkFactory, after: int | None) -> None:
-        self._inner = inner
-        self.counter = _Counter(after)
-
-    def begin(self, principal: Principal | None = None, *, tenant_id: str | None = None) -> Any:
-        return _Unit(self._inner.begin(principal, tenant_id=tenant_id), self.counter)
-
-    async def dispose(self) -> None:
-        return None
 
 
 async def rows(h: MaterializeWorld, occurrence_id: UUID) -> list[dict[str, Any]]:

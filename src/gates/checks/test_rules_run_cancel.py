@@ -12,6 +12,11 @@ Racing: three cancels of one QUEUED run sent at once (a client retrying, or two 
 pressing cancel) all answer 200 CANCELLED; the row's fencing token moves once and one
 ``run.cancelled`` event is written, whoever wins.
 
+All or nothing: the cancel service of the control plane production builds, over a unit
+of work that crashes after each write of one cancel in turn (and after its COMMIT),
+leaves either the QUEUED run and no event or the CANCELLED run and exactly one
+``run.cancelled`` event (naming the status before the cancel and who cancelled).
+
 Tests of the test: ``scheduling-gates mutate`` (``runs.cancel_rewrites_ended_runs``:
 a COMPLETED or FAILED run is cancelled; ``runs.cancel_not_idempotent``: a second
 cancel is refused as terminal; ``runs.racing_cancel_refused``: a cancel that loses the
@@ -26,8 +31,11 @@ from typing import Any
 
 import pytest
 
+from gates.checks.crash_support import Crash, CrashingFactory
 from gates.runner.pytest_plugin import GateEvidence
-from simulation.worlds.http import HttpWorld, http_world
+from scheduling.bootstrap import ControlPlane, build_control_plane
+from scheduling.testing import RoleOverride
+from simulation.worlds.http import OWNER, HttpWorld, http_world
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rule("rule.http.run_cancel")]
 
@@ -95,12 +103,15 @@ async def test_a_run_is_cancelled_once_and_an_ended_run_never(
         assert cancelled["fencing_token"] == queued["fencing_token"] + 1
         assert cancelled["finished_at"] is not None
         events = await world.sql(
-            "SELECT event_type FROM session_events WHERE session_id = :s AND run_id = :r"
-            " ORDER BY seq",
+            "SELECT event_type, actor, payload FROM session_events"
+            " WHERE session_id = :s AND run_id = :r ORDER BY seq",
             s=queued["session_id"],
             r=queued["id"],
         )
         assert [e["event_type"] for e in events] == ["run.queued", "run.cancelled"], events
+        # The audit names who cancelled and what the run was before, not after.
+        assert events[1]["payload"] == {"previous_status": "QUEUED"}, events[1]
+        assert events[1]["actor"] == f"principal:{OWNER.principal_id}", events[1]
         settled = await rows(world)
 
         again = await world.call("POST", f"/v1/runs/{runs['Cancelled']}/cancel")
@@ -141,3 +152,58 @@ async def test_racing_cancels_end_a_run_once(pg_url: str, gate_evidence: GateEvi
             assert [e["event_type"] for e in events] == ["run.queued", "run.cancelled"], events
             answers.append([a.status_code for a in racing])
         gate_evidence.record("racing_answers", answers)
+
+
+async def test_a_crash_after_any_write_of_a_cancel_leaves_all_or_nothing(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """The cancel's writes (the fenced run row, its ``run.cancelled`` event) commit
+    together: a crash after each write of one cancel, and after its COMMIT (found by a
+    discovery run on another run), leaves either the QUEUED run and no event, or the
+    CANCELLED run and exactly one event; the client's retry then ends it once."""
+    async with http_world(pg_url) as world:
+        titles = [f"Crashed {n}" for n in range(6)]
+        await fired(world, {f"run-cancel-crash-{n}": title for n, title in enumerate(titles)})
+        queued = [r["id"] for r in await world.sql("SELECT id FROM runs ORDER BY id")]
+
+        def plane_over(after: int | None) -> tuple[CrashingFactory, ControlPlane]:
+            storage = world.plane.api.storage
+            crashing = CrashingFactory(storage.as_role("api"), after)
+            plane = build_control_plane(
+                world.settings,
+                clock=world.clock,
+                ids=world.ids.fork(f"crash-{after}"),
+                tokens=world.plane.authenticator,
+                storage=RoleOverride(storage, "api", crashing),
+            )
+            return crashing, plane
+
+        counting, plane = plane_over(None)
+        await plane.runs.cancel(OWNER, queued[0])
+        writes = list(counting.counter.writes)
+        assert "commit" in writes, writes
+        outcomes = []
+        for after, run_id in enumerate(queued[1 : len(writes) + 1], start=1):
+            crashing, plane = plane_over(after)
+            with pytest.raises(Crash):
+                await plane.runs.cancel(OWNER, run_id)
+            (row,) = await world.sql("SELECT status FROM runs WHERE id = :i", i=run_id)
+            cancelled = await world.sql(
+                "SELECT count(*) AS n FROM session_events"
+                " WHERE run_id = :r AND event_type = 'run.cancelled'",
+                r=run_id,
+            )
+            state = (row["status"], int(cancelled[0]["n"]))
+            assert state in (("QUEUED", 0), ("CANCELLED", 1)), (crashing.counter.writes, state)
+            retried = await world.call("POST", f"/v1/runs/{run_id}/cancel")
+            assert retried.status_code == 200, retried.text
+            final = await world.sql(
+                "SELECT count(*) AS n FROM session_events"
+                " WHERE run_id = :r AND event_type = 'run.cancelled'",
+                r=run_id,
+            )
+            assert int(final[0]["n"]) == 1, (crashing.counter.writes, final)
+            outcomes.append({"after": crashing.counter.writes[-1], "left": state})
+        assert len(outcomes) == len(writes), (writes, outcomes)
+        gate_evidence.record("cancel_writes", writes)
+        gate_evidence.record("crashes", outcomes)

@@ -8,7 +8,10 @@ reserve - steps, model calls, cost - plus the all-zero reserve: once research re
 the reserved boundary, every further tool call is refused with
 ``schedule.runtime.synthesis_reserve`` (never charged) and the run still completes with
 its answer inside its hard totals; without reserves all three recalls run. The
-expected tool outcomes are counted by hand from the limits below.
+expected tool outcomes are counted by hand from the limits below; the step case's
+boundary falls exactly on a recall (a reserve entered one step late would let it
+run). Without reserves, a recall at the step total is charged and fails the run with
+``schedule.runtime.step_limit``, never refused as if reserved.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pytest
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.runtime import QueueCapacity
+from scheduling.runtime import STEP_LIMIT
 from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
 from simulation.worlds.service import START, activate_agent_version
@@ -31,14 +35,14 @@ RULE = "rule.runtime.synthesis_reserve"
 DENIED = "schedule.runtime.synthesis_reserve"
 OK, NO = "tool.result", "tool.denied"
 CASES: dict[str, tuple[RunLimits, list[str]]] = {
-    # 2 steps a round; the reserve starts at 6 - 2 = 4 steps: the third recall (step 6)
-    # would be taken at 5 used.
+    # 2 steps a round; the reserve starts at 5 - 2 = 3 steps, exactly where the second
+    # recall would be taken (3 used): it and the third are refused, uncharged.
     "steps": (
         RunLimits(
-            max_steps=6, max_model_calls=10, max_tool_calls=10, max_cost=Decimal(10),
+            max_steps=5, max_model_calls=10, max_tool_calls=10, max_cost=Decimal(10),
             reserve_steps=2,
         ),
-        [OK, OK, NO],
+        [OK, NO, NO],
     ),
     # The reserve starts at 4 - 2 = 2 model calls: the second round's recall is refused.
     "model_calls": (
@@ -98,5 +102,40 @@ async def test_a_materialized_run_synthesizes_inside_its_reserve(
         kinds = [e["event_type"] for e in ledger.session_events]
         assert kinds.count("message.assistant") == 1
         gate_evidence.record(case, {"tools": outcomes, "usage": run["usage"]})
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule(RULE)
+async def test_without_reserves_the_step_total_fails_the_run(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """All-zero reserves keep the unreserved behaviour at the total too: with 3 steps, the
+    second recall (3 used) is not refused as if reserved, it is charged and fails the
+    run with ``schedule.runtime.step_limit``, one recall made and none refused."""
+    limits = RunLimits(max_steps=3, max_model_calls=10, max_tool_calls=10, max_cost=Decimal(10))
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        await seed_tool_agent(h.admin, START)
+        await activate_agent_version(h.admin, TOOL_AGENT_VERSION, START)
+        sid = await h.create(
+            agent_version=TOOL_AGENT_VERSION,
+            instruction="Look into the notes, then answer. [script:research:3]",
+            limits=limits,
+        )
+        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
+        await h.scan()
+        worker = run_worker(h.storage, h.clock, "w", capacity=QueueCapacity(4, 1, 1))
+        outcome = await worker.run_once()
+        assert outcome is not None
+        assert (outcome.status, outcome.reason_code) == ("FAILED", STEP_LIMIT), outcome
+        ledger = (await h.ledger()).of(sid)
+        (run,) = ledger.runs
+        tools = [
+            e["event_type"] for e in ledger.session_events if e["event_type"].startswith("tool.")
+        ]
+        assert tools == [OK], tools
+        assert run["usage"]["steps"] == 3, run["usage"]
+        gate_evidence.record("unreserved_at_the_total", {"tools": tools, "usage": run["usage"]})
     finally:
         await h.close()

@@ -13,7 +13,11 @@ role) -> run queue and run workers (trusted path) with the scripted agent.
    heartbeat for the deadline); after the lease expires ``w2`` recovers the run from its
    checkpoint. The run must fail with that bound's reason having consumed exactly the
    bound in total across both attempts (a recovered run with a fresh budget would show
-   more), and the deadline case must end exactly at ``deadline_at``. One more crash
+   more, and so would the sum of what its model calls cost), the recovering worker
+   must resume at the last checkpoint's cursor, and the deadline case must end exactly
+   at ``deadline_at``. A deadline that passes between two actions (while the crashed
+   holder's lease runs out) fails the recovered run before any further action. One
+   more crash
    falls between an action's charge and its result (after ``run.charged``): the
    recovered run must still perform exactly the bound's actions (charging the resumed
    action twice would stop it one short).
@@ -235,6 +239,31 @@ async def test_every_scheduled_run_is_bounded(pg_url: str, gate_evidence: GateEv
                 h, run["id"], "run.charged", 2, "steps_charged", STEP_LIMIT, "steps", 4
             )
         )
+        # The deadline passes between two actions (while the crashed holder's lease runs
+        # out): the recovering worker performs no further action and fails the run at
+        # its first look, though its step budget has plenty left.
+        _, run = await materialize(
+            h,
+            limits=RunLimits(
+                max_steps=50, max_model_calls=50, max_tool_calls=50, max_cost=Decimal("9")
+            ),
+            run_timeout_seconds=30,
+            instruction="Work until stopped. [script:steps]",
+            agent_version=TOOL_AGENT_VERSION,
+            requested_scopes=frozenset({"memory.read"}),
+        )
+        between = await crash_and_recover(
+            h,
+            run["id"],
+            "run.checkpointed",
+            2,
+            "deadline_between_actions",
+            DEADLINE_EXCEEDED,
+            None,
+            None,
+        )
+        assert between["performed_total"] == between["performed_at_crash"], between
+        recoveries.append(between)
         _, run = await materialize(
             h, run_timeout_seconds=300, instruction="Take your time. [script:run_long:3600]"
         )
@@ -267,6 +296,13 @@ async def crash_and_recover(
         await first.run_once()
     assert crash.hit
     at_crash = (await h.sql("SELECT * FROM runs WHERE id = :i", i=run_id))[0]
+    performed_at_crash = await performed(h, run_id)
+    checkpoint = (
+        await h.sql(
+            "SELECT state FROM run_checkpoints WHERE run_id = :i ORDER BY seq DESC LIMIT 1",
+            i=run_id,
+        )
+    )[0]["state"]
     assert at_crash["status"] == "RUNNING"
     assert at_crash["lease_owner"] == "w1"
     h.clock.advance(SETTINGS.lease_seconds + 1)
@@ -276,19 +312,28 @@ async def crash_and_recover(
     assert outcome.run_id == str(run_id)
     assert outcome.recovered
     assert outcome.reason_code == code, (label, outcome)
+    # Recovered from its checkpoint: at its cursor, not from the start (which would
+    # perform the earlier actions again).
+    assert outcome.resumed_cursor == checkpoint.get("cursor", 0), (label, checkpoint, outcome)
     final = (await h.sql("SELECT * FROM runs WHERE id = :i", i=run_id))[0]
     assert final["status"] == "FAILED"
     assert final["failure"]["reason"] == code
-    performed = await h.sql(
-        "SELECT count(*) AS n FROM session_events WHERE run_id = :i"
-        " AND event_type IN ('model.called', 'tool.result', 'tool.denied')",
-        i=run_id,
-    )
+    performed_total = await performed(h, run_id)
     if key is not None:
         assert final["usage"][key] == expected, (label, final["usage"])
         # Actions performed over both attempts never exceed the bound.
         if key in ("steps", "model_calls", "tool_calls"):
-            assert performed[0]["n"] == expected, (label, performed)
+            assert performed_total == expected, (label, performed_total)
+        if key == "cost":
+            # What was spent over both attempts, not the usage the last one reports: a
+            # recovered run whose cost restarted at 0 would spend past the bound.
+            spent = await h.sql(
+                "SELECT payload FROM session_events WHERE run_id = :i"
+                " AND event_type = 'model.called'",
+                i=run_id,
+            )
+            total = sum((Decimal(row["payload"]["cost"]) for row in spent), Decimal(0))
+            assert total == Decimal(str(expected)), (label, total)
     return {
         "bound": label,
         "crash_step": f"{step}#{nth}",
@@ -298,6 +343,18 @@ async def crash_and_recover(
         "resumed_from_checkpoint_seq": outcome.resumed_from_seq,
         "resumed_cursor": outcome.resumed_cursor,
         "final_usage": final["usage"],
+        "performed_at_crash": performed_at_crash,
+        "performed_total": performed_total,
         "reason": outcome.reason_code,
         "virtual_end": outcome.ended_at.isoformat(),
     }
+
+
+async def performed(h: MaterializeWorld, run_id: UUID) -> int:
+    """Actions the run performed so far (model calls and tool results or refusals)."""
+    rows = await h.sql(
+        "SELECT count(*) AS n FROM session_events WHERE run_id = :i"
+        " AND event_type IN ('model.called', 'tool.result', 'tool.denied')",
+        i=run_id,
+    )
+    return int(rows[0]["n"])
