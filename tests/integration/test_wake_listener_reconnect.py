@@ -1,14 +1,18 @@
 """The wake listener's LISTEN connection comes back after it drops (issue 13): its
 backend terminated on the shared server, or the whole server crashed (SIGKILL of a
 private cluster's postmaster, down for a while, restarted). After recovery a NOTIFY
-wakes the sleeping schedule worker promptly (its fallback poll is 60 s). The test of
-the test: a listener that does not reconnect sleeps through that NOTIFY."""
+wakes the sleeping schedule worker promptly (its fallback poll is 60 s), and the
+reconnection itself wakes it once (notifications sent meanwhile are lost). The test of
+the test: a listener that does not reconnect sleeps through that NOTIFY. A notification
+that arrives while nobody waits ends the next wait at once (the event is re-armed after
+a wait, not before)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 import pytest
@@ -50,9 +54,13 @@ async def _terminate_listener(url: str) -> None:
 
 
 async def _worker_woken_after(
-    url: str, listener: PostgresWakeListener, fault: Callable[[], Awaitable[None]]
-) -> bool:
-    """A sleeping worker, the fault, recovery, then a NOTIFY: did it wake promptly?"""
+    url: str,
+    listener: PostgresWakeListener,
+    fault: Callable[[], Awaitable[None]],
+    patience: float = PROMPT,
+) -> tuple[bool, bool]:
+    """A sleeping worker, the fault, recovery, then a NOTIFY: did the reconnection wake
+    it at once (notifications sent meanwhile are lost), and did the NOTIFY?"""
     h = await MaterializeWorld.open(url)
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None
@@ -65,14 +73,16 @@ async def _worker_woken_after(
         assert await wait_for(lambda: worker.passes == 1, PROMPT)
         await fault()
         # A reconnection wakes the worker once (notifications may have been lost).
-        await wait_for(lambda: listener.reconnects == 1 and worker.passes == 2, PROMPT)
+        reconnected = await wait_for(
+            lambda: listener.reconnects == 1 and worker.passes == 2, patience
+        )
         settled = worker.passes
         await asyncio.sleep(0.2)
         await PostgresNotifier(url).schedule_changed(h.created[0])
         woken = await wait_for(
             lambda: worker.passes > settled, PROMPT if listener.reconnects else 1
         )
-        return woken
+        return reconnected, woken
     finally:
         stop.set()
         await listener.close()
@@ -86,8 +96,11 @@ async def test_a_terminated_listen_backend_is_reconnected_and_a_notify_wakes_the
     pg_url: str,
 ) -> None:
     listener = PostgresWakeListener(pg_url, clock=SystemClock(), reconnect=FAST)
-    woken = await _worker_woken_after(pg_url, listener, lambda: _terminate_listener(pg_url))
+    reconnected, woken = await _worker_woken_after(
+        pg_url, listener, lambda: _terminate_listener(pg_url)
+    )
     assert (listener.lost, listener.reconnects) == (1, 1)
+    assert reconnected, "the reconnection did not wake the worker (lost notifications)"
     assert woken, "a NOTIFY after the reconnection did not wake the worker"
     assert listener.received == 1
 
@@ -96,10 +109,28 @@ async def test_of_the_test_a_listener_that_does_not_reconnect_sleeps_through_the
     pg_url: str,
 ) -> None:
     listener = NoReconnect(pg_url, clock=SystemClock(), reconnect=FAST)
-    woken = await _worker_woken_after(pg_url, listener, lambda: _terminate_listener(pg_url))
+    reconnected, woken = await _worker_woken_after(
+        pg_url, listener, lambda: _terminate_listener(pg_url), patience=1
+    )
     assert listener.lost == 1
+    assert not reconnected
     assert not woken
     assert listener.received == 0
+
+
+async def test_a_notification_that_arrived_while_nobody_waited_is_kept(pg_url: str) -> None:
+    """A NOTIFY delivered while the worker scans (nobody in ``wait``) ends the next
+    ``wait`` at once, and only that one: the event is re-armed after it, not before."""
+    listener = PostgresWakeListener(pg_url, clock=SystemClock(), reconnect=FAST)
+    await listener.start()
+    try:
+        await PostgresNotifier(pg_url).schedule_changed(UUID(int=7))
+        assert await wait_for(lambda: listener.received == 1, PROMPT)
+        await asyncio.wait_for(listener.wait(), timeout=1.0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(listener.wait(), timeout=0.3)
+    finally:
+        await listener.close()
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +151,11 @@ async def test_a_server_crash_is_ridden_out_with_bounded_backoff(crashable: Any)
         await asyncio.to_thread(private.restart)
 
     try:
-        woken = await _worker_woken_after(url, listener, crash_and_stay_down)
+        reconnected, woken = await _worker_woken_after(url, listener, crash_and_stay_down)
     finally:
         private.server.drop_database(url)
     assert (listener.lost, listener.reconnects) == (1, 1)
+    assert reconnected, "the reconnection did not wake the worker (lost notifications)"
     assert woken, "a NOTIFY after the server's restart did not wake the worker"
     assert listener.received == 1
     assert listener.failed_reconnects > 0, "the server was down: attempts must have failed"

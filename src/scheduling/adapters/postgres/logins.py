@@ -36,7 +36,9 @@ LOGIN_MISSING = reason(
 )
 
 SCRAM_ITERATIONS = 4096
-_LOGIN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_LOGIN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+"""A whole lower-case identifier (``fullmatch``: ``$`` alone would let a trailing
+newline through into the statement)."""
 
 
 def scram_verifier(
@@ -99,7 +101,7 @@ class LoginResult:
 
 
 def _check_login(login: str, roles: RoleNames) -> None:
-    if not _LOGIN.match(login) or login in roles.every():
+    if not _LOGIN.fullmatch(login) or login in roles.every():
         raise ValidationError(
             LOGIN_INVALID, "the login must be a lower-case identifier and not a group role"
         )
