@@ -243,8 +243,11 @@ async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
             "reason": "schedule.runtime.agent_failed",
             "error_class": "ScriptedFailure",
             "provider": "scripted",
+            "provider_code": "overloaded",
             "http_status": 503,
+            "provider_parameter": "max_tokens",
             "message": "the provider said something long and private",
+            "raw": {"headers": "whatever the provider sent"},
         }
         run_1 = await fire_next(h, sid)
         await finish(h, run_1, "FAILED", failure)
@@ -257,13 +260,15 @@ async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
         assert (await h.schedule(sid))["consecutive_failures"] == 1
         events = [e for e in (await h.ledger()).of(sid).events if e["event_type"] == RUN_ACCOUNTED]
         assert len(events) == 1
+        # The six sanitized classification fields, exactly (spec "State transitions").
         assert events[0]["payload"]["failure"] == {
-            k: v for k, v in failure.items() if k != "message"
+            k: v for k, v in failure.items() if k not in ("message", "raw")
         }
         assert events[0]["payload"]["run_status"] == "FAILED"
 
         run_2 = await fire_next(h, sid)
-        await finish(h, run_2, "CANCELLED", None)
+        # A cancelled run that somehow carries a failure column: its event says none.
+        await finish(h, run_2, "CANCELLED", {"reason": "schedule.runtime.agent_failed"})
         cancelled = await accountant.account_run(run_2)
         assert cancelled is not None
         assert cancelled.consecutive_failures == 1
@@ -285,6 +290,22 @@ async def test_accounting_rules_idempotency_and_auto_pause(pg_url: str) -> None:
         types = (await h.ledger()).of(sid).event_types()
         assert types.count("schedule.auto_paused") == 1
         assert types.count(RUN_ACCOUNTED) == 5
+        # Each accounting event records the resulting count and the failure only of a
+        # run that failed.
+        accounted = [
+            e["payload"]
+            for e in (await h.ledger()).of(sid).events
+            if e["event_type"] == RUN_ACCOUNTED
+        ]
+        shown = [(p["run_status"], p["consecutive_failures"]) for p in accounted]
+        assert shown == [
+            ("FAILED", 1),
+            ("CANCELLED", 1),
+            ("COMPLETED", 0),
+            ("FAILED", 1),
+            ("FAILED", 2),
+        ], shown
+        assert [p["failure"] is None for p in accounted] == [False, True, True, False, False]
         assert await worker.account() == 0
     finally:
         await h.close()

@@ -1,22 +1,25 @@
 """rule.events.audit_payloads on PostgreSQL: every schedule event carries what the spec
 lists, and each value is the ledger's.
 
-One world lives through every event a schedule emits: created, an occurrence
-materialized, one skipped for overlap, one failed for authorization, a downtime that
-ends MISSED with a coalescing event and the failure-limit auto-pause, resumed, one
-failed for configuration, cancelled; and a one-time schedule materialized and
-completed. Then every process event is checked against expectations written here from
-the spec's words, not the domain's tables: its exact key set; the common values equal
-to the event row and the owner; occurrence events naming an occurrence of the same
-schedule whose revision, nominal instant and disposition they repeat, a materialized
-one with that occurrence's session and run, the others with its reason; state events
-with the transition their type names; a coalescing event whose count spans its first
-and last instant, all before the instant decided with it; every occurrence audited
-exactly once; and no title or instruction in any payload.
+One world lives through every event a schedule emits: created, paused, resumed, updated
+(revision 2, another title and instruction), an occurrence materialized, one skipped for
+overlap, one failed for authorization, a downtime that ends MISSED with a coalescing
+event and the failure-limit auto-pause, resumed, one failed for configuration,
+cancelled; and a one-time schedule materialized and completed. Then every process event
+is checked against expectations written here from the spec's words, not the domain's
+tables: its exact key set; the common values equal to the event row and the owner;
+occurrence events naming an occurrence of the same schedule whose revision, nominal
+instant and disposition they repeat, a materialized one with that occurrence's session
+and run, the others with its reason; state events with the transition their type names
+and the revision the schedule was at (1 before the update, 2 from it on); pause and
+resume with the row's next_fire_at before and after; a coalescing event whose count
+spans its first and last instant, all before the instant decided with it; every
+occurrence audited exactly once; and no title or instruction in any payload.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -62,6 +65,8 @@ TRANSITIONS: dict[str, tuple[set[str | None], str]] = {
 }
 TITLE = "Quarterly plant census"
 INSTRUCTION = "Count the ficus leaves and report the number to me."
+RETITLED = "Quarterly fern census"
+REWORDED = "Count the fern fronds and report the number to me."
 
 
 def _text(value: Any) -> str | None:
@@ -70,8 +75,20 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-async def live_through_every_event(h: MaterializeWorld) -> tuple[UUID, UUID]:
-    """The story in the module docstring; returns (daily, one-time) schedule ids."""
+@dataclass
+class Story:
+    """The schedules of the story and what it saw them hold between the events."""
+
+    daily: UUID
+    once: UUID
+    updated_at: datetime
+    """When the daily schedule's revision 2 was written (state events before it name 1)."""
+    fires: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    """(pause or resume, next_fire_at before, next_fire_at after), read from the row."""
+
+
+async def live_through_every_event(h: MaterializeWorld) -> Story:
+    """The story in the module docstring."""
     worker = h.worker(h.materializer())
     service = h.world.service
     daily = await h.create(title=TITLE, instruction=INSTRUCTION, key="daily")
@@ -95,8 +112,28 @@ async def live_through_every_event(h: MaterializeWorld) -> tuple[UUID, UUID]:
             v=AGENT_VERSION,
         )
 
-    await service.pause(WHO, daily, await revision())
-    await service.resume(WHO, daily, await revision())
+    fires: list[tuple[str, str | None, str | None]] = []
+
+    async def next_fire() -> str | None:
+        return _text((await h.schedule(daily))["next_fire_at"])
+
+    async def transition(kind: str) -> None:
+        h.clock.advance(1)  # one event per instant: the ledger's order is the story's
+        before = await next_fire()
+        if kind == "schedule.paused":
+            await service.pause(WHO, daily, await revision())
+        else:
+            await service.resume(WHO, daily, await revision())
+        fires.append((kind, before, await next_fire()))
+
+    await transition("schedule.paused")
+    await transition("schedule.resumed")
+    # Revision 2 (another title and instruction): every later event names it.
+    h.clock.advance(60)
+    updated_at = h.clock.now()
+    await service.update(
+        WHO, daily, await revision(), definition(title=RETITLED, instruction=REWORDED)
+    )
     await fire()  # MATERIALIZED; the one-time schedule too, then COMPLETED
     await fire()  # the run is still QUEUED: SKIPPED_OVERLAP
     await h.sql("UPDATE runs SET status = 'COMPLETED', finished_at = :t", t=h.clock.now())
@@ -107,16 +144,23 @@ async def live_through_every_event(h: MaterializeWorld) -> tuple[UUID, UUID]:
     # reaches max_consecutive_failures (2): auto-paused.
     await fire(timedelta(days=3, hours=1))
     assert (await h.schedule(daily))["state"] == "PAUSED"
-    await service.resume(WHO, daily, await revision())
+    await transition("schedule.resumed")
     await policy("rotated")
     await fire()  # CONFIGURATION_FAILED
     await policy(POLICY)
     await service.cancel(WHO, daily, await revision())
-    return daily, once
+    return Story(daily, once, updated_at, fires)
+
+
+STATE_KINDS = set(KEYS) - {k for k, keys in KEYS.items() if keys >= OCCURRENCE}
+"""Events that are not an occurrence's: each names the revision the schedule was at."""
 
 
 def payload_problems(
-    event: dict[str, Any], occurrences: dict[str, dict[str, Any]], current: dict[str, int]
+    event: dict[str, Any],
+    occurrences: dict[str, dict[str, Any]],
+    current: dict[str, int],
+    revision_at: Any,
 ) -> list[str]:
     kind, payload = event["event_type"], event["payload"]
     label = f"{kind} {event['id']}"
@@ -141,6 +185,8 @@ def payload_problems(
     revision = payload["revision"]
     if not isinstance(revision, int) or not 1 <= revision <= current[str(event["schedule_id"])]:
         problems.append(f"{label}: revision {revision!r}")
+    elif kind in STATE_KINDS and revision != revision_at(event):
+        problems.append(f"{label}: revision {revision}, the schedule was at {revision_at(event)}")
     if KEYS[kind] >= OCCURRENCE:
         occurrence = occurrences.get(str(payload["occurrence_id"]))
         if occurrence is None:
@@ -172,7 +218,7 @@ def payload_problems(
                 f"{label}: {payload['previous_state']} -> {payload['next_state']} for {kind}"
             )
     text = repr(payload)
-    if TITLE in text or INSTRUCTION in text or "ficus" in text:
+    if any(words in text for words in (TITLE, INSTRUCTION, RETITLED, REWORDED, "ficus", "fern")):
         problems.append(f"{label}: the title or instruction is in the payload")
     return problems
 
@@ -209,12 +255,28 @@ async def test_every_event_carries_the_spec_fields_with_the_ledgers_values(
 ) -> None:
     h = await MaterializeWorld.open(pg_url)
     try:
-        daily, once = await live_through_every_event(h)
+        story = await live_through_every_event(h)
+        daily, once = story.daily, story.once
         events = await h.sql("SELECT * FROM process_events ORDER BY occurred_at, id")
         occurrences = {str(o["id"]): o for o in await h.sql("SELECT * FROM schedule_occurrences")}
         schedules = await h.sql("SELECT id, current_revision FROM schedules")
         current = {str(s["id"]): s["current_revision"] for s in schedules}
-        problems = [p for e in events for p in payload_problems(e, occurrences, current)]
+
+        def revision_at(event: dict[str, Any]) -> int:
+            later = event["schedule_id"] == daily and event["occurred_at"] >= story.updated_at
+            return 2 if later else 1
+
+        problems = [
+            p for e in events for p in payload_problems(e, occurrences, current, revision_at)
+        ]
+        # Pause and resume carry the row's next_fire_at before and after the transition.
+        moved = [
+            (e["event_type"], e["payload"]["previous_next_fire_at"], e["payload"]["next_fire_at"])
+            for e in events
+            if e["event_type"] in ("schedule.paused", "schedule.resumed")
+        ]
+        if moved != story.fires:
+            problems.append(f"pause/resume fire instants {moved} != the rows' {story.fires}")
         problems += coalescing_problems(events, timedelta(days=1))
         audited = [
             e["payload"]["occurrence_id"]
@@ -224,7 +286,7 @@ async def test_every_event_carries_the_spec_fields_with_the_ledgers_values(
         if sorted(audited) != sorted(occurrences):
             problems.append(f"occurrences audited {sorted(audited)} != {sorted(occurrences)}")
         kinds = sorted({e["event_type"] for e in events})
-        missing = set(KEYS) - set(kinds) - {"schedule.updated", "schedule.next_fire_repaired"}
+        missing = set(KEYS) - set(kinds) - {"schedule.next_fire_repaired"}
         assert not missing, f"the story did not emit {sorted(missing)}"
         assert problems == [], problems
         assert {str(e["schedule_id"]) for e in events} == {str(daily), str(once)}

@@ -98,6 +98,10 @@ async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> Non
             if e["event_type"] == "schedule.next_fire_repaired"
         ]
         assert len(events) == 1, events
+        # The audit says which way: from the wrong cache to the right instant.
+        payload = events[0]["payload"]
+        assert payload["previous_next_fire_at"] == format_instant(wrong), payload
+        assert payload["next_fire_at"] == format_instant(expected), payload
         # A second repair finds the cache right and emits nothing.
         assert not (await repairs.repair_next_fire(sid)).repaired
         types = (await h.ledger()).of(sid).event_types()
@@ -116,6 +120,45 @@ async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> Non
         assert again.current == next_after(cadence, h.clock.now()), again
         assert again.current != next_after(cadence, decided), "the repair backfills"
         assert (await h.schedule(sid))["next_fire_at"] == again.current
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.repair.next_fire")
+async def test_a_schedule_that_is_not_active_keeps_its_empty_cache(pg_url: str) -> None:
+    """A paused (by its owner or by the failure limit), completed or cancelled schedule
+    has no next instant: its NULL ``next_fire_at`` is right, so repair changes nothing
+    and writes no event (a repair would make a paused schedule due again)."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        repairs = maintenance(h, "repair")
+        paused = await h.create(key="paused")
+        await h.world.service.pause(WHO, paused, 1)
+        auto = await h.create(key="auto-paused")
+        await h.sql(
+            "UPDATE schedules SET state = 'PAUSED', pause_reason = 'failure_limit',"
+            " next_fire_at = NULL WHERE id = :i",
+            i=auto,
+        )
+        cancelled = await h.create(key="cancelled")
+        await h.world.service.cancel(WHO, cancelled, 1)
+        completed = await h.create(
+            key="completed",
+            cadence={"kind": "ONCE", "at": format_instant(h.clock.now() + timedelta(hours=1))},
+        )
+        h.clock.advance(3601)
+        assert len((await h.scan()).results) == 1
+        stopped = {"paused": paused, "auto-paused": auto, "cancelled": cancelled}
+        stopped["completed"] = completed
+        for label, sid in stopped.items():
+            before = await h.schedule(sid)
+            assert before["state"] != "ACTIVE", before
+            assert before["next_fire_at"] is None, before
+            repair = await repairs.repair_next_fire(sid)
+            assert not repair.repaired, (label, repair)
+            assert await h.schedule(sid) == before, label
+            types = (await h.ledger()).of(sid).event_types()
+            assert "schedule.next_fire_repaired" not in types, (label, types)
     finally:
         await h.close()
 

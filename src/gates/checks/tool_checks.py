@@ -32,6 +32,7 @@ from gates.checks.tool_support import (
 )
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.identity import Principal
+from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.directories import BrowserProfile, BrowserProfileState
 from scheduling.ports.tool_ledger import (
     ApprovalDecisionRecord,
@@ -1514,6 +1515,7 @@ async def lifecycle_validation_check(world: ToolWorld) -> Verdict:
     await create_via_tool(world, "Beta", "c-b")
     gone = await create_via_tool(world, "Gone", "c-g")
     once = await create_via_tool(world, "Once", "c-o", at=world.later(hours=1))
+    done = await create_via_tool(world, "Done", "c-d", at=world.later(minutes=30))
     foreign = str((await world.service.create(OTHER, "o-1", definition())).schedule.id)
     # Another tenant's schedule, owned by a principal with the caller's own id.
     tenant_b = str((await world.service.create(WHO_B, "b-1", definition())).schedule.id)
@@ -1525,6 +1527,9 @@ async def lifecycle_validation_check(world: ToolWorld) -> Verdict:
     ).ok
     await world.service.patch(WHO, uuid(a), 1, SchedulePatch(title="Alpha 2"), "k-a")
     world.clock.advance(7200)
+    # A one-time schedule that fired is COMPLETED: terminal, like a cancelled one.
+    fired = await world.materializer().materialize(uuid(done))
+    v.expect(fired.state_after is ScheduleState.COMPLETED, f"the one-time fire: {fired}")
     before = await schedule_rows(world)
     bad, nf = "schedule.tool.invalid_arguments", "schedule.not_found"
     cases: list[tuple[str, str, dict[str, Any], str]] = [
@@ -1583,6 +1588,15 @@ async def lifecycle_validation_check(world: ToolWorld) -> Verdict:
             "schedule.pause",
             {"schedule_id": gone, "expected_revision": 1},
             "schedule.lifecycle.illegal_transition",
+        ),
+        *(
+            (
+                f"{tool.removeprefix('schedule.')} completed",
+                tool,
+                {"schedule_id": done, "expected_revision": 1},
+                "schedule.lifecycle.illegal_transition",
+            )
+            for tool in ("schedule.cancel", "schedule.pause", "schedule.resume")
         ),
         (
             "resume past one-time",
