@@ -170,6 +170,12 @@ COST_WINDOWS: dict[str, tuple[dict[str, Any], timedelta, str, str | None]] = {
         "MATERIALIZED",
         None,
     ),
+    "monthly_reaching_the_ceiling_exactly": (
+        {"max_monthly_cost": Decimal(4)},
+        -timedelta(days=10),
+        "MATERIALIZED",
+        None,
+    ),
     "monthly_window_still_counting": (
         {"max_monthly_cost": Decimal(3)},
         -timedelta(days=30) + timedelta(seconds=1),

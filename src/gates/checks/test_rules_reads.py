@@ -177,3 +177,32 @@ async def test_state_filters_apply_before_cursor_and_limit(pg_url: str) -> None:
         tied = await ties(world)
     assert evidence["listings"] == 5 * 2 * 3
     assert tied == 5
+
+
+PAGE_BOUND = 100
+"""The largest page either list route serves (its OpenAPI ``maximum``)."""
+
+
+@pytest.mark.rule("rule.http.list_filters")
+async def test_both_list_routes_bound_their_limit(pg_url: str) -> None:
+    """A limit of 1 to 100 is served; 0, 101 and a huge one are the 422
+    ``schedule.http.invalid_request``, on the schedule list and the occurrence inbox,
+    and the OpenAPI document declares the same bounds."""
+    async with http_world(pg_url) as world:
+        created = await world.create("bounded-list")
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        document = (await world.client.get("/openapi.json")).json()
+        for path in ("/v1/schedules", f"/v1/schedules/{sid}/occurrences"):
+            template = path.replace(sid, "{schedule_id}")
+            (limit,) = [
+                p for p in document["paths"][template]["get"]["parameters"] if p["name"] == "limit"
+            ]
+            assert (limit["schema"]["minimum"], limit["schema"]["maximum"]) == (1, PAGE_BOUND)
+            for served in (1, PAGE_BOUND):
+                answer = await world.call("GET", path, params={"limit": served})
+                assert answer.status_code == 200, (path, served, answer.text)
+            for refused in (0, PAGE_BOUND + 1, 10**6):
+                answer = await world.call("GET", path, params={"limit": refused})
+                assert answer.status_code == 422, (path, refused, answer.text)
+                assert answer.json()["error"]["code"] == "schedule.http.invalid_request"

@@ -4,7 +4,8 @@ create request's key, scoped to (tenant, principal), with its request hash.
 Three callers share one key text: the owner, another principal of its tenant, and the
 owner's principal id in another tenant. The owner creates with the key; the identical
 request again replays the same schedule (200, ``replayed``); the same key with a
-different body (another title, another cadence, a field added) is a 409
+different body (another title, instruction, cadence or scope set, another bound, reserve,
+timeout, grace or failure policy) is a 409
 ``schedule.idempotency.key_reused`` that changes nothing, also after the first schedule
 moved on (paused); the other two callers' first requests with that key each create
 their own schedule. A request without the key, or with the key header sent twice, is
@@ -31,7 +32,7 @@ import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
 from simulation.worlds.http import OWNER, HttpWorld, body, http_world
-from simulation.worlds.service import TENANT_B, principal
+from simulation.worlds.service import LIMITS, TENANT_B, principal
 
 pytestmark = pytest.mark.postgres
 
@@ -41,8 +42,15 @@ COLLEAGUE = principal("idem-colleague", scopes=OWNER.scopes)
 NAMESAKE = principal(OWNER.principal_id, TENANT_B, scopes=OWNER.scopes)
 CHANGED: dict[str, dict[str, Any]] = {
     "title": {"title": "Another report"},
+    "instruction": {"instruction": "Summarize only the projects I lead."},
     "cadence": {"cadence": {"kind": "DAILY", "local_time": "10:00", "timezone": "Europe/Paris"}},
     "scopes": {"requested_scopes": []},
+    # Every bound is part of the request too: a retry that changed one is another request.
+    "cost bound": {"limits": {**LIMITS.to_json(), "max_cost": "1.5"}},
+    "step reserve": {"limits": {**LIMITS.to_json(), "reserve_steps": 1}},
+    "timeout": {"run_timeout_seconds": 300},
+    "grace": {"misfire_grace_seconds": 600},
+    "failure policy": {"max_consecutive_failures": 3},
 }
 
 

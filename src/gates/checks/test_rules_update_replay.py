@@ -5,8 +5,9 @@ the definition; an update that changes nothing writes nothing but its key.
 
 * Keyed update: revision 2 and one ``schedule.updated`` event; the identical request
   again replays it (``replayed``) and changes no row.
-* The same key with another title, or with the same definition under another expected
-  revision, is a 409 ``schedule.idempotency.key_reused`` that changes no row.
+* The same key with another title, bound, reserve, timeout, grace or failure policy, or
+  with the same definition under another expected revision, is a 409
+  ``schedule.idempotency.key_reused`` that changes no row.
 * An update whose definition equals the current revision (with and without a key) is a
   200 that writes no revision, no event and no state; a keyed one records its key, so
   that key with a changed definition afterwards is a 409 as well.
@@ -84,9 +85,16 @@ async def test_a_keyed_update_applies_once_and_its_key_names_one_request(
         assert await rows(world) == applied, "the identical keyed update applied again"
 
         refused: dict[str, str] = {}
+        limits = changed["limits"]
         reuses = {
             "another title": update_body(detail, title="Night briefing"),
             "another expected revision": {**changed, "expected_revision": 2},
+            # Every bound is part of the request's hash too.
+            "another cost bound": {**changed, "limits": {**limits, "max_cost": "1.5"}},
+            "another step reserve": {**changed, "limits": {**limits, "reserve_steps": 1}},
+            "another timeout": {**changed, "run_timeout_seconds": 300},
+            "another grace": {**changed, "misfire_grace_seconds": 600},
+            "another failure policy": {**changed, "max_consecutive_failures": 3},
         }
         for name, payload in reuses.items():
             reused = await patch(world, sid, payload, "edit-1")

@@ -25,7 +25,7 @@ import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
 from simulation.worlds.http import OWNER, HttpWorld, body, http_world, update_body
-from simulation.worlds.service import principal
+from simulation.worlds.service import POLICY, principal
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rule("rule.http.definition_validation")]
 
@@ -116,6 +116,10 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {"policy_profile": "another-profile"},
         "schedule.validation.policy_mismatch",
     ),
+    "the agent's policy in other letters": (
+        {"policy_profile": POLICY.upper()},
+        "schedule.validation.policy_mismatch",
+    ),
     "secret-like instruction": (
         {"instruction": "Log in with password: hunter2-Xq9!zz and check the inbox."},
         "schedule.secret_detected",
@@ -170,3 +174,29 @@ async def test_every_listed_refusal_has_its_code_and_writes_nothing(
         assert wrong == {}, sorted(wrong.items())
     gate_evidence.record("refusals", sorted(REFUSED))
     gate_evidence.record("edge_refusals", sorted(EDGE_REFUSED))
+
+
+RESERVED = {**LIMITS, "reserve_steps": 2, "reserve_model_calls": 1, "reserve_cost": "0.5"}
+"""An accepted body's limits with every final-synthesis reserve set (spec: a revision
+may pin positive reserves within its finite limits)."""
+
+
+async def test_every_accepted_limit_is_kept(pg_url: str, gate_evidence: GateEvidence) -> None:
+    """What the edge accepts it keeps: limits with reserves, sent on the create and then
+    changed on the full-definition update, read back from the point read exactly (none
+    dropped to its default)."""
+    async with http_world(pg_url, (OWNER, CALLER)) as world:
+        created = await world.create("validation-reserves", CALLER, limits=RESERVED)
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        detail = (await world.call("GET", f"/v1/schedules/{sid}", CALLER)).json()
+        assert detail["revision"]["limits"] == RESERVED, detail["revision"]["limits"]
+        changed = {**RESERVED, "reserve_steps": 3, "reserve_model_calls": 2, "reserve_cost": "1"}
+        updated = await world.call(
+            "PATCH", f"/v1/schedules/{sid}", CALLER, json=update_body(detail, limits=changed)
+        )
+        assert updated.status_code == 200, updated.text
+        again = (await world.call("GET", f"/v1/schedules/{sid}", CALLER)).json()
+        assert again["current_revision"] == 2, again
+        assert again["revision"]["limits"] == changed, again["revision"]["limits"]
+    gate_evidence.record("limits_kept", {"create": RESERVED, "update": changed})
