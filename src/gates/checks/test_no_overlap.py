@@ -27,7 +27,11 @@ A's next due instant. Two schedule workers then scan concurrently: A's instant i
 recorded exactly once as SKIPPED_OVERLAP (reason ``schedule.materialize.overlap``),
 no second run or session exists, A's run row is byte-for-byte unchanged and A's
 failure count unchanged, while schedule B, due at the same instant, materializes.
-Once A's run is terminal, A's following instant materializes again.
+Still in flight at A's third instant, it is skipped again (the latest occurrence is
+then the skip, which has no run: what counts is the latest MATERIALIZED one). Once A's
+run is terminal, A's following instant materializes again; that second run held in
+flight makes the next instant a skip too (the latest MATERIALIZED occurrence, not the
+first).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,6 +158,16 @@ async def test_overlap_skip_survives_a_crash_after_every_write(
     assert not result.failures, evidence.failure_report(result)
 
 
+async def fire_next(h: MaterializeWorld, sid: Any) -> None:
+    """Advance to the schedule's next instant and scan once."""
+    h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
+    await h.worker(h.materializer()).run_once()
+
+
+def dispositions(ledger: Any, sid: Any) -> list[str]:
+    return [o["disposition"] for o in ledger.of(sid).occurrences]
+
+
 @pytest.mark.gate("gate.schedule.no_overlap")
 async def test_next_instant_skipped_while_run_in_flight(
     pg_url: str, gate_evidence: GateEvidence
@@ -172,7 +187,7 @@ async def test_next_instant_skipped_while_run_in_flight(
         await h.sql(
             "UPDATE runs SET status = 'RUNNING', lease_owner = 'w1', lease_expires_at = :t,"
             " fencing_token = 1 WHERE id = :i",
-            t=second + timedelta(hours=1),
+            t=second + timedelta(days=30),
             i=run["id"],
         )
         held = (await h.sql("SELECT * FROM runs WHERE id = :i", i=run["id"]))[0]
@@ -191,22 +206,40 @@ async def test_next_instant_skipped_while_run_in_flight(
         assert (await h.schedule(a))["consecutive_failures"] == 0
         assert [o["disposition"] for o in b_ledger.occurrences] == ["MATERIALIZED"]
         assert len(b_ledger.runs) == 1
+        # Still in flight at A's third instant: skipped again. The latest occurrence is
+        # now the skip, which has no run; what counts is the latest MATERIALIZED one.
+        await fire_next(h, a)
+        assert dispositions(await h.ledger(), a) == ["MATERIALIZED", *["SKIPPED_OVERLAP"] * 2]
+        assert len((await h.ledger()).of(a).runs) == 1
         # The in-flight run ends; A's next instant materializes.
         await h.sql(
             "UPDATE runs SET status = 'COMPLETED', lease_owner = NULL, lease_expires_at = NULL,"
             " finished_at = :t WHERE id = :i",
-            t=second + timedelta(minutes=5),
+            t=h.clock.now(),
             i=run["id"],
         )
-        third = await h.next_fire(a)
-        h.clock.advance_to(third + timedelta(seconds=1))
-        await h.worker(h.materializer()).run_once()
+        await fire_next(h, a)
+        # That second run is in flight at the next instant: skipped, though the first
+        # MATERIALIZED occurrence's run has ended (the latest one counts, not the first).
+        runs = (await h.ledger()).of(a).runs
+        assert len(runs) == 2, runs
+        (later,) = [r for r in runs if r["id"] != run["id"]]
+        await h.sql(
+            "UPDATE runs SET status = 'RUNNING', lease_owner = 'w1', lease_expires_at = :t,"
+            " fencing_token = 1 WHERE id = :i",
+            t=h.clock.now() + timedelta(days=30),
+            i=later["id"],
+        )
+        await fire_next(h, a)
         final = (await h.ledger()).of(a)
-        assert [o["disposition"] for o in final.occurrences] == [
+        assert dispositions(await h.ledger(), a) == [
             "MATERIALIZED",
             "SKIPPED_OVERLAP",
+            "SKIPPED_OVERLAP",
             "MATERIALIZED",
+            "SKIPPED_OVERLAP",
         ]
+        assert len(final.runs) == 2
         everything = await h.ledger()
         assert check_ledger(everything.occurrences, everything.runs, everything.sessions) == []
         gate_evidence.record("workers_raced", len(workers))

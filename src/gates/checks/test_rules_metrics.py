@@ -53,7 +53,9 @@ from gates.checks.metrics_support import (
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling import bootstrap
 from scheduling.metrics import serving_metrics
+from scheduling.ports.runtime import RunPriority
 from simulation.worlds.http import OWNER, HttpWorld, http_world
+from simulation.worlds.runtime import submission, submitter
 from simulation.worlds.service import AGENT_VERSION_2, POLICY, principal, seed_agent_version
 
 pytestmark = pytest.mark.postgres
@@ -227,6 +229,18 @@ async def test_the_run_worker_metrics_count_claims_reclaims_and_cancellations(
             "SELECT status, cost, finished_at - created_at AS span FROM runs"
             " WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
         )
+        # An interactive (on-demand) run that spends USD 2 ends under an interactive
+        # worker: no scheduled run, so that worker's scheduled outcome, duration and cost
+        # stay empty while its interactive claim latency counts it.
+        lane = world.run_worker(RunPriority.INTERACTIVE)
+        own = bootstrap.run_worker_metrics(lane, world.settings, clock=world.clock)
+        async with serving_metrics(own, "127.0.0.1", 0) as port:
+            await submitter(world.admin, world.clock).submit(OWNER, submission("spend:2"))
+            world.clock.advance(3)
+            done = await lane.worker.run_once()
+            assert done is not None
+            assert done.status == "COMPLETED"
+            lone = await scrape(port)
     rows = Scrape(api.text)
     assert set(before.families) >= RUN_WORKER_FAMILIES, RUN_WORKER_FAMILIES - set(before.families)
     tenant = OWNER.tenant_id
@@ -266,4 +280,11 @@ async def test_the_run_worker_metrics_count_claims_reclaims_and_cancellations(
     assert rows.value(f"{latency}_count", lane="interactive") == 0
     assert rows.value("scheduling_lease_reclaims_total", lane="async") == 1
     assert rows.value("scheduling_lease_reclaims_total", lane="interactive") == 0
+    for status in ("COMPLETED", "FAILED", "CANCELLED"):
+        counted = lone.value(outcomes, status=status) if lone.has(outcomes, status=status) else 0
+        assert counted == 0, ("an interactive run counted as a scheduled outcome", status)
+    for sample in ("scheduling_run_duration_seconds_count", "scheduling_run_cost_total"):
+        assert not lone.has(sample) or lone.value(sample) == 0, sample
+    assert lone.value(f"{latency}_count", lane="interactive") == 1
+    assert lone.value(f"{latency}_sum", lane="interactive") == pytest.approx(3.0)
     gate_evidence.record("ended", sorted(r["status"] for r in ended))

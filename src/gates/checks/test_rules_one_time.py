@@ -1,7 +1,8 @@
 """rule.lifecycle.one_time_completes on PostgreSQL: a one-time schedule's sole
 occurrence, once decided, completes it.
 
-Three cases, each on its own database: the instant materialized (a run), recorded
+Four cases, each on its own database: the instant materialized (a run; also decided at
+the very instant, where the next firing strictly after now is none), recorded
 MISSED beyond its grace window (no run), and decided AUTHORIZATION_FAILED (the owner
 disabled; no run). In each the schedule is COMPLETED in the decision's transaction:
 no next firing, no pause reason, failures counted as for any decision, one
@@ -50,6 +51,8 @@ class Case:
 
 CASES = {
     "materialized": Case(timedelta(seconds=3), nothing, "MATERIALIZED", None, 0),
+    # Decided at its very instant: the next firing strictly after now is none.
+    "materialized_at_the_instant": Case(timedelta(0), nothing, "MATERIALIZED", None, 0),
     "missed_beyond_grace": Case(GRACE + timedelta(seconds=60), nothing, "MISSED", GRACE_EXPIRED, 1),
     "authorization_failed": Case(
         timedelta(seconds=3), disable, "AUTHORIZATION_FAILED", PRINCIPAL_DISABLED, 1

@@ -13,6 +13,9 @@ a raw asyncpg connection LISTENs on the channel the schedulers listen on.
 
 * An update and a resume, the other writes that can make a schedule due sooner, each
   wake the listener once more with the schedule's id.
+* The scheduler production builds (its accountant's sweep wired) acts on the wake: a
+  schedule made due while it sleeps gets a pass at once, not at the next accounting
+  piece or poll.
 
 Tests of the test: ``scheduling-gates mutate`` (``wakeups.at_commit_dropped``: no
 notification at all; ``wakeups.sent_before_commit``: sent on a connection of its own
@@ -31,7 +34,9 @@ import asyncpg
 import pytest
 
 from scheduling.ports.unit_of_work import UnitOfWork, UnitOfWorkFactory
-from scheduling.testing import open_storage, to_asyncpg_url
+from scheduling.service.schedule_worker import WorkerSettings
+from scheduling.testing import SystemClock, open_storage, to_asyncpg_url
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import ServiceWorld, build_world, definition, principal, seed_durable
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rule("rule.wakeup.at_commit")]
@@ -188,3 +193,55 @@ async def test_an_update_and_a_resume_each_wake_a_listener(pg_url: str, heard: H
     assert after_update == [sid, sid], "an update did not wake the listener exactly once"
     resumed = heard.payloads[before_resume:]
     assert resumed == [sid], "a resume did not wake the listener exactly once"
+
+
+async def test_the_scheduler_production_builds_acts_on_a_wake(pg_url: str) -> None:
+    """The scheduler role as production startup builds it (its accountant's sweep wired,
+    so its sleep comes in accounting pieces) runs a pass when the notification arrives,
+    not at its next accounting piece (30 s) or poll (60 s): a schedule made due while it
+    sleeps is handled at once."""
+    h = await MaterializeWorld.open(pg_url)
+    stop = asyncio.Event()
+    task: asyncio.Task[None] | None = None
+    role = h.scheduler_role(
+        clock=SystemClock(),
+        worker_settings=WorkerSettings(fallback_poll_seconds=60, accounting_poll_seconds=30),
+    )
+    url = to_asyncpg_url(pg_url).replace("postgresql+asyncpg://", "postgresql://", 1)
+    notify = await asyncpg.connect(url)
+    try:
+        assert role.listener is not None, "the scheduler production builds listens"
+        sid = await h.create()
+        # Out of reach: nothing is due, so the loop sleeps after its first pass.
+        await notify.execute(
+            "UPDATE schedules SET next_fire_at = now() + interval '1 day' WHERE id = $1", sid
+        )
+        await role.start()
+        worker = role.worker
+        task = asyncio.create_task(worker.run(stop))
+        assert await settled(lambda: worker.metrics.passes >= 1, 5.0), "no first pass"
+        await asyncio.sleep(SETTLE)
+        slept = worker.metrics.passes
+        await notify.execute(
+            "UPDATE schedules SET next_fire_at = now() - interval '1 second' WHERE id = $1", sid
+        )
+        await notify.execute("SELECT pg_notify($1, $2)", CHANNEL, str(sid))
+        woke = await settled(lambda: worker.metrics.passes > slept, 5.0)
+        assert woke, "the wake-up did not end the sleep (a pass waited for the sweep or poll)"
+    finally:
+        stop.set()
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await role.close()
+        await notify.close()
+        await h.close()
+
+
+async def settled(predicate: Any, seconds: float) -> bool:
+    """Poll ``predicate`` every 20 ms for up to ``seconds``."""
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return True
+        await asyncio.sleep(0.02)
+    return bool(predicate())

@@ -143,10 +143,11 @@ class HttpWorld:
         self.roles.append(role)
         return role
 
-    def run_worker(self) -> RunWorkerRole:
+    def run_worker(self, priority: RunPriority = RunPriority.ASYNC) -> RunWorkerRole:
+        """A run worker of one priority class (the async one by default)."""
         role = build_run_worker(
             self.settings,
-            RunPriority.ASYNC,
+            priority,
             clock=self.clock,
             ids=self.ids.fork(f"runner-{len(self.roles)}"),
         )
