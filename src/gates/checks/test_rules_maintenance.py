@@ -125,6 +125,36 @@ async def test_a_wrong_cache_is_repaired_only_with_its_event(pg_url: str) -> Non
 
 
 @pytest.mark.rule("rule.repair.next_fire")
+async def test_the_materializer_repairs_a_due_cache_that_names_no_instant(
+    pg_url: str,
+) -> None:
+    """A cache that is due but names no nominal instant (an hour after the last one,
+    which it is later than: that instant counts as decided) is repaired by the
+    materializer with its event, and nothing is decided: no occurrence of the older
+    instant, however due it looks."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        sid = await h.create()
+        nominal = await h.next_fire(sid)
+        wrong = nominal + timedelta(hours=1)
+        await h.sql("UPDATE schedules SET next_fire_at = :t WHERE id = :i", t=wrong, i=sid)
+        h.clock.advance_to(nominal + timedelta(hours=2))
+        result = await h.materializer().materialize(sid)
+        assert result.status is MaterializeStatus.REPAIRED, result
+        cadence = parse_cadence(dict(definition().cadence))
+        expected = next_after(cadence, h.clock.now())
+        assert (await h.schedule(sid))["next_fire_at"] == expected
+        ledger = (await h.ledger()).of(sid)
+        assert ledger.occurrences == [], "an instant older than the cache was decided"
+        repaired = [e for e in ledger.events if e["event_type"] == "schedule.next_fire_repaired"]
+        assert len(repaired) == 1, ledger.event_types()
+        assert repaired[0]["payload"]["previous_next_fire_at"] == format_instant(wrong)
+        assert repaired[0]["payload"]["next_fire_at"] == format_instant(expected)
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.repair.next_fire")
 async def test_a_schedule_that_is_not_active_keeps_its_empty_cache(pg_url: str) -> None:
     """A paused (by its owner or by the failure limit), completed or cancelled schedule
     has no next instant: its NULL ``next_fire_at`` is right, so repair changes nothing

@@ -157,6 +157,35 @@ async def test_a_corrupt_definition_neither_rolls_back_nor_blocks_its_batch(pg_u
         await h.close()
 
 
+@pytest.mark.rule("rule.worker.isolated_definitions")
+async def test_a_set_aside_definition_does_not_fill_the_next_batch(pg_url: str) -> None:
+    """With a batch of one, the corrupt definition due first is set aside after its
+    failure; the next pass, before that backoff ends, still reads a batch that holds the
+    healthy sibling due after it (the set-aside one does not take the batch's place)."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        bad = await h.create(title="bad", key="bad")
+        good = await h.create(title="good", key="good")
+        fire = await h.next_fire(bad)
+        await h.corrupt(bad)
+        await h.sql(
+            "UPDATE schedules SET next_fire_at = :t WHERE id = :i",
+            t=fire - timedelta(minutes=1),
+            i=bad,
+        )
+        h.clock.advance_to(fire + timedelta(seconds=1))
+        worker = h.worker(h.materializer(), expect_errors=True, batch_size=1)
+        first = await worker.run_once()
+        assert list(first.errors) == [bad], first.errors
+        second = await worker.run_once()
+        assert [r.schedule_id for r in second.results] == [good], second
+        ledger = await h.ledger()
+        assert [o["disposition"] for o in ledger.of(good).occurrences] == ["MATERIALIZED"]
+        assert ledger.of(bad).occurrences == []
+    finally:
+        await h.close()
+
+
 @pytest.mark.rule("rule.worker.wakes_in_time")
 async def test_the_loop_sleeps_until_the_next_firing_the_poll_or_the_backoff(
     pg_url: str, gate_evidence: GateEvidence
