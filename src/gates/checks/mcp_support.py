@@ -449,6 +449,17 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
         got = body.get("error", {}).get("code") if isinstance(body.get("error"), dict) else None
         if response.status_code != 401 or got != "schedule.mcp.unauthenticated":
             problems.append(f"{label}: HTTP {response.status_code} {got}")
+    # Every request of the endpoint is authenticated before the protocol, not only a
+    # POST: the event stream (GET) and the session's end (DELETE) too.
+    for method in ("GET", "DELETE"):
+        for label, token in (("no token", None), ("unknown token", "sch_0000000000000000_x")):
+            headers = {"Accept": "application/json, text/event-stream"}
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            async with httpx.AsyncClient(timeout=30) as client:
+                response = await client.request(method, world.url, headers=headers)
+            if response.status_code != 401:
+                problems.append(f"{method} with {label}: HTTP {response.status_code}")
     try:
         async with world.session("sch_0000000000000000_unknown") as session:
             problems.append("an unknown token initialized a session")
@@ -463,6 +474,30 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
         odd = await session.call_tool("schedule.pause", {**pause, "idempotency_key": 7})
     if code(odd) != "schedule.tool.invalid_arguments" or odd_asks.seen:
         problems.append(f"a numeric idempotency key: {payload(odd)}")
+    # A tool with an effect takes a key on every call: none, or an empty one, is refused
+    # (else every keyless call of the principal would share one key and replay the
+    # first), before anyone is asked and with nothing written.
+    keyless = {
+        k: v for k, v in reminder(world, "Keyless", "unused").items() if k != "idempotency_key"
+    }
+    for label, arguments in (
+        ("no key", keyless),
+        ("an empty key", {**keyless, "idempotency_key": ""}),
+    ):
+        asks = Elicitations(default=accept(True))
+        before = await world.snapshot()
+        async with world.session(OWNER, asks) as session:
+            refused = await session.call_tool("schedule.create", arguments)
+        refusals = (
+            "schedule.tool.invalid_arguments",
+            "schedule.validation.invalid_idempotency_key",
+        )
+        if code(refused) not in refusals or asks.seen:
+            problems.append(f"a create with {label}: {payload(refused)}")
+        if (after := await world.snapshot()) != before:
+            problems.append(
+                f"a create with {label} changed {[t for t in after if after[t] != before[t]]}"
+            )
     if (after := await world.snapshot()) != before:
         problems.append(f"a numeric key changed {[t for t in after if after[t] != before[t]]}")
 

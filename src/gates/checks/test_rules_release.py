@@ -95,12 +95,21 @@ BROKEN: dict[str, tuple[dict[str, str], str]] = {
         {"INTERACTIVE_RESERVED_SLOTS": "0"},
         C + "interactive_reserve",
     ),
+    "an async reserved slot": ({"ASYNC_RESERVED_SLOTS": "0"}, C + "async_reserve"),
     "reserves within the fleet": ({"TOTAL_SLOTS": "1"}, C + "topology_invalid"),
+    "a finite interactive claim bound": (
+        {"INTERACTIVE_CLAIM_BOUND_SECONDS": "inf"},
+        C + "claim_bound_invalid",
+    ),
     "a positive scan batch": ({"SCAN_BATCH": "0"}, C + "scan_batch_invalid"),
     "a positive fallback poll": ({"FALLBACK_POLL_SECONDS": "0"}, C + "poll_invalid"),
     "a finite fallback poll": ({"FALLBACK_POLL_SECONDS": "inf"}, C + "poll_invalid"),
     "a positive admission backoff": (
         {"ADMISSION_BACKOFF_SECONDS": "0"},
+        C + "backoff_invalid",
+    ),
+    "a bounded admission backoff": (
+        {"ADMISSION_BACKOFF_SECONDS": "inf"},
         C + "backoff_invalid",
     ),
     "positive retention days": ({"TERMINAL_RETENTION_DAYS": "0"}, C + "retention_invalid"),

@@ -5,7 +5,8 @@ The gate worlds' ceilings sit above the agent's limits and the tool's own caps, 
 there every minimum is the agent's or the cap's and a tool that ignored the ceilings
 would pass. Here two deployments lower them: ``tight`` below the agent's limits and
 below the 300 s / 3,600 s caps, ``minimal`` down to where the final-synthesis reserves
-must be dropped (a reserve is kept only strictly below its pinned total). The expected
+must be dropped (a reserve is kept only strictly below its pinned total), and
+``reserve_at_its_total`` where the model-call total equals the reserve. The expected
 definitions are written out by hand, not computed by the code under test.
 """
 
@@ -72,6 +73,34 @@ DEPLOYMENTS: dict[str, tuple[TenantCeilings, dict[str, Any]]] = {
                 "max_cost": "1",
                 "reserve_steps": 0,
                 "reserve_model_calls": 2,
+                "reserve_cost": "0",
+            },
+            "run_timeout_seconds": 60,
+            "misfire_grace_seconds": 60,
+            "max_consecutive_failures": 2,
+        },
+    ),
+    # The model-call total equals the reserve the tool would keep (2): a reserve equal
+    # to its total is dropped too (kept only strictly below).
+    "reserve_at_its_total": (
+        CEILINGS.model_copy(
+            update={
+                "max_steps": 2,
+                "max_model_calls": 2,
+                "max_tool_calls": 1,
+                "max_cost_per_run": Decimal(1),
+                "max_run_timeout_seconds": 60,
+                "max_misfire_grace_seconds": 60,
+            }
+        ),
+        {
+            "limits": {
+                "max_steps": 2,
+                "max_model_calls": 2,
+                "max_tool_calls": 1,
+                "max_cost": "1",
+                "reserve_steps": 0,
+                "reserve_model_calls": 0,
                 "reserve_cost": "0",
             },
             "run_timeout_seconds": 60,

@@ -539,6 +539,22 @@ async def create_validation_check(world: ToolWorld) -> Verdict:
     bad_text = await bad_text_refused(world, v, "schedule.create", good, ("cadence", "timezone"))
     v.expect(not world.approvals.requests, "bad text reached approval")
     await unchanged(world, v, before, "create with bad text")
+    # Credential-shaped text is refused before anyone is asked: it never reaches an
+    # approval view (nor the elicitation an MCP client shows).
+    token = secret_token()
+    secret_cases: dict[str, dict[str, Any]] = {
+        "secret instruction": {**good, "instruction": f"Use {token} to log in."},
+        "secret title": {**good, "title": f"token {token}"},
+    }
+    for label, secret_args in secret_cases.items():
+        expect_code(
+            v,
+            await world.call("schedule.create", secret_args, f"val-{label.replace(' ', '-')}"),
+            "schedule.secret_detected",
+            label,
+        )
+    v.expect(not world.approvals.requests, "a secret-like create reached approval")
+    await unchanged(world, v, before, "secret-like create")
     v.evidence["rejected"] = {k: c for k, (_, c) in cases.items()}
     v.evidence["bad_text"] = bad_text
     return v
@@ -1253,7 +1269,8 @@ async def lifecycle_discovery_check(world: ToolWorld) -> Verdict:
 
 async def oversized_output(world: ToolWorld, v: Verdict) -> dict[str, Any]:
     """schedule.list's handler swapped for one whose output is a page over
-    the 524,288-byte ceiling: the pipeline must refuse it (schedule.tool.output_too_large)
+    the 524,288-byte ceiling in bytes, though under it in characters: the pipeline must
+    refuse it (schedule.tool.output_too_large)
     and record the invocation FAILED, whatever the handler computed."""
 
     class Oversized:
@@ -1266,7 +1283,9 @@ async def oversized_output(world: ToolWorld, v: Verdict) -> dict[str, Any]:
 
             async def execute() -> dict[str, Any]:
                 out = await run()
-                return {**out, "padding": "x" * (PAGE_CEILING + 1)}
+                # Two bytes a character: fewer characters than the ceiling, more bytes
+                # (the ceiling counts the UTF-8 bytes the model receives).
+                return {**out, "padding": "é" * (PAGE_CEILING // 2 + 1)}
 
             return PreparedCall(prepared.view, execute)
 
