@@ -673,6 +673,7 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
         "schedule.create",
         lambda n: {"title": f"Race {n}", "instruction": "Remind me.", "at": world.later(days=6)},
     )
+    v.evidence["key_raced_by_other_arguments"] = await key_raced_by_other_arguments(world, v)
     await no_unapproved_effects(world, v, "create retry")
     v.evidence.update(
         schedules=(await world.counts())["schedules"],
@@ -680,6 +681,59 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
         shared_key=owners,
     )
     return v
+
+
+async def key_raced_by_other_arguments(world: ToolWorld, v: Verdict) -> str:
+    """Two creates with one key and different arguments race: the second's ledger read
+    finds nothing, and before it opens its invocation the first runs to its end (its
+    handler's ``prepare`` runs the first call). The second must be the non-retryable
+    ``key_reused`` with no output, never the first call's result as its own, and the
+    first call's invocation is left as it ended."""
+    key = "race-other-arguments"
+    first_args = {"title": "Keyed water", "instruction": "Remind me.", "at": world.later(days=8)}
+    second_args = {**first_args, "title": "Keyed cat"}
+    ran: list[ToolResult] = []
+
+    class FirstEndsMeanwhile:
+        def __init__(self, inner: ToolHandler) -> None:
+            self.inner = inner
+
+        async def prepare(self, args: Any, context: ToolExecutionContext) -> PreparedCall:
+            if not ran and args.get("title") == second_args["title"]:
+                ran.append(await world.call("schedule.create", first_args, key))
+            return await self.inner.prepare(args, context)
+
+    restore = world.replace_handler("schedule.create", FirstEndsMeanwhile)
+    try:
+        second = await world.call("schedule.create", second_args, key)
+    finally:
+        restore()
+    if not v.expect(len(ran) == 1 and ran[0].ok, f"the first racing call: {ran}"):
+        return "first call failed"
+    first = ran[0]
+    before = await world.sql(
+        "SELECT state, output FROM tool_invocations WHERE id = :i", i=first.invocation_id
+    )
+    v.expect(
+        second.status is ToolStatus.FAILED
+        and second.reason_code == "schedule.idempotency.key_reused"
+        and second.output is None,
+        f"a racing call with other arguments under the key: {second.status}"
+        f" {second.reason_code} {second.output}",
+    )
+    after = await world.sql(
+        "SELECT state, output FROM tool_invocations WHERE id = :i", i=first.invocation_id
+    )
+    v.expect(after == before, "the racing call changed the first call's invocation")
+    titles = [
+        r["title"]
+        for r in await world.sql(
+            "SELECT r.definition->>'title' AS title FROM schedule_revisions r"
+            " WHERE r.definition->>'title' IN ('Keyed water', 'Keyed cat')"
+        )
+    ]
+    v.expect(titles == ["Keyed water"], f"schedules written by the race: {titles}")
+    return str(second.reason_code)
 
 
 RACES = ((True, True), (False, True), (True, False), (False, False))
