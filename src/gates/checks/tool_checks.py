@@ -555,6 +555,22 @@ async def create_validation_check(world: ToolWorld) -> Verdict:
         )
     v.expect(not world.approvals.requests, "a secret-like create reached approval")
     await unchanged(world, v, before, "secret-like create")
+    # A call pinned to an older version is held to that version's closed schema (1.1.1
+    # has no use_website, 1.2.0 no place_call), and runs as that version.
+    for version, extra in (("1.1.1", "use_website"), ("1.2.0", "place_call")):
+        pinned = {**good, extra: False}
+        result = await world.call(
+            "schedule.create", pinned, f"val-pinned-{version}", version=version
+        )
+        expect_code(v, result, "schedule.tool.invalid_arguments", f"{extra} under {version}")
+    v.expect(not world.approvals.requests, "a call outside its pinned schema reached approval")
+    await unchanged(world, v, before, "calls outside their pinned schema")
+    old = await world.call("schedule.create", good, "val-pinned-ok", version="1.1.1")
+    v.expect(old.ok and old.version == "1.1.1", f"a pinned 1.1.1 call: {old.status} {old.version}")
+    recorded = await world.sql(
+        "SELECT tool_version FROM tool_invocations WHERE id = :i", i=old.invocation_id
+    )
+    v.expect([r["tool_version"] for r in recorded] == ["1.1.1"], f"recorded as {recorded}")
     v.evidence["rejected"] = {k: c for k, (_, c) in cases.items()}
     v.evidence["bad_text"] = bad_text
     return v
