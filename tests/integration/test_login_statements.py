@@ -17,8 +17,9 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from tests.integration.test_logins_and_run_worker_role import sql
 
 from scheduling.adapters.postgres.logins import (
     LOGIN_INVALID,
@@ -28,22 +29,11 @@ from scheduling.adapters.postgres.logins import (
     verifier_matches,
 )
 from scheduling.adapters.postgres.roles import ROLE_KINDS, role_names
-from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.errors import ValidationError
 
 pytestmark = pytest.mark.postgres
 
 ROLES = role_names()
-
-
-async def sql(url: str, statement: str, **params: Any) -> list[Any]:
-    admin = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
-    try:
-        async with admin.engine.begin() as conn:
-            result = await conn.execute(text(statement), params)
-            return list(result.all()) if result.returns_rows else []
-    finally:
-        await admin.dispose()
 
 
 @pytest.fixture

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from uuid import UUID
 
 import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.revision import RunLimits
 from scheduling.ports.runtime import QueueCapacity
-from scheduling.runtime import STEP_LIMIT
+from scheduling.runtime import STEP_LIMIT, RunOutcome
 from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
 from simulation.worlds.service import START, activate_agent_version
@@ -67,6 +68,24 @@ CASES: dict[str, tuple[RunLimits, list[str]]] = {
 }  # fmt: skip
 
 
+async def research_run(h: MaterializeWorld, limits: RunLimits) -> tuple[UUID, RunOutcome]:
+    """A schedule pinned to the recall-declaring agent version with ``limits``, fired,
+    and its run executed by the run worker production builds."""
+    await seed_tool_agent(h.admin, START)
+    await activate_agent_version(h.admin, TOOL_AGENT_VERSION, START)
+    sid = await h.create(
+        agent_version=TOOL_AGENT_VERSION,
+        instruction="Look into the notes, then answer. [script:research:3]",
+        limits=limits,
+    )
+    h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
+    await h.scan()
+    worker = run_worker(h.storage, h.clock, "w", capacity=QueueCapacity(4, 1, 1))
+    outcome = await worker.run_once()
+    assert outcome is not None
+    return sid, outcome
+
+
 @pytest.mark.rule(RULE)
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_a_materialized_run_synthesizes_inside_its_reserve(
@@ -75,19 +94,8 @@ async def test_a_materialized_run_synthesizes_inside_its_reserve(
     limits, outcomes = CASES[case]
     h = await MaterializeWorld.open(pg_url)
     try:
-        await seed_tool_agent(h.admin, START)
-        await activate_agent_version(h.admin, TOOL_AGENT_VERSION, START)
-        sid = await h.create(
-            agent_version=TOOL_AGENT_VERSION,
-            instruction="Look into the notes, then answer. [script:research:3]",
-            limits=limits,
-        )
-        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
-        await h.scan()
+        sid, outcome = await research_run(h, limits)
         (run_id,) = [o["run_id"] for o in (await h.ledger()).of(sid).occurrences]
-        worker = run_worker(h.storage, h.clock, "w", capacity=QueueCapacity(4, 1, 1))
-        outcome = await worker.run_once()
-        assert outcome is not None
         assert outcome.status == "COMPLETED", outcome
         ledger = (await h.ledger()).of(sid)
         (run,) = ledger.runs
@@ -116,18 +124,7 @@ async def test_without_reserves_the_step_total_fails_the_run(
     limits = RunLimits(max_steps=3, max_model_calls=10, max_tool_calls=10, max_cost=Decimal(10))
     h = await MaterializeWorld.open(pg_url)
     try:
-        await seed_tool_agent(h.admin, START)
-        await activate_agent_version(h.admin, TOOL_AGENT_VERSION, START)
-        sid = await h.create(
-            agent_version=TOOL_AGENT_VERSION,
-            instruction="Look into the notes, then answer. [script:research:3]",
-            limits=limits,
-        )
-        h.clock.advance_to(await h.next_fire(sid) + timedelta(seconds=1))
-        await h.scan()
-        worker = run_worker(h.storage, h.clock, "w", capacity=QueueCapacity(4, 1, 1))
-        outcome = await worker.run_once()
-        assert outcome is not None
+        sid, outcome = await research_run(h, limits)
         assert (outcome.status, outcome.reason_code) == ("FAILED", STEP_LIMIT), outcome
         ledger = (await h.ledger()).of(sid)
         (run,) = ledger.runs
