@@ -248,7 +248,9 @@ async def test_terminal_purge_keeps_runs_and_respects_retention(pg_url: str) -> 
 async def test_retention_counts_from_a_completion_by_firing(pg_url: str) -> None:
     """A one-time schedule completed by its sole decision, ten days after it was
     created: its terminal ``updated_at`` is the decision's instant, so it is kept for
-    the whole retention counted from then (not from its creation), then purged."""
+    the whole retention counted from then (not from its creation), then purged. Its run
+    failing and being accounted minutes later counts the failure but does not move that
+    instant (the retention would otherwise start at the run's end)."""
     h = await MaterializeWorld.open(pg_url)
     try:
         created_at = h.clock.now()
@@ -261,6 +263,22 @@ async def test_retention_counts_from_a_completion_by_firing(pg_url: str) -> None
         assert row["state"] == "COMPLETED", row
         completed_at = h.clock.now()
         assert row["updated_at"] == completed_at, (row["updated_at"], completed_at)
+        run_id = report.results[0].run_id
+        assert run_id is not None
+        h.clock.advance(240)
+        await h.sql(
+            "UPDATE runs SET status = 'FAILED', finished_at = :t,"
+            ' failure = \'{"reason": "schedule.runtime.agent_failed"}\' WHERE id = :i',
+            t=h.clock.now(),
+            i=run_id,
+        )
+        accountant = h.scheduler_role(ids=h.world.ids.fork("late-run")).accountant
+        accounted = await accountant.account_run(run_id)
+        assert accounted is not None
+        assert accounted.consecutive_failures == 1, accounted
+        row = await h.schedule(sid)
+        assert row["consecutive_failures"] == 1, row
+        assert row["updated_at"] == completed_at, "the late run moved the terminal instant"
         purge = maintenance(h, "purge")
         retention = timedelta(days=purge.retention.terminal_retention_days)
         h.clock.advance_to(completed_at + retention - timedelta(microseconds=1))

@@ -42,7 +42,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.events import RUN_ACCOUNTED, ScheduleEventType, state_event
 from scheduling.domain.lifecycle import Action, apply, decide
-from scheduling.domain.schedule import Schedule, ScheduleState
+from scheduling.domain.schedule import TERMINAL_STATES, Schedule, ScheduleState
 from scheduling.ports.clock import Clock
 from scheduling.ports.ids import IdGenerator
 from scheduling.ports.records import TERMINAL_RUN_STATUSES, ProcessEvent, RunRecord, RunStatus
@@ -142,11 +142,13 @@ class RunAccountant:
                 # Accounted before (or by a concurrent accountant that committed while
                 # we waited for the lock): nothing more to do; roll back the read.
                 return AccountResult(run_id, occurrence.id, run.status, -1, False, True)
+            # A terminal schedule keeps the ``updated_at`` of its transition: the purge
+            # counts retention from that "terminal updated_at", not from a late run.
+            touched = schedule.updated_at
+            if schedule.state not in TERMINAL_STATES:
+                touched = max(now, touched)
             updated = schedule.model_copy(
-                update={
-                    "consecutive_failures": failures,
-                    "updated_at": max(now, schedule.updated_at),
-                }
+                update={"consecutive_failures": failures, "updated_at": touched}
             )
             pause = (
                 schedule.state is ScheduleState.ACTIVE
