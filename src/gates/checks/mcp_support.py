@@ -11,14 +11,22 @@ package's own client (``streamable_http_client`` + ``ClientSession``) with a bea
 header on every request and an elicitation callback, ``answer``, which may read the
 database while the server waits for it.
 
+``McpWorld.stdio(principal, answer)`` is the same client over the edge's own stdio
+transport (``McpEdge.serve_stdio``, the token given once at start, as ``scheduling
+mcp`` serves it) on two OS pipes; ``McpWorld.declaring`` a client that declares
+exactly the elicitation capability given (URL only, or the first revision's empty
+object). ``rewrite`` puts on the wire bytes no client library sends (invalid UTF-8).
+
 A test of the test passes ``edge_type``: a plausible wrong edge (one that ignores a
 decline, say) built and served the same way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,14 +35,17 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import anyio
 import httpx
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
 from sqlalchemy import text
 
 from gates.checks.tool_support import TOOL_TABLES, tool_env
-from scheduling.bootstrap import McpRole, build_mcp, token_file
+from scheduling.bootstrap import McpRole, build_mcp, read_entries, revoke_token, token_file
 from scheduling.config import Settings
 from scheduling.domain.identity import Principal
 from scheduling.mcp import McpEdge, serving
@@ -53,7 +64,8 @@ READER = principal("mcp-reader", scopes={"schedule.read"})
 DISABLED = principal("mcp-disabled")
 PRINCIPALS = (OWNER, FOREIGN, READER, DISABLED)
 Row = dict[str, Any]
-Answer = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+Reply = types.ElicitResult | types.ErrorData
+Answer = Callable[[types.ElicitRequestParams], Awaitable[Reply]]
 
 
 def accept(approve: bool = True) -> types.ElicitResult:
@@ -74,7 +86,7 @@ class Elicitations:
     def then(self, answer: Answer) -> None:
         self.answers.append(answer)
 
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> Reply:
         self.seen.append(json.loads(params.message))
         if not self.answers:
             return self.default
@@ -95,8 +107,10 @@ def text_bytes(result: types.CallToolResult) -> int:
 
 
 def code(result: types.CallToolResult) -> str | None:
+    """The stable code of a failed call; ``None`` for a success, and for a failure the
+    client is not told is one (``isError`` unset: the model would read it as a result)."""
     error = payload(result).get("error")
-    return None if not isinstance(error, dict) else str(error.get("code"))
+    return str(error.get("code")) if result.isError and isinstance(error, dict) else None
 
 
 def issue(path: Path, who: Principal) -> str:
@@ -105,6 +119,129 @@ def issue(path: Path, who: Principal) -> str:
     _, token = issue_token(path, who.tenant_id, who.principal_id, START)
     assert token not in path.read_text(encoding="utf-8")  # the file keeps digests only
     return token
+
+
+class DeclaringSession(ClientSession):
+    """The SDK's client declaring exactly ``elicitation`` at initialize (the SDK's own
+    declares both form and url modes whenever it has a callback): a URL-only client, or
+    one that declares the first revision's empty object (form mode)."""
+
+    def __init__(self, *args: Any, elicitation: types.ElicitationCapability, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.elicitation = elicitation
+
+    async def initialize(self) -> types.InitializeResult:
+        params = types.InitializeRequestParams(
+            protocolVersion=types.LATEST_PROTOCOL_VERSION,
+            capabilities=types.ClientCapabilities(elicitation=self.elicitation),
+            clientInfo=types.Implementation(name="declaring-client", version="1"),
+        )
+        result = await self.send_request(
+            types.ClientRequest(types.InitializeRequest(params=params)), types.InitializeResult
+        )
+        await self.send_notification(types.ClientNotification(types.InitializedNotification()))
+        return result
+
+
+def url_only() -> types.ElicitationCapability:
+    return types.ElicitationCapability(url=types.UrlElicitationCapability())
+
+
+def first_revision() -> types.ElicitationCapability:
+    """``elicitation: {}``: form mode, as the protocol's first revision declared it."""
+    return types.ElicitationCapability()
+
+
+Rewrite = Callable[[bytes], bytes]
+
+
+def unchanged(data: bytes) -> bytes:
+    return data
+
+
+class Rewriting(httpx.AsyncBaseTransport):
+    """httpx's transport sending each request body through ``rewrite``: bytes no client
+    library sends (every one writes valid UTF-8) reach the edge as a client could send
+    them."""
+
+    def __init__(self, rewrite: Rewrite) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self._rewrite = rewrite
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        content = self._rewrite(await request.aread())
+        headers = [(k, v) for k, v in request.headers.multi_items() if k != "content-length"]
+        sent = httpx.Request(
+            request.method,
+            request.url,
+            headers=headers,
+            content=content,
+            extensions=request.extensions,
+        )
+        return await self._inner.handle_async_request(sent)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+Streams = tuple[
+    MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
+]
+
+
+@contextlib.asynccontextmanager
+async def stdio_pipes(
+    edge: McpEdge, token: str, rewrite: Rewrite = unchanged
+) -> AsyncIterator[Streams]:
+    """The client's (read, write) streams to ``edge.serve_stdio(token, ...)``, the stdio
+    transport ``scheduling mcp`` serves, over two OS pipes (its stdin and stdout), one
+    JSON-RPC message a line, each sent through ``rewrite``. Leaving closes the server's
+    stdin, which ends its session."""
+    loop = asyncio.get_running_loop()
+    down_r, down_w = os.pipe()  # client -> server: the server's stdin
+    up_r, up_w = os.pipe()  # server -> client: the server's stdout
+    server_in, server_out = os.fdopen(down_r, "rb", buffering=0), os.fdopen(up_w, "wb")
+    lines = asyncio.StreamReader(limit=4 * 1024 * 1024)
+    reading, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(lines), os.fdopen(up_r, "rb", buffering=0)
+    )
+    writing, flow = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(down_w, "wb", buffering=0)
+    )
+    sink = asyncio.StreamWriter(writing, flow, None, loop)
+    served = asyncio.create_task(edge.serve_stdio(token, server_in, server_out))
+    read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def inbound() -> None:
+        async with read_in:
+            while line := await lines.readline():
+                message = types.JSONRPCMessage.model_validate_json(line)
+                await read_in.send(SessionMessage(message))
+
+    async def outbound() -> None:
+        async with write_out:
+            async for message in write_out:
+                line = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                sink.write(rewrite(line.encode()) + b"\n")
+                await sink.drain()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(inbound)
+            tasks.start_soon(outbound)
+            try:
+                yield read_out, write_in
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
+        sink.close()  # the server's stdin ends: so does its session
+        try:
+            await asyncio.wait_for(served, 30)
+        finally:
+            reading.close()
+            server_out.close()
+            server_in.close()
 
 
 _SCHEDULES = (
@@ -159,14 +296,22 @@ class McpWorld:
 
     @contextlib.asynccontextmanager
     async def session(
-        self, who: Principal | str, elicitations: Elicitations | None = None
+        self,
+        who: Principal | str,
+        elicitations: Elicitations | None = None,
+        *,
+        rewrite: Rewrite | None = None,
     ) -> AsyncIterator[ClientSession]:
         """The SDK's client as ``who`` (or with the raw token ``who``) over streamable
-        HTTP; without ``elicitations`` the client declares no elicitation capability."""
+        HTTP; without ``elicitations`` the client declares no elicitation capability;
+        ``rewrite`` changes each request body on the wire (``Rewriting``)."""
         token = who if isinstance(who, str) else self.bearer[who]
         headers = {"Authorization": f"Bearer {token}"}
+        transport = None if rewrite is None else Rewriting(rewrite)
         async with (
-            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
+            httpx.AsyncClient(
+                headers=headers, timeout=httpx.Timeout(30, read=300), transport=transport
+            ) as http,
             streamable_http_client(self.url, http_client=http) as (read, write, _),
             ClientSession(
                 read,
@@ -177,6 +322,59 @@ class McpWorld:
         ):
             await session.initialize()
             yield session
+
+    @contextlib.asynccontextmanager
+    async def declaring(
+        self, who: Principal, elicitation: types.ElicitationCapability, elicitations: Elicitations
+    ) -> AsyncIterator[ClientSession]:
+        """The SDK's client as ``who`` over streamable HTTP, declaring exactly
+        ``elicitation`` (``DeclaringSession``) and answering with ``elicitations``."""
+        headers = {"Authorization": f"Bearer {self.bearer[who]}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
+            streamable_http_client(self.url, http_client=http) as (read, write, _),
+            DeclaringSession(
+                read,
+                write,
+                read_timeout_seconds=timedelta(seconds=60),
+                elicitation_callback=elicitations,
+                elicitation=elicitation,
+            ) as session,
+        ):
+            await session.initialize()
+            yield session
+
+    @contextlib.asynccontextmanager
+    async def stdio(
+        self,
+        who: Principal,
+        elicitations: Elicitations | None = None,
+        *,
+        rewrite: Rewrite = unchanged,
+    ) -> AsyncIterator[ClientSession]:
+        """The SDK's client over stdio (``stdio_pipes``): ``who``'s token is given once,
+        when the edge starts serving, as ``scheduling mcp`` gives it; ``rewrite``
+        changes each line on the wire."""
+        async with (
+            stdio_pipes(self.role.edge, self.bearer[who], rewrite) as (read, write),
+            ClientSession(
+                read,
+                write,
+                read_timeout_seconds=timedelta(seconds=60),
+                elicitation_callback=elicitations,
+            ) as session,
+        ):
+            await session.initialize()
+            yield session
+
+    def revoke(self, who: Principal) -> None:
+        """``scheduling tokens revoke`` of ``who``'s token."""
+        (entry,) = [
+            e
+            for e in read_entries(self.tokens)
+            if (e.tenant_id, e.principal_id) == (who.tenant_id, who.principal_id)
+        ]
+        revoke_token(self.tokens, entry.token_id)
 
     async def post(self, body: Any, token: str | None, scheme: str = "Bearer") -> httpx.Response:
         """One raw POST to the endpoint (no SDK: to see what an unknown token gets)."""
@@ -253,6 +451,37 @@ SCHEDULE_TOOLS = sorted(
 DENIED = "schedule.tool.approval_denied"
 # The schedule state (the invocation ledger records every call, refused ones included).
 STATE_TABLES = tuple(t for t in TOOL_TABLES if not t.startswith("tool_"))
+# Every table a tool call may write, the schedule's outbox events included.
+DURABLE_TABLES = (*TOOL_TABLES, "schedule_outbox")
+# What an undecided approval leaves alone: it opens the invocation and its request only.
+UNDECIDED_TABLES = (*STATE_TABLES, "schedule_outbox", "tool_approval_decisions")
+UNAUTHENTICATED = "schedule.mcp.unauthenticated"
+UNSUPPORTED = "schedule.mcp.elicitation_unsupported"
+UNANSWERED = "schedule.tool.approval_timeout"
+# The spec: create's EXTERNAL_WRITE needs approval, and so does every lifecycle mutation.
+APPROVAL_TOOLS = (
+    "schedule.create",
+    "schedule.update",
+    "schedule.pause",
+    "schedule.resume",
+    "schedule.cancel",
+)
+
+
+Opens = Callable[[Elicitations], contextlib.AbstractAsyncContextManager[ClientSession]]
+
+
+def changed(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[str]:
+    return [t for t in after if after[t] != before.get(t)]
+
+
+async def approve(params: types.ElicitRequestParams) -> Reply:
+    return accept(True)
+
+
+async def error_answer(params: types.ElicitRequestParams) -> Reply:
+    """The client answers the elicitation with a JSON-RPC error: no answer."""
+    return types.ErrorData(code=types.INTERNAL_ERROR, message="no answer")
 
 
 def reminder(world: McpWorld, title: str, key: str) -> dict[str, Any]:
@@ -350,6 +579,7 @@ async def mcp_create_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
         evidence["elicited"] = len(asks.seen)
         if len(asks.seen) != 1 + len(refusals):
             problems.append(f"{len(asks.seen)} elicitations for {1 + len(refusals)} calls")
+        problems += await unanswered_problems(world, session, asks)
     before = await world.snapshot()
     async with world.session(OWNER) as mute:  # declares no elicitation capability
         blind = await mute.call_tool("schedule.create", reminder(world, "Blind", "b-1"))
@@ -519,4 +749,203 @@ async def mcp_authorization_check(world: McpWorld) -> tuple[list[str], dict[str,
     if state_at_question != ["ACTIVE"]:
         problems.append(f"state while the approval was asked: {state_at_question}")
     evidence["pause_question_state"] = state_at_question
+    return problems, evidence
+
+
+async def unanswered_problems(
+    world: McpWorld, session: ClientSession, asks: Elicitations
+) -> list[str]:
+    """An elicitation that ends without an answer (here the client's error answer; a
+    timeout or a closed connection alike) decides nothing (ADRs 2112, 2121): the
+    retryable approval_timeout, no decision, no schedule, no event; the same key then
+    asks again, and that approval executes."""
+    problems: list[str] = []
+    arguments = reminder(world, "Unanswered", "u-1")
+    asks.then(error_answer)
+    before, asked = await world.snapshot(UNDECIDED_TABLES), len(asks.seen)
+    first = await session.call_tool("schedule.create", arguments)
+    after = await world.snapshot(UNDECIDED_TABLES)
+    error = payload(first).get("error")
+    retryable = isinstance(error, dict) and error.get("retryable") is True
+    if code(first) != UNANSWERED or not retryable:
+        problems.append(f"an unanswered elicitation: {payload(first)}")
+    if len(asks.seen) != asked + 1:
+        problems.append(f"an unanswered create asked {len(asks.seen) - asked} time(s)")
+    if after != before:
+        problems.append(f"an unanswered elicitation changed {changed(before, after)}")
+    asks.then(approve)
+    again = await session.call_tool("schedule.create", arguments)
+    rows = [r for r in await world.schedules() if r["title"] == "Unanswered"]
+    if again.isError or len(rows) != 1:
+        problems.append(f"the approved retry: {payload(again)}, {len(rows)} schedule(s)")
+    if len(asks.seen) != asked + 2:
+        problems.append("the retry with the same key was not asked again")
+    return problems
+
+
+async def mcp_stdio_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
+    """stdio has no header per request: the token is given once, when serving starts,
+    and resolved again on every call (ADR 2110). On one stdio connection: an approved
+    create, then the token revoked in the file: the next calls are refused
+    (unauthenticated), nothing asked or written. On another: a scope removed from the
+    directory refuses the next create before any question (scope_required), and the
+    principal disabled refuses the next call (unauthenticated)."""
+    problems: list[str] = []
+    evidence: dict[str, Any] = {}
+    asks = Elicitations(default=accept(True))
+    async with world.stdio(OWNER, asks) as session:
+        made = await session.call_tool("schedule.create", reminder(world, "Piped", "s-1"))
+        world.revoke(OWNER)
+        before, asked = await world.snapshot(DURABLE_TABLES), len(asks.seen)
+        late = [
+            await session.call_tool("schedule.list", {}),
+            await session.call_tool("schedule.create", reminder(world, "Piped late", "s-2")),
+        ]
+        after = await world.snapshot(DURABLE_TABLES)
+    if made.isError:
+        problems.append(f"stdio: an approved create failed: {payload(made)}")
+    codes = [code(r) for r in late]
+    evidence["revoked_token"] = codes
+    if codes != [UNAUTHENTICATED] * 2:
+        problems.append(f"stdio: the token revoked in the file got {codes}")
+    if len(asks.seen) != asked:
+        problems.append("stdio: a call with a revoked token was asked for approval")
+    if after != before:
+        problems.append(f"stdio: calls with a revoked token changed {changed(before, after)}")
+
+    asks = Elicitations(default=accept(True))
+    async with world.stdio(DISABLED, asks) as session:
+        first = await session.call_tool("schedule.list", {})
+        await world.set_scopes(DISABLED, DISABLED.scopes - {"schedule.write"})
+        before = await world.snapshot(DURABLE_TABLES)
+        descoped = await session.call_tool("schedule.create", reminder(world, "Piped 2", "s-3"))
+        await world.set_enabled(DISABLED, False)
+        disabled = await session.call_tool("schedule.list", {})
+        after = await world.snapshot(DURABLE_TABLES)
+    if first.isError:
+        problems.append(f"stdio: a principal holding every scope may list: {payload(first)}")
+    evidence["revoked_scope"] = code(descoped)
+    if code(descoped) != "schedule.auth.scope_required" or asks.seen:
+        problems.append(f"stdio: a scope revoked within the connection: {payload(descoped)}")
+    evidence["disabled_principal"] = code(disabled)
+    if code(disabled) != UNAUTHENTICATED:
+        problems.append(f"stdio: a principal disabled within the connection: {payload(disabled)}")
+    if after != before:
+        problems.append(f"stdio: revoked authority changed {changed(before, after)}")
+    return problems, evidence
+
+
+async def mcp_elicitation_capability_check(
+    world: McpWorld,
+) -> tuple[list[str], dict[str, Any]]:
+    """Every tool that needs approval (create, update, pause, resume, cancel), called by
+    a client that declared no elicitation or only URL mode, is refused with
+    elicitation_unsupported before the pipeline (ADR 2112): nothing asked, nothing
+    written (ledger, approvals, schedules, revisions, events); such a client may still
+    list. A client that declared the first revision's empty object elicits in form
+    mode: it is asked, and its approved pause acts."""
+    problems: list[str] = []
+    evidence: dict[str, Any] = {}
+    async with world.session(OWNER, Elicitations(default=accept(True))) as session:
+        made = [
+            await session.call_tool("schedule.create", reminder(world, title, f"setup-{title}"))
+            for title in ("Active", "Held")
+        ]
+        if any(r.isError for r in made):
+            return [f"setup creates failed: {[payload(r) for r in made]}"], evidence
+        active, held = (str(payload(r)["schedule_id"]) for r in made)
+        hold = {"schedule_id": held, "expected_revision": 1, "idempotency_key": "setup-hold"}
+        paused = await session.call_tool("schedule.pause", hold)
+    row = await world.schedule(held)
+    if paused.isError or row is None or row["state"] != "PAUSED":
+        return [f"setup pause failed: {payload(paused)}"], evidence
+    ref = {"schedule_id": active, "expected_revision": 1}
+    calls: dict[str, dict[str, Any]] = {
+        "schedule.create": reminder(world, "Blind", "unused"),
+        "schedule.update": {**ref, "title": "Renamed blind"},
+        "schedule.pause": ref,
+        "schedule.resume": {"schedule_id": held, "expected_revision": row["current_revision"]},
+        "schedule.cancel": ref,
+    }
+    clients: dict[str, Opens] = {
+        # No callback: the SDK's client declares no elicitation capability.
+        "no-elicitation": lambda asks: world.session(OWNER),
+        "url-only": lambda asks: world.declaring(OWNER, url_only(), asks),
+    }
+    for label, opens in clients.items():
+        asks = Elicitations(default=accept(True))  # would approve, were it asked
+        got: dict[str, str | None] = {}
+        async with opens(asks) as session:
+            before = await world.snapshot(DURABLE_TABLES)
+            for n, tool in enumerate(APPROVAL_TOOLS):
+                keyed = {**calls[tool], "idempotency_key": f"blind-{n}-{label}"}
+                got[tool] = code(await session.call_tool(tool, keyed))
+            after = await world.snapshot(DURABLE_TABLES)
+            listed = await session.call_tool("schedule.list", {})  # the ledger records it
+        evidence[label] = got
+        wrong = {tool: c for tool, c in got.items() if c != UNSUPPORTED}
+        if wrong:
+            problems.append(f"{label}: tools needing approval answered {wrong}")
+        if asks.seen:
+            problems.append(f"{label}: {len(asks.seen)} elicitation(s) sent to it")
+        if after != before:
+            problems.append(f"{label}: tools needing approval changed {changed(before, after)}")
+        if listed.isError:
+            problems.append(f"{label}: may list, got {payload(listed)}")
+
+    asks = Elicitations(default=accept(True))
+    async with world.declaring(OWNER, first_revision(), asks) as session:
+        done = await session.call_tool("schedule.pause", {**ref, "idempotency_key": "first"})
+    row = await world.schedule(active)
+    if done.isError or row is None or row["state"] != "PAUSED" or len(asks.seen) != 1:
+        problems.append(
+            f"elicitation {{}} (form mode): {payload(done)}, {len(asks.seen)} question(s),"
+            f" schedule {row and row['state']}"
+        )
+    return problems, evidence
+
+
+# Replaced on the wire by the byte 0xff, which is never UTF-8 (no client library sends it).
+INVALID_BYTE = "zz-invalid-byte-zz"
+TEXT_INVALID = "schedule.text.invalid"
+
+
+def invalid_byte(data: bytes) -> bytes:
+    return data.replace(INVALID_BYTE.encode(), b"\xff")
+
+
+async def mcp_text_check(world: McpWorld) -> tuple[list[str], dict[str, Any]]:
+    """Over stdio and over streamable HTTP, a byte that is not UTF-8 in a create's
+    title or in its call key, and a NUL in its call key, are ``schedule.text.invalid``
+    (ADR 2112: never silently replaced by U+FFFD and stored): nothing asked, nothing
+    written."""
+    problems: list[str] = []
+    evidence: dict[str, Any] = {}
+    Client = Callable[[Elicitations], contextlib.AbstractAsyncContextManager[ClientSession]]
+    clients: dict[str, Client] = {
+        "stdio": lambda asks: world.stdio(OWNER, asks, rewrite=invalid_byte),
+        "http": lambda asks: world.session(OWNER, asks, rewrite=invalid_byte),
+    }
+    for label, opens in clients.items():
+        calls = {
+            "title byte": reminder(world, f"Bad {INVALID_BYTE} title", f"{label}-t"),
+            "key byte": reminder(world, f"Clean {label}", f"{label}-{INVALID_BYTE}"),
+            "key nul": reminder(world, f"Clean {label}", f"{label}-\x00"),
+        }
+        asks = Elicitations(default=accept(True))  # a wrong edge would act
+        before = await world.snapshot(DURABLE_TABLES)
+        async with opens(asks) as session:
+            got = {
+                name: code(await session.call_tool("schedule.create", arguments))
+                for name, arguments in calls.items()
+            }
+        after = await world.snapshot(DURABLE_TABLES)
+        evidence[label] = got
+        wrong = {name: c for name, c in got.items() if c != TEXT_INVALID}
+        if wrong:
+            problems.append(f"{label}: bad text answered {wrong}")
+        if asks.seen:
+            problems.append(f"{label}: bad text was asked for approval {len(asks.seen)} time(s)")
+        if after != before:
+            problems.append(f"{label}: bad text changed {changed(before, after)}")
     return problems, evidence

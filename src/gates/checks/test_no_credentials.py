@@ -12,19 +12,27 @@
    any error, in any row of any table, or in the captured logs (SQLAlchemy statement
    and parameter logging switched on, so a value that reached the database would be
    logged too). A benign control set must be accepted.
+3. Process log lines: the same corpus logged through the process's own handler
+   (``scheduling.logs.configure``, text and JSON) by a careless caller - in a message,
+   a ``code``/``fault`` extra, a traceback, and on a ``safe_fields`` record with an
+   extra or a traceback - never reaches a written line: the handler's redaction is the
+   second line of defence the module promises.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
-from gates.checks.corpora import benign_corpus, credential_corpus
+from gates.checks.corpora import CredentialCase, benign_corpus, credential_corpus
 from gates.checks.credential_support import run_corpus_on_postgres
 from gates.checks.credential_walk import credential_fields, discover_models
 from gates.runner.pytest_plugin import GateEvidence
+from scheduling.logs import LOG_FORMATS, configure, safe_fields
 from scheduling.testing import tables as tables_module
 
 GATE = "gate.schedule.no_credentials"
@@ -76,3 +84,71 @@ async def test_credential_corpus_is_rejected_and_never_stored_or_logged(
     assert report.failures == [], "\n".join(report.failures[:50])
     assert report.rejected == report.cases
     assert report.benign_accepted == len(benign)
+
+
+def _message(log: logging.Logger, case: CredentialCase) -> None:
+    log.warning("rejected schedule: %s", case.instruction)
+
+
+def _extra(log: logging.Logger, case: CredentialCase) -> None:
+    log.warning("retrying", extra={"fault": case.embedded})
+
+
+def _safe_extra(log: logging.Logger, case: CredentialCase) -> None:
+    # The caller vouches for its message only: an extra on it is still client text.
+    log.info("access", extra={**safe_fields(), "code": case.embedded})
+
+
+def _traceback(log: logging.Logger, case: CredentialCase) -> None:
+    try:
+        raise RuntimeError(f"materializing failed on {case.instruction}")
+    except RuntimeError:
+        log.exception("materializing failed")
+
+
+def _safe_traceback(log: logging.Logger, case: CredentialCase) -> None:
+    try:
+        raise RuntimeError(f"request failed on {case.instruction}")
+    except RuntimeError:
+        log.error("request failed", exc_info=True, extra=safe_fields())
+
+
+LOG_FORMS: tuple[Callable[[logging.Logger, CredentialCase], None], ...] = (
+    _message,
+    _extra,
+    _safe_extra,
+    _traceback,
+    _safe_traceback,
+)
+
+
+@pytest.mark.gate(GATE)
+def test_credential_corpus_never_reaches_a_process_log_line(gate_evidence: GateEvidence) -> None:
+    cases = credential_corpus(CORPUS_SEED)
+    leaks: list[str] = []
+    written = 0
+    for shift, kind in enumerate(LOG_FORMATS):
+        stream = io.StringIO()
+        log = logging.getLogger(f"gates.checks.no_credentials.{kind}")
+        log.propagate = False  # only the process's handler writes these records
+        # No window: every record is written in full (none folded into a summary).
+        handler = configure(stream, kind=kind, level="DEBUG", repeat_window_seconds=1e-9, root=log)
+        try:
+            # Each case in one form per format (the forms rotate): every form meets
+            # every encoding, at a sixth of the cost of all of them.
+            for n, case in enumerate(cases):
+                form = LOG_FORMS[(n + shift) % len(LOG_FORMS)]
+                start = stream.tell()
+                form(log, case)
+                line = stream.getvalue()[start:]
+                assert line, f"{form.__name__} wrote nothing: the capture is broken"
+                written += 1
+                if any(needle in line for needle in case.needles):
+                    leaks.append(f"{kind} {form.__name__} {case!r}")
+        finally:
+            log.removeHandler(handler)
+            handler.close()
+    gate_evidence.record("log_lines_written", written)
+    gate_evidence.record("log_forms", [f.__name__ for f in LOG_FORMS])
+    assert written == len(cases) * len(LOG_FORMATS)
+    assert leaks == [], "\n".join(leaks[:50])

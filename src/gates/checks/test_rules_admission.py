@@ -1,7 +1,10 @@
 """Spec rules beyond the gates: admission (the PostgreSQL controller's tenant advisory
-lock and its ALLOW/RETRY/REJECT dispositions) and post-run failure accounting, on
-PostgreSQL. Tests of the test: tests/integration/test_materializer_accounting.py and
-``scheduling-gates mutate``."""
+lock and its ALLOW/RETRY/REJECT dispositions, what each ceiling counts and whose runs)
+and post-run failure accounting, on PostgreSQL. Tests of the test:
+tests/integration/test_materializer_accounting.py and ``scheduling-gates mutate``
+(among others ``admission.usage_all_tenants``, ``admission.usage_counts_on_demand``,
+``admission.scheduled_means_async_priority``, ``admission.rate_counts_only_active``,
+``admission.rate_window_61_seconds``, ``admission.running_not_active``)."""
 
 from __future__ import annotations
 
@@ -15,13 +18,26 @@ from uuid import UUID
 
 import pytest
 
+from gates.checks.admission_support import (
+    OTHER,
+    Outcome,
+    ceilings,
+    decide,
+    end_run,
+    fire,
+    on_demand_run,
+    once,
+    open_two_tenants,
+    outcome,
+    scheduled_run,
+    start_run,
+)
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.events import RUN_ACCOUNTED
-from scheduling.service.admission import DAILY_COST, MONTHLY_COST, RATE
+from scheduling.ports.runtime import RunPriority
+from scheduling.service.admission import CONCURRENCY, DAILY_COST, MONTHLY_COST, RATE
 from scheduling.service.materializer import MaterializeStatus
-from scheduling.testing import ConfiguredTenantConfiguration
 from simulation.worlds.materialize import WHO, MaterializeWorld
-from simulation.worlds.service import CEILINGS
 
 pytestmark = pytest.mark.postgres
 
@@ -43,10 +59,6 @@ class BarrierProbe:
             self.event.set()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.event.wait(), 1.0)
-
-
-def ceilings(**changes: Any) -> ConfiguredTenantConfiguration:
-    return ConfiguredTenantConfiguration(default=CEILINGS.model_copy(update=changes))
 
 
 async def due_pair(h: MaterializeWorld) -> tuple[UUID, UUID]:
@@ -150,6 +162,10 @@ async def test_the_rate_counts_only_the_last_minute(pg_url: str) -> None:
         await h.close()
 
 
+# The windows' edges are a microsecond apart (timestamps' resolution), so a window a
+# second too long or too short is seen.
+TICK = timedelta(microseconds=1)
+
 # (ceiling changes, the earlier run's finish relative to the decision, outcome, reason)
 COST_WINDOWS: dict[str, tuple[dict[str, Any], timedelta, str, str | None]] = {
     "daily_reaching_the_ceiling_exactly": (
@@ -160,13 +176,13 @@ COST_WINDOWS: dict[str, tuple[dict[str, Any], timedelta, str, str | None]] = {
     ),
     "daily_window_still_counting": (
         {"max_daily_cost": Decimal(3)},
-        -timedelta(days=1) + timedelta(seconds=1),
+        -timedelta(days=1) + TICK,
         "MISSED",
         DAILY_COST,
     ),
     "daily_window_ended": (
         {"max_daily_cost": Decimal(3)},
-        -timedelta(days=1) - timedelta(seconds=1),
+        -timedelta(days=1) - TICK,
         "MATERIALIZED",
         None,
     ),
@@ -178,13 +194,13 @@ COST_WINDOWS: dict[str, tuple[dict[str, Any], timedelta, str, str | None]] = {
     ),
     "monthly_window_still_counting": (
         {"max_monthly_cost": Decimal(3)},
-        -timedelta(days=30) + timedelta(seconds=1),
+        -timedelta(days=30) + TICK,
         "MISSED",
         MONTHLY_COST,
     ),
     "monthly_window_ended": (
         {"max_monthly_cost": Decimal(3)},
-        -timedelta(days=30) - timedelta(seconds=1),
+        -timedelta(days=30) - TICK,
         "MATERIALIZED",
         None,
     ),
@@ -194,10 +210,10 @@ COST_WINDOWS: dict[str, tuple[dict[str, Any], timedelta, str, str | None]] = {
 @pytest.mark.rule("rule.admission.dispositions")
 @pytest.mark.parametrize("case", sorted(COST_WINDOWS))
 async def test_the_cost_windows_end_where_they_say(pg_url: str, case: str) -> None:
-    """A finished scheduled run that cost USD 2, placed just inside or just outside the
-    rolling day or 30 days before the decision; the next run reserves its USD 2. A
+    """A finished scheduled run that cost USD 2, placed a microsecond inside or outside
+    the rolling day or 30 days before the decision; the next run reserves its USD 2. A
     committed cost plus the charge equal to the ceiling is admitted ("would exceed")."""
-    changes, finished, outcome, code = COST_WINDOWS[case]
+    changes, finished, expected, code = COST_WINDOWS[case]
     h = await MaterializeWorld.open(pg_url)
     try:
         h.tenants = ceilings(**changes)
@@ -211,7 +227,7 @@ async def test_the_cost_windows_end_where_they_say(pg_url: str, case: str) -> No
         )
         decided = await decide_one_time(h, "next")
         assert h.clock.now() == decided_at
-        assert decided[:2] == (outcome, code), case
+        assert decided[:2] == (expected, code), case
     finally:
         await h.close()
 
@@ -373,5 +389,97 @@ async def test_a_run_failing_after_its_schedule_stopped_is_accounted(pg_url: str
             "pause": ("PAUSED", "user", 1, 1, 0, 1),
             "cancel": ("CANCELLED", None, 1, 1, 0, 1),
         }, ended
+    finally:
+        await h.close()
+
+
+# What each ceiling counts, and whose runs it counts (spec "Capacity, fairness, and
+# cost": the ceilings are the tenant's, of its scheduled runs; ADR 0801: a scheduled run
+# is one whose metadata names a schedule). Each term is one world: the tenant's own
+# scheduled run refuses the next firing, a run of another tenant or an on-demand run
+# of the tenant's own (interactive or async priority) leaves it admitted.
+# term -> (ceiling changes, the run's end (status, cost) or None if it stays active,
+#          time from that end to the firing, the refusal its own scheduled run causes)
+ADMISSION_TERMS: dict[
+    str, tuple[dict[str, Any], tuple[str, Decimal] | None, timedelta, Outcome]
+] = {
+    # A claimed (RUNNING) run is as active as a QUEUED one.
+    "concurrency_running": ({"max_active_runs": 1}, None, timedelta(0), ("RETRY", CONCURRENCY)),
+    # A run of the minute counts although it already ended.
+    "rate_ended": (
+        {"max_materializations_per_minute": 1},
+        ("COMPLETED", Decimal(0)),
+        timedelta(0),
+        ("MISSED", RATE),
+    ),
+    # An active run reserves its max_cost (2): 2 + the firing's 2 exceed 3.
+    "reservation": ({"max_daily_cost": Decimal(3)}, None, timedelta(0), ("MISSED", DAILY_COST)),
+    "daily_cost": (
+        {"max_daily_cost": Decimal(3)},
+        ("COMPLETED", Decimal(2)),
+        timedelta(hours=1),
+        ("MISSED", DAILY_COST),
+    ),
+    "monthly_cost": (
+        {"max_monthly_cost": Decimal(3)},
+        ("COMPLETED", Decimal(2)),
+        timedelta(days=10),
+        ("MISSED", MONTHLY_COST),
+    ),
+}
+RUN_OWNERS = ("own_scheduled", "other_tenant_scheduled", "own_on_demand", "own_on_demand_async")
+
+
+@pytest.mark.rule("rule.admission.dispositions")
+@pytest.mark.parametrize("owner", RUN_OWNERS)
+@pytest.mark.parametrize("term", sorted(ADMISSION_TERMS))
+async def test_only_the_tenants_own_scheduled_runs_count(
+    pg_url: str, term: str, owner: str
+) -> None:
+    """One earlier run, then a firing of the tenant's schedule. Only when that run is
+    the tenant's own scheduled run does the firing meet the term's refusal; another
+    tenant's scheduled run and the tenant's on-demand runs (even async ones) consume
+    none of its concurrency, rate, reservation, or daily or monthly cost."""
+    changes, end, wait, refusal = ADMISSION_TERMS[term]
+    h = await open_two_tenants(pg_url)
+    try:
+        h.tenants = ceilings(**changes)
+        if owner == "own_scheduled":
+            run = await scheduled_run(h, "earlier", WHO)
+        elif owner == "other_tenant_scheduled":
+            run = await scheduled_run(h, "earlier", OTHER)
+        elif owner == "own_on_demand":
+            run = await on_demand_run(h, RunPriority.INTERACTIVE, WHO)
+        else:
+            run = await on_demand_run(h, RunPriority.ASYNC, WHO)
+        if term == "concurrency_running":
+            await start_run(h, run)
+        if end is not None:
+            await end_run(h, run, *end)
+        h.clock.advance(wait.total_seconds())
+        expected = refusal if owner == "own_scheduled" else ("MATERIALIZED", None)
+        assert outcome(await fire(h, "probe", WHO)) == expected, (term, owner)
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.admission.dispositions")
+async def test_the_rate_window_is_a_minute_to_the_microsecond(pg_url: str) -> None:
+    """One materialization a minute. The first run ends at once (FAILED): it still
+    counts, as every scheduled run created in the minute does, until a minute after
+    its creation - a firing one microsecond before that is refused, one a
+    microsecond after is admitted."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        h.tenants = ceilings(max_materializations_per_minute=1)
+        start = h.clock.now()
+        inside = await once(h, "inside", start + timedelta(seconds=40))
+        outside = await once(h, "outside", start + timedelta(seconds=50))
+        first = await scheduled_run(h, "first")
+        await end_run(h, first, "FAILED", Decimal(0))
+        (row,) = await h.sql("SELECT created_at FROM runs WHERE id = :i", i=first)
+        minute_later = row["created_at"] + timedelta(minutes=1)
+        assert outcome(await decide(h, inside, minute_later - TICK)) == ("MISSED", RATE)
+        assert outcome(await decide(h, outside, minute_later + TICK)) == ("MATERIALIZED", None)
     finally:
         await h.close()

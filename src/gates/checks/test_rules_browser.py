@@ -17,6 +17,15 @@ binding is accepted first, so each refusal is the binding's, not the world's.
 Tests of the test: ``scheduling-gates mutate`` (``validation.browser_scope_unchecked``,
 ``validation.browser_scope_not_requested``, ``validation.browser_not_ready_accepted``,
 ``profiles.foreign_principal_read``, ``profiles.unscoped_read``).
+
+schedule.create 1.2.0's ``use_website=true`` takes the current chat's trusted binding
+through the default website-binding store the composition root wires: only the owner's
+chat session is bound, and three other principals (a peer of the owner's tenant, the
+owner's principal id in another tenant, that tenant's other principal) ask from a chat
+with the same session id. Each is refused with ``schedule.browser_profile_required``
+before any approval, nothing written; bound to a READY profile of its own, the same
+call succeeds with that profile. (``bindings.session_only``, ``bindings.tenant_only``,
+``bindings.principal_id_only``.)
 """
 
 from __future__ import annotations
@@ -26,8 +35,12 @@ from uuid import UUID
 
 import pytest
 
+from gates.checks.tool_checks import effect_rows
+from gates.checks.tool_support import EVERYONE, SESSION, WHO, ToolWorld
 from gates.runner.pytest_plugin import GateEvidence
+from scheduling.domain.identity import Principal
 from scheduling.ports.directories import BrowserProfile, BrowserProfileState
+from scheduling.ports.tool_ledger import WebsiteBinding
 from simulation.worlds.http import OWNER, HttpWorld, http_world, update_body
 from simulation.worlds.service import principal
 
@@ -163,3 +176,76 @@ async def test_a_binding_needs_the_scope_and_a_ready_profile_of_the_caller(
         assert answer.status_code == 200, answer.text
         assert await binding_of(world, sid) == str(MINE)
     gate_evidence.record("refusals", sorted(REFUSED))
+
+
+REQUIRED = "schedule.browser_profile_required"
+
+
+def web_create(world: ToolWorld, n: int) -> dict[str, Any]:
+    return {
+        "title": f"Feed digest {n}",
+        "instruction": "Read my feed and summarize it.",
+        "at": world.later(days=5),
+        "use_website": True,
+    }
+
+
+def own_profile(who: Principal, n: int) -> BrowserProfile:
+    origin = (f"https://site-{n}.example",)
+    return BrowserProfile(
+        UUID(f"6a1f0c2e-0000-4000-8000-0000000002{n:02d}"),
+        who.tenant_id,
+        who.principal_id,
+        BrowserProfileState.READY,
+        origin,
+    )
+
+
+async def bound_profile(world: ToolWorld, schedule_id: str) -> Any:
+    (revision,) = await world.revisions(schedule_id)
+    return revision["definition"].get("browser_profile_id")
+
+
+async def test_use_website_takes_only_the_callers_own_chat_binding(pg_url: str) -> None:
+    world = await ToolWorld.open(pg_url)
+    try:
+        profiles = {who: own_profile(who, n) for n, who in enumerate(EVERYONE)}
+        for profile in profiles.values():
+            world.profiles.put(profile)
+        mine = profiles[WHO]
+        world.websites.bind(WHO, SESSION, WebsiteBinding(mine.id, mine.origins))
+        # The owner's own binding works: what the others are refused is not the tool.
+        created = await world.call(
+            "schedule.create", web_create(world, 0), "web-0", version="1.2.0"
+        )
+        assert created.ok, created
+        assert created.output is not None
+        assert await bound_profile(world, created.output["schedule_id"]) == str(mine.id)
+        # Same session id, another principal: the owner's binding is not theirs.
+        others = [who for who in EVERYONE if who != WHO]
+        wrong: dict[str, Any] = {}
+        for n, who in enumerate(others, start=1):
+            before, asked = await effect_rows(world), len(world.approvals.requests)
+            refused = await world.call(
+                "schedule.create", web_create(world, n), f"web-{n}", who=who, version="1.2.0"
+            )
+            if refused.ok or refused.reason_code != REQUIRED:
+                wrong[f"{who} code"] = (refused.status, refused.reason_code, refused.output)
+            if len(world.approvals.requests) != asked:
+                wrong[f"{who} asked"] = world.approvals.requests[-1].view.get("website")
+            if await effect_rows(world) != before:
+                wrong[f"{who} wrote"] = True
+        assert wrong == {}, wrong
+        # Bound to a READY profile of its own, each one's call binds that profile.
+        for n, who in enumerate(others, start=len(others) + 1):
+            theirs = profiles[who]
+            world.websites.bind(who, SESSION, WebsiteBinding(theirs.id, theirs.origins))
+            own = await world.call(
+                "schedule.create", web_create(world, n), f"web-{n}", who=who, version="1.2.0"
+            )
+            assert own.ok, (who, own)
+            assert own.output is not None
+            profile = await bound_profile(world, own.output["schedule_id"])
+            assert profile == str(theirs.id), who
+    finally:
+        await world.close()

@@ -545,11 +545,15 @@ async def test_the_edge_refuses_and_logs_only_what_it_should(
         assert error_code(streamed.json()) == "schedule.http.body_too_large"
         assert (await world.counts())["schedules"] == 0
 
+        generated: set[str] = set()
         for offered in ("has space", "x" * 65, "a/b", "new\tline"):
             answered = await world.call("GET", "/v1/schedules", headers={"X-Request-Id": offered})
             echoed = answered.headers["x-request-id"]
             assert echoed != offered, f"the request id {offered!r} was taken as given"
             assert re.fullmatch(REQUEST_ID, echoed), echoed
+            generated.add(echoed)
+        # A generated id names one request: each replaced id is a new one.
+        assert len(generated) == 4, f"generated request ids repeat: {sorted(generated)}"
 
         sid = "00000000-0000-4000-8000-0000000000aa"
         with captured_logs() as logs:

@@ -161,6 +161,10 @@ async def test_the_scheduler_metrics_count_the_ledger(
             world.clock.advance_to(fire + timedelta(days=3, seconds=5))
             assert (await role.worker.run_once()).errors == {}
             after = await scrape(port)
+        # A create refused for its missing Idempotency-Key beside the four accepted: the
+        # API's request counter keeps each status of one route apart.
+        refused = await world.call("POST", "/v1/schedules", json=None)
+        assert refused.status_code == 400, refused.text
         api = await world.call("GET", "/metrics", None)
         assert api.status_code == 200
         held = await ledger(world)
@@ -180,6 +184,9 @@ async def test_the_scheduler_metrics_count_the_ledger(
     rows = Scrape(api.text)
     from_rows = figures_of(rows)
     assert from_rows == held, f"the API's metrics {from_rows} != ledger {held}"
+    posted = {"method": "POST", "route": "/v1/schedules"}
+    assert rows.value("scheduling_http_requests_total", **posted, status="201") == 4
+    assert rows.value("scheduling_http_requests_total", **posted, status="400") == 1
     assert after.value("scheduling_scan_duration_seconds_count") == 2
     assert after.value("scheduling_scanned_due_schedules_total") == 5
 
@@ -283,6 +290,15 @@ async def test_the_run_worker_metrics_count_claims_reclaims_and_cancellations(
     for status in ("COMPLETED", "FAILED", "CANCELLED"):
         counted = lone.value(outcomes, status=status) if lone.has(outcomes, status=status) else 0
         assert counted == 0, ("an interactive run counted as a scheduled outcome", status)
+    # The API renders the same run families from committed rows: the same ended runs
+    # and the tenant's own ceilings (not its rolling cost).
+    for status in ("COMPLETED", "FAILED", "CANCELLED"):
+        held_rows = sum(r["status"] == status for r in ended)
+        counted = rows.value(outcomes, status=status) if rows.has(outcomes, status=status) else 0
+        assert counted == held_rows, ("the API's outcomes", status)
+    ceiling = "scheduling_scheduled_cost_ceiling"
+    assert rows.value(ceiling, tenant=tenant, window="daily") == 100
+    assert rows.value(ceiling, tenant=tenant, window="monthly") == 1000
     for sample in ("scheduling_run_duration_seconds_count", "scheduling_run_cost_total"):
         assert not lone.has(sample) or lone.value(sample) == 0, sample
     assert lone.value(f"{latency}_count", lane="interactive") == 1

@@ -3,7 +3,8 @@ reconciliation, the bounded admission backoff of a concurrency denial, the sched
 worker's per-definition isolation and how long its loop sleeps (spec "Capacity,
 fairness, and cost", "Ports").
 Tests of the test: ``scheduling-gates mutate`` (mutants ``admission.reserves_actual_cost``,
-``admission.terminal_runs_keep_reserving``, ``worker.retry_not_set_aside``,
+``admission.terminal_runs_keep_reserving``, ``admission.failed_runs_keep_reserving``,
+``admission.daily_cost_only_completed``, ``worker.retry_not_set_aside``,
 ``worker.error_stops_the_pass``, ``worker.sleep_ignores_next_fire``,
 ``worker.sleep_ignores_backoff``)."""
 
@@ -16,9 +17,10 @@ from uuid import UUID
 
 import pytest
 
+from gates.checks.admission_support import end_run, fire, outcome, scheduled_run
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.admission import MAX_BACKOFF_SECONDS
-from scheduling.service.admission import MONTHLY_COST
+from scheduling.service.admission import DAILY_COST, MONTHLY_COST
 from scheduling.service.materializer import MaterializeResult, MaterializeStatus
 from scheduling.testing import ConfiguredTenantConfiguration, PostgresAdmissionController
 from simulation.worlds.materialize import MaterializeWorld
@@ -90,6 +92,34 @@ async def test_reservations_charge_max_cost_and_reconcile_on_terminal_usage(pg_u
             "SELECT status, cost FROM runs ORDER BY created_at, id",
         )
         assert [r["status"] for r in evidence] == ["COMPLETED", "COMPLETED", "QUEUED"]
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.admission.reservations")
+@pytest.mark.parametrize("status", ["COMPLETED", "FAILED", "CANCELLED"])
+@pytest.mark.parametrize(
+    ("window", "wait", "code"),
+    [
+        pytest.param("daily", timedelta(hours=1), DAILY_COST, id="daily"),
+        pytest.param("monthly", timedelta(days=10), MONTHLY_COST, id="monthly"),
+    ],
+)
+async def test_every_terminal_runs_cost_counts(
+    pg_url: str, status: str, window: str, wait: timedelta, code: str
+) -> None:
+    """Reconciliation whatever the ending: a scheduled run that ended COMPLETED, FAILED
+    or CANCELLED with a committed cost of 1.5 no longer holds a concurrency slot or its
+    reservation (one active run allowed, yet the firing is not retried), and its
+    committed cost counts in the rolling day and 30 days (1.5 and the firing's 2 exceed
+    3; a failed or cancelled run's usage is not free)."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        h.tenants = ceilings(max_active_runs=1, **{f"max_{window}_cost": Decimal(3)})
+        run = await scheduled_run(h, "earlier")
+        await end_run(h, run, status, Decimal("1.5"))
+        h.clock.advance(wait.total_seconds())
+        assert outcome(await fire(h, "probe")) == ("MISSED", code), status
     finally:
         await h.close()
 

@@ -31,9 +31,11 @@ from gates.checks.tool_support import (
     memory_tools,
 )
 from scheduling.domain.cadence import format_instant
+from scheduling.domain.errors import UnavailableError
 from scheduling.domain.identity import Principal
 from scheduling.domain.schedule import ScheduleState
 from scheduling.ports.directories import BrowserProfile, BrowserProfileState
+from scheduling.ports.repositories import UNAVAILABLE
 from scheduling.ports.tool_ledger import (
     ApprovalDecisionRecord,
     InvocationState,
@@ -690,6 +692,7 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
         lambda n: {"title": f"Race {n}", "instruction": "Remind me.", "at": world.later(days=6)},
     )
     v.evidence["key_raced_by_other_arguments"] = await key_raced_by_other_arguments(world, v)
+    v.evidence["unavailable_then_retried"] = await unavailable_then_retried(world, v)
     await no_unapproved_effects(world, v, "create retry")
     v.evidence.update(
         schedules=(await world.counts())["schedules"],
@@ -750,6 +753,60 @@ async def key_raced_by_other_arguments(world: ToolWorld, v: Verdict) -> str:
     ]
     v.expect(titles == ["Keyed water"], f"schedules written by the race: {titles}")
     return str(second.reason_code)
+
+
+class UnavailableOnce:
+    """schedule.create whose approved effect meets the database unavailable before it
+    writes anything (the transient ``schedule.persistence.unavailable`` the storage
+    raises when its connection broke)."""
+
+    def __init__(self, inner: ToolHandler) -> None:
+        self.inner = inner
+
+    async def prepare(self, arguments: Any, context: ToolExecutionContext) -> PreparedCall:
+        prepared = await self.inner.prepare(arguments, context)
+
+        async def unavailable() -> dict[str, Any]:
+            raise UnavailableError(UNAVAILABLE, "the database is unavailable")
+
+        return PreparedCall(view=prepared.view, execute=unavailable)
+
+
+async def unavailable_then_retried(world: ToolWorld, v: Verdict) -> str:
+    """A transient unavailability during the effect is not the key's final result: the
+    call answers the retryable failure with nothing durable changed, and a retry with
+    the same key and arguments (the database back) executes and creates the schedule,
+    never replaying the failure the first answer called retryable."""
+    key = "retry-unavailable"
+    args = {"title": "Flaky water", "instruction": "Remind me.", "at": world.later(days=9)}
+    label = "a create whose effect met the database unavailable"
+    before = await effect_rows(world)
+    restore = world.replace_handler("schedule.create", UnavailableOnce)
+    try:
+        first = await world.call("schedule.create", args, key)
+    finally:
+        restore()
+    v.expect(
+        first.status is ToolStatus.FAILED and first.reason_code == UNAVAILABLE,
+        f"{label}: {first.status} {first.reason_code}",
+    )
+    v.expect(first.retryable, f"{label}: {first.reason_code} is not retryable")
+    await unchanged_effects(world, v, before, label)
+    retry = await world.call("schedule.create", args, key)
+    v.expect(
+        retry.ok and not retry.replayed,
+        f"the same-key retry after it: {retry.status} {retry.reason_code}"
+        f" replayed={retry.replayed} (the failure was replayed, not executed)",
+    )
+    if retry.output is None:
+        return f"retry {retry.status} {retry.reason_code}"
+    v.expect(retry.output.get("replayed") is False, "the retry's schedule existed before")
+    made = await world.revisions(retry.output["schedule_id"])
+    v.expect(
+        [r["definition"]["title"] for r in made] == [args["title"]],
+        f"the retry's schedule has revisions {[r['definition']['title'] for r in made]}",
+    )
+    return f"{first.reason_code} retryable={first.retryable}, then {retry.status}"
 
 
 RACES = ((True, True), (False, True), (True, False), (False, False))
@@ -872,7 +929,19 @@ async def create_crash_view_changed(world: ToolWorld, v: Verdict) -> str:
     if not retry.ok:
         stable_failure(v, retry, "retry on a changed view")
         await unchanged_effects(world, v, before, "failed retry on a changed view")
-        return f"failed closed: {retry.reason_code}"
+        # Failed closed is final for the key (ADR 2101): the binding back on the approved
+        # P1, the same key still refuses with the same code and runs nothing.
+        world.websites.bind(WHO, SESSION, WebsiteBinding(PROFILE_1, ("https://one.example",)))
+        asked = len(world.approvals.requests)
+        back = await world.call("schedule.create", args, "web-crash", version="1.2.0")
+        label = "retry after the view returned to the approved one"
+        v.expect(
+            back.status is ToolStatus.FAILED and back.reason_code == retry.reason_code,
+            f"{label}: {back.status} {back.reason_code}, not the refusal {retry.reason_code}",
+        )
+        v.expect(len(world.approvals.requests) == asked, f"{label}: asked for approval")
+        await unchanged_effects(world, v, before, label)
+        return f"failed closed for good: {retry.reason_code}, then {back.reason_code}"
     assert retry.output is not None
     bound = (await world.revisions(retry.output["schedule_id"]))[0]["definition"]
     profile = bound.get("browser_profile_id")
@@ -1731,13 +1800,20 @@ async def revision_moves_during_approval(
         world.clock.advance(1)  # after the create's event, so the events order by time
         await world.service.patch(WHO, uuid(sid), 1, SchedulePatch(title="Edited"), f"e-{tool}")
 
+    args = {"schedule_id": sid, "expected_revision": 1, **extra}
     world.approvals.on_request = user_edits
     try:
-        args = {"schedule_id": sid, "expected_revision": 1, **extra}
         result = await world.call(tool, args, f"race-{tool}")
     finally:
         world.approvals.on_request = None
     expect_code(v, result, "schedule.lifecycle.stale_revision", f"{tool} raced by an edit")
+    # The stale execution is the key's final result: the same call again answers the
+    # same failure, asks nobody and changes nothing.
+    asked, before = len(world.approvals.requests), await world.snapshot()
+    again = await world.call(tool, args, f"race-{tool}")
+    expect_code(v, again, "schedule.lifecycle.stale_revision", f"{tool} raced, then retried")
+    v.expect(len(world.approvals.requests) == asked, f"{tool} raced, then retried: asked again")
+    await unchanged(world, v, before, f"{tool} raced, then retried")
     row = await world.schedule(sid)
     v.expect(row["current_revision"] == 2, f"{tool} raced: revision {row['current_revision']}")
     v.expect(row["state"] == "ACTIVE", f"{tool} raced: state {row['state']}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -278,15 +278,17 @@ class ToolWorld:
     def replace_handler(
         self, name: str, make: Callable[[ToolHandler], ToolHandler]
     ) -> Callable[[], None]:
-        """Swap every registered version of ``name`` for ``make(original handler)``;
-        returns what puts the originals back."""
+        """Swap every registered version of ``name``'s handler for ``make(original
+        handler)`` (its spec and normalizer kept); returns what puts the originals back."""
         originals: list[RegisteredTool] = []
         for spec in self.role.registry.versions(name):
             tool = self.role.registry.get(name, spec.version)
             assert tool is not None
             assert tool.handler is not None
             originals.append(tool)
-            self.role.registry.register(RegisteredTool(spec, handler=make(tool.handler)))
+            # The wrapper keeps the tool's normalizer: the ledger hashes the same
+            # arguments as with the original, so a retry after restore() matches.
+            self.role.registry.register(replace(tool, handler=make(tool.handler)))
 
         def restore() -> None:
             for tool in originals:
