@@ -43,6 +43,9 @@ from scheduling.domain.schedule import Schedule, ScheduleState
 from scheduling.domain.value_model import NAIVE_DATETIME
 
 GATE = "gate.schedule.domain_invariants"
+# The text bounds the HTTP schema declares (ADR 2132), inclusive.
+TITLE_MAX = 200
+INSTRUCTION_MAX = 20_000
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 NAIVE = datetime(2026, 1, 1, 12)  # noqa: DTZ001 - a deliberately naive input
 PLUS2 = datetime(2026, 1, 1, 14, tzinfo=timezone(timedelta(hours=2)))  # == T0
@@ -409,7 +412,7 @@ REVISION_DEFECTS: tuple[Defect, ...] = (
     Defect(
         "text_too_long",
         rev.TEXT_TOO_LONG,
-        (("title", "t" * 201), ("instruction", "i" * 20_001)),
+        (("title", "t" * (TITLE_MAX + 1)), ("instruction", "i" * (INSTRUCTION_MAX + 1))),
         lambda f, d, nv: {**d, nv[0]: nv[1]},
     ),
     Defect(
@@ -535,7 +538,17 @@ OCCURRENCE_DEFECTS: tuple[Defect, ...] = (
     Defect(
         "decided_without_stable_reason",
         occ.REASON_REQUIRED,
-        (None, "not a code", "Schedule.misfire", "schedule.", "misfire.outside_grace"),
+        (
+            None,
+            "not a code",
+            "Schedule.misfire",
+            "schedule.",
+            "misfire.outside_grace",
+            # The whole code must be schedule.<segment>...: not the bare prefix, no tail.
+            "schedule",
+            "schedule.misfire.outside grace",
+            "schedule.misfire!",
+        ),
         _set("reason_code", ("decided",)),
     ),
 )
@@ -592,6 +605,9 @@ def _verify_revision(value: ScheduleRevision, data: Data) -> None:
     )
     assert again == value
     assert again.to_definition() == value.to_definition()
+    # Canonical JSON (spec "Persistence"): the scope set is stored as a sorted array, the
+    # same text in every process whatever the set's iteration order.
+    assert value.to_definition()["requested_scopes"] == sorted(value.requested_scopes)
 
 
 def _verify_occurrence(value: ScheduleOccurrence, data: Data) -> None:
@@ -740,6 +756,9 @@ MODELS: tuple[ModelCase, ...] = (
         legal_limits(),
         (
             ("bare", _LIMITS_BASE),
+            # A JSON number arrives as a float: the bound is its decimal text (0.1), not
+            # its binary value (0.1000000000000000055511151231257827...).
+            ("bare", {**_LIMITS_BASE, "max_cost": 0.1}),
             (
                 "reserves",
                 {**_LIMITS_BASE, "reserve_steps": 2, "reserve_model_calls": 1, "reserve_cost": "1"},
@@ -754,6 +773,19 @@ MODELS: tuple[ModelCase, ...] = (
         legal_revisions(),
         (
             ("MONTHLY", _REVISION_BASE),
+            # Text exactly at its bound is legal (ADR 2132: title 1..200, instruction
+            # 1..20,000); one character more is the text_too_long defect.
+            (
+                "MONTHLY",
+                {
+                    **_REVISION_BASE,
+                    "title": "t" * TITLE_MAX,
+                    "instruction": "i" * INSTRUCTION_MAX,
+                    "requested_scopes": frozenset(
+                        {"web.search", "memory.read", "browser.profile.read", "mail.send", "a"}
+                    ),
+                },
+            ),
             (
                 "ONCE",
                 {
@@ -981,3 +1013,43 @@ def test_copies_cannot_smuggle_an_illegal_state(gate_evidence: GateEvidence) -> 
         Schedule.model_validate({**schedule.model_dump(), "state": "PAUSED"})
     assert again.value.code == sch.PAUSE_REASON_REQUIRED
     gate_evidence.record("copy_revalidates", True)
+
+
+# The state invariants a schedule row read back must still enforce (its field types are
+# the columns', so only the invariants are re-checked, not field validation).
+_ROW_INVARIANT_CODES = frozenset(
+    {
+        sch.EMPTY_IDENTITY,
+        sch.PAUSE_REASON_REQUIRED,
+        sch.PAUSE_REASON_FORBIDDEN,
+        sch.NEXT_FIRE_FORBIDDEN,
+        sch.INVALID_COUNTER,
+        sch.UPDATED_BEFORE_CREATED,
+    }
+)
+
+
+@pytest.mark.gate(GATE)
+def test_a_row_read_back_keeps_the_state_invariants(gate_evidence: GateEvidence) -> None:
+    """``Schedule.from_row`` (the materializer's lock row, ADR 2341) skips field
+    validation but not the invariants: a row broken behind the product's back fails
+    with the same code as the validating constructor, and a legal row reads back as
+    the value the constructor builds."""
+    case = next(c for c in MODELS if c.name == "schedule")
+    for _, base in case.bases:
+        assert Schedule.from_row(**base) == Schedule(**base)
+    rejected: dict[str, int] = {}
+    for defect in case.defects:
+        if defect.code not in _ROW_INVARIANT_CODES:
+            continue
+        for form, base in case.bases:
+            for variant in defect.variants:
+                spoiled = defect.apply(form, base, variant)
+                if spoiled is None:
+                    continue
+                with pytest.raises(ValidationError) as caught:
+                    Schedule.from_row(**spoiled)
+                assert caught.value.code == defect.code, (defect.name, spoiled)
+                rejected[defect.name] = rejected.get(defect.name, 0) + 1
+    assert set(rejected) == {d.name for d in case.defects if d.code in _ROW_INVARIANT_CODES}
+    gate_evidence.record("row_defects_rejected", rejected)

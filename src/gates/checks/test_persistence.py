@@ -46,7 +46,13 @@ from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition
 from scheduling.domain.paging import PageRequest
 from scheduling.domain.schedule import ScheduleState
-from scheduling.ports.records import ErasureResult, IdempotencyEntry, ProcessEvent
+from scheduling.ports.records import (
+    ErasureResult,
+    IdempotencyEntry,
+    ProcessEvent,
+    RunCheckpoint,
+    SessionEvent,
+)
 from scheduling.ports.repositories import FORBIDDEN, MISSING_REFERENCE, ScheduleCommand
 from scheduling.ports.runtime import QueueCapacity
 from scheduling.ports.unit_of_work import UnitOfWork
@@ -804,6 +810,19 @@ async def check_isolation(pg_url: str, gate_evidence: GateEvidence) -> None:
             lambda u: u.events.append(
                 ProcessEvent(world.uuid(), "tenant-b", "alice", "x", "api", {}, T0)
             ),
+            # A session of another principal, and rows appended under another
+            # principal's schedule, session or run (the child policies' WITH CHECK).
+            lambda u: u.sessions.create(
+                replace(world.of(ALICE).session, id=world.uuid(), principal_id="bob")
+            ),
+            lambda u: u.sessions.append_event(
+                SessionEvent(world.of(BOB).session.id, 9, "message.user", "user", {}, T0)
+            ),
+            lambda u: u.runs.add_checkpoint(RunCheckpoint(world.of(BOB).run.id, 9, 0, {}, T0)),
+            lambda u: u.tx.execute(  # type: ignore[attr-defined]
+                text("INSERT INTO schedule_revisions VALUES (:s, 9, '{}'::jsonb, 'alice', :t)"),
+                {"s": world.of(BOB).schedule.id, "t": T0},
+            ),
         ]
         for attempt in attempts:
             async with api.begin(ALICE) as uow:
@@ -905,3 +924,105 @@ async def _owner_snapshot(url: str, world: PersistenceWorld, owner: Any) -> dict
             needed = {k: v for k, v in params.items() if f":{k}" in sql}
             out[name] = [r[0] for r in await conn.execute(text(sql), needed)]
         return out
+
+
+# --------------------------------------------- isolation of the later tables and roles
+
+# One row per owner in each principal-scoped table of the tool pipeline (0003),
+# written as the admin login for the owner of schedule :s (ids drawn by the database).
+_TOOL_ROWS = (
+    "INSERT INTO tool_invocations (id, tenant_id, principal_id, tool_name, tool_version,"
+    " arguments_hash, state, created_at, updated_at) SELECT gen_random_uuid(), tenant_id,"
+    " principal_id, 'schedule.create', '1.0.0', 'sha256:args', 'SUCCEEDED', updated_at,"
+    " updated_at FROM schedules WHERE id = :s",
+    "INSERT INTO tool_approval_requests (id, invocation_id, tenant_id, principal_id,"
+    " view_hash, requested_at) SELECT gen_random_uuid(), i.id, i.tenant_id, i.principal_id,"
+    " 'sha256:view', i.created_at FROM tool_invocations i JOIN schedules s"
+    " ON (s.tenant_id, s.principal_id) = (i.tenant_id, i.principal_id) WHERE s.id = :s",
+    "INSERT INTO tool_approval_decisions (approval_id, tenant_id, principal_id, approved,"
+    " decided_by, decided_at) SELECT r.id, r.tenant_id, r.principal_id, true, r.principal_id,"
+    " r.requested_at FROM tool_approval_requests r JOIN schedules s"
+    " ON (s.tenant_id, s.principal_id) = (r.tenant_id, r.principal_id) WHERE s.id = :s",
+    "INSERT INTO schedule_outbox (id, tenant_id, principal_id, schedule_id, occurrence_id,"
+    " kind, payload, created_at) SELECT gen_random_uuid(), tenant_id, principal_id, id,"
+    " :m, 'schedule_run_finished', '{}'::jsonb, updated_at FROM schedules WHERE id = :s",
+)
+TOOL_TABLES = (
+    "tool_invocations",
+    "tool_approval_requests",
+    "tool_approval_decisions",
+    "schedule_outbox",
+)
+# The maintenance role's tables and what one tenant holds of each (tenant-a: alice and
+# bob; tenant-b: mallory), as seeded by ``seeded_world``.
+_MAINTAINED = {
+    "schedules": 1,
+    "schedule_revisions": 2,
+    "schedule_occurrences": 2,
+    "schedule_idempotency_keys": 1,
+}
+
+
+@pytest.mark.gate("gate.schedule.persistence_isolated")
+async def test_tool_records_and_maintenance_are_confined(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """The tool pipeline's records and the outcome outbox are principal isolated for the
+    API role like the scheduling tables; the maintenance role (the purge) sees and
+    changes one tenant's scheduling rows, never another tenant's."""
+    world = await seeded_world(pg_url)
+    async with admin_connection(pg_url) as conn:
+        for owner in OWNERS:
+            o = world.of(owner)
+            for statement in _TOOL_ROWS:
+                inserted = await conn.execute(
+                    text(statement), {"s": o.schedule.id, "m": o.materialized.id}
+                )
+                assert inserted.rowcount == 1, (owner, statement)
+        await conn.commit()
+    api = PostgresUnitOfWorkFactory.from_url(pg_url, assume_role=ROLES.api, pool_size=1)
+    maintenance = PostgresUnitOfWorkFactory.from_url(
+        pg_url, assume_role=ROLES.maintenance, pool_size=1
+    )
+    try:
+        for viewer in OWNERS:
+            async with api.begin(viewer) as uow:
+                for table in TOOL_TABLES:
+                    sql = f"SELECT count(*) FROM {table} WHERE principal_id = :p"
+                    own = (await uow.tx.execute(text(sql), {"p": viewer.principal_id})).scalar_one()
+                    seen = (
+                        await uow.tx.execute(text(f"SELECT count(*) FROM {table}"))
+                    ).scalar_one()
+                    # One row of its own, none of the other principal (same tenant) or of
+                    # the same principal id in the other tenant.
+                    assert (own, seen) == (1, 1), (viewer, table, own, seen)
+                changed = (
+                    await uow.tx.execute(
+                        text("UPDATE tool_invocations SET updated_at = updated_at")
+                    )
+                ).rowcount
+                assert changed == 1, (viewer, "blind tool_invocations update", changed)
+            gate_evidence.append(
+                "tool_records_viewers", f"{viewer.principal_id}@{viewer.tenant_id}"
+            )
+        tenants = {"tenant-a": 2, "tenant-b": 1}
+        for tenant, owners in tenants.items():
+            async with maintenance.begin(tenant_id=tenant) as uow:
+                for table, per_owner in _MAINTAINED.items():
+                    seen = (
+                        await uow.tx.execute(text(f"SELECT count(*) FROM {table}"))
+                    ).scalar_one()
+                    assert seen == per_owner * owners, (tenant, table, seen)
+                touched = (
+                    await uow.tx.execute(text("UPDATE schedules SET updated_at = updated_at"))
+                ).rowcount
+                assert touched == owners, (tenant, "blind maintenance update", touched)
+            gate_evidence.append("maintenance_tenants", {"tenant": tenant, "schedules": owners})
+        # A maintenance transaction with no tenant scope sees nothing.
+        async with maintenance.begin() as uow:
+            for table in _MAINTAINED:
+                seen = (await uow.tx.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
+                assert seen == 0, ("unscoped maintenance", table, seen)
+    finally:
+        await api.dispose()
+        await maintenance.dispose()

@@ -3,7 +3,11 @@ boundaries are tried, not read. Revisions are immutable (an UPDATE is refused ev
 to the table's owner login, through the trigger, whatever its text says); a foreign
 owner's revisions and occurrences are invisible to the API role and every write
 aimed at them (revision UPDATE, occurrence link UPDATE) touches no row; the
-occurrence uniqueness refuses a second row for a decided instant.
+occurrence uniqueness refuses a second row for a decided instant. The row rules the
+catalog inspection checks by name only are tried at their boundaries (revision numbers,
+the failure counter, the definition's JSON type, the not-early rule, the run lease, the
+outbox kind), and the event logs' append-only triggers are tried, each beside the legal
+neighbour the database must accept.
 
 Tests of the test: tests/integration/test_persistence_behaviour_sensitivity.py (a
 trigger replaced by ``RETURN NEW``, the occurrence policy weakened to
@@ -11,8 +15,11 @@ trigger replaced by ``RETURN NEW``, the occurrence policy weakened to
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from gates.checks.persistence_support import (
     ALICE,
@@ -23,7 +30,7 @@ from gates.checks.persistence_support import (
 )
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.errors import SchedulingError
-from scheduling.testing import PostgresUnitOfWorkFactory, role_names
+from scheduling.testing import PostgresUnitOfWorkFactory, role_names, sqlstate_of
 
 pytestmark = pytest.mark.postgres
 
@@ -113,3 +120,105 @@ async def check_behaviour(pg_url: str, gate_evidence: GateEvidence) -> None:
         await conn.rollback()
     assert "unique" in str(duplicate.value).lower() or "duplicate" in str(duplicate.value)
     gate_evidence.record("duplicate_occurrence_refused", True)
+
+
+CHECK_VIOLATION = "23514"
+# The append-only and immutability triggers raise insufficient_privilege.
+TRIGGER_REFUSAL = "42501"
+_OUTBOX = (
+    "INSERT INTO schedule_outbox (id, tenant_id, principal_id, schedule_id, occurrence_id,"
+    " kind, payload, created_at) SELECT gen_random_uuid(), s.tenant_id, s.principal_id, s.id,"
+    " :m, '{kind}', '{{}}'::jsonb, s.updated_at FROM schedules s WHERE s.id = :s"
+)
+_REVISION_COPY = (
+    "INSERT INTO schedule_revisions SELECT schedule_id, {revision}, {definition},"
+    " created_by_principal_id, created_at FROM schedule_revisions"
+    " WHERE schedule_id = :s AND revision = 1"
+)
+# (what is tried, the statement, None if the database must accept it (one row), else
+# the SQLSTATE it must refuse it with). Each refused form sits beside its legal
+# neighbour, so a refusal is the rule's, not any statement's.
+BOUNDARIES: tuple[tuple[str, str, str | None], ...] = (
+    ("revision pointer 1", "UPDATE schedules SET current_revision = 1 WHERE id = :s", None),
+    (
+        "revision pointer 0",
+        "UPDATE schedules SET current_revision = 0 WHERE id = :s",
+        CHECK_VIOLATION,
+    ),
+    ("failure count 0", "UPDATE schedules SET consecutive_failures = 0 WHERE id = :s", None),
+    (
+        "failure count -1",
+        "UPDATE schedules SET consecutive_failures = -1 WHERE id = :s",
+        CHECK_VIOLATION,
+    ),
+    ("revision 3, an object", _REVISION_COPY.format(revision=3, definition="definition"), None),
+    ("revision 0", _REVISION_COPY.format(revision=0, definition="definition"), CHECK_VIOLATION),
+    (
+        "definition an array",
+        _REVISION_COPY.format(revision=3, definition="'[]'::jsonb"),
+        CHECK_VIOLATION,
+    ),
+    (
+        "materialized at its instant",
+        "UPDATE schedule_occurrences SET materialized_at = nominal_fire_at WHERE id = :m",
+        None,
+    ),
+    (
+        "materialized a microsecond early",
+        "UPDATE schedule_occurrences SET materialized_at = nominal_fire_at"
+        " - interval '1 microsecond' WHERE id = :m",
+        CHECK_VIOLATION,
+    ),
+    (
+        "a whole lease",
+        "UPDATE runs SET lease_owner = 'w', lease_expires_at = updated_at WHERE id = :r",
+        None,
+    ),
+    (
+        "a lease owner without expiry",
+        "UPDATE runs SET lease_owner = 'w', lease_expires_at = NULL WHERE id = :r",
+        CHECK_VIOLATION,
+    ),
+    (
+        "a lease expiry without owner",
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = updated_at WHERE id = :r",
+        CHECK_VIOLATION,
+    ),
+    ("the outbox's kind", _OUTBOX.format(kind="schedule_run_finished"), None),
+    ("another outbox kind", _OUTBOX.format(kind="schedule_run_started"), CHECK_VIOLATION),
+    (
+        "a process event rewritten",
+        "UPDATE process_events SET actor = actor WHERE schedule_id = :s",
+        TRIGGER_REFUSAL,
+    ),
+    (
+        "a session event rewritten",
+        "UPDATE session_events SET actor = actor WHERE session_id = :x",
+        TRIGGER_REFUSAL,
+    ),
+)
+
+
+@pytest.mark.gate(GATE)
+async def test_row_rules_hold_at_their_boundaries(pg_url: str, gate_evidence: GateEvidence) -> None:
+    world = await seeded_world(pg_url)
+    alice = world.of(ALICE)
+    params = {
+        "s": alice.schedule.id,
+        "m": alice.materialized.id,
+        "r": alice.run.id,
+        "x": alice.session.id,
+    }
+    async with admin_connection(pg_url) as conn:
+        for label, sql, refusal in BOUNDARIES:
+            bound = {k: v for k, v in params.items() if f":{k}" in sql}
+            outcome: Any
+            try:
+                outcome = (await conn.execute(text(sql), bound)).rowcount
+            except DBAPIError as exc:
+                outcome = sqlstate_of(exc)
+            finally:
+                await conn.rollback()
+            # Accepted: exactly the one row aimed at; refused: by the rule's SQLSTATE.
+            assert outcome == (1 if refusal is None else refusal), (label, outcome)
+            gate_evidence.append("boundaries", {"tried": label, "outcome": outcome})
