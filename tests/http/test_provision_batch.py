@@ -284,3 +284,93 @@ def test_tokens_add_json_and_names(
     assert (code, [e["name"] for e in listed]) == (0, ["cli"])
     assert "token" not in listed[0]
     assert "digest" not in listed[0]
+
+
+async def _principal(url: str, tenant_id: str, principal_id: str) -> dict[str, Any]:
+    uow = PostgresUnitOfWorkFactory.from_url(url, pool_size=1)
+    try:
+        async with uow.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    text("SELECT * FROM principals WHERE tenant_id = :t AND principal_id = :p"),
+                    {"t": tenant_id, "p": principal_id},
+                )
+            ).one()
+        return dict(row._mapping)
+    finally:
+        await uow.dispose()
+
+
+def principal_row(url: str, tenant_id: str, principal_id: str) -> dict[str, Any]:
+    return asyncio.run(_principal(url, tenant_id, principal_id))
+
+
+def test_a_reapplied_principal_holds_exactly_the_file_s_authority(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The file is the principal's whole authority: a scope or an authority input the
+    file no longer lists is gone after apply (replaced, never merged into the stored
+    row), and the update keeps the row's created_at."""
+    batch = tmp_path / "deployment.toml"
+    batch.write_text(
+        '[[tenants.acme.principals]]\nprincipal_id = "alice"\n'
+        'scopes = ["schedule.read", "schedule.write", "run.cancel"]\n'
+        'authority_inputs = { roles = ["admin"], team = "ops" }\n'
+    )
+    assert run_cli("provision", "apply", str(batch), "--url", pg_url)[0] == 0
+    before = principal_row(pg_url, "acme", "alice")
+    batch.write_text(
+        '[[tenants.acme.principals]]\nprincipal_id = "alice"\n'
+        'scopes = ["schedule.read"]\nauthority_inputs = { roles = ["member"] }\n'
+    )
+    code, out = run_cli("provision", "apply", str(batch), "--url", pg_url)
+    assert code == 0
+    assert "updated: principal acme/alice" in out.splitlines(), out
+    after = principal_row(pg_url, "acme", "alice")
+    assert sorted(after["scopes"]) == ["schedule.read"], after
+    assert after["authority_inputs"] == {"roles": ["member"]}, after
+    assert after["created_at"] == before["created_at"], (before, after)
+    assert after["updated_at"] > before["updated_at"], (before, after)
+
+
+def test_disabling_a_principal_whose_named_token_is_held_is_refused(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token the file names must belong to a principal the directory (after the file)
+    holds enabled, whether or not the token file already holds it: a re-apply that
+    disables alice while still naming her held token is refused and changes nothing."""
+    batch = tmp_path / "deployment.toml"
+    tokens = tmp_path / "tokens.json"
+    common = ("--url", pg_url, "--tokens-file", str(tokens))
+    listed = '[[tenants.acme.tokens]]\nprincipal_id = "alice"\nname = "ci"\n'
+    batch.write_text(
+        '[[tenants.acme.principals]]\nprincipal_id = "alice"\nscopes = ["schedule.read"]\n' + listed
+    )
+    assert run_cli("provision", "apply", str(batch), *common)[0] == 0
+    before = (rows(pg_url), tokens.read_bytes())
+    batch.write_text(
+        '[[tenants.acme.principals]]\nprincipal_id = "alice"\nscopes = ["schedule.read"]\n'
+        "enabled = false\n" + listed
+    )
+    capsys.readouterr()
+    assert run_cli("provision", "apply", str(batch), *common) == (2, "")
+    assert "error: schedule.provision.principal_disabled" in capsys.readouterr().err
+    assert (rows(pg_url), tokens.read_bytes()) == before
+    assert principal_row(pg_url, "acme", "alice")["enabled"] is True
+
+
+def test_one_principal_id_in_two_tenants_is_two_principals(pg_url: str, tmp_path: Path) -> None:
+    """A principal is named by (tenant, principal): the same principal id under two
+    tenants is two principals, each created with its own scopes, not a duplicate."""
+    batch = tmp_path / "deployment.toml"
+    batch.write_text(
+        '[[tenants.acme.principals]]\nprincipal_id = "alice"\nscopes = ["schedule.read"]\n'
+        '[[tenants.globex.principals]]\nprincipal_id = "alice"\nscopes = ["run.read"]\n'
+    )
+    code, out = run_cli("provision", "apply", str(batch), "--url", pg_url)
+    assert code == 0, out
+    lines = out.splitlines()
+    assert "created: principal acme/alice" in lines, out
+    assert "created: principal globex/alice" in lines, out
+    assert principal_row(pg_url, "acme", "alice")["scopes"] == ["schedule.read"]
+    assert principal_row(pg_url, "globex", "alice")["scopes"] == ["run.read"]

@@ -19,6 +19,10 @@ hold at every instant. Claim instants come from the durable ``run.started`` even
 
 The same scenario without reserves (``QueueCapacity(4, 0, 0)``) must violate both
 bounds: that run is the check's own proof that it can fail.
+
+The caps also hold when two claims race for the last async slot: the second claim,
+started while the first is inside its transaction, finds the slot taken once the first
+commits (``queue.claims_without_queue_lock`` is the test of that test).
 """
 
 from __future__ import annotations
@@ -32,14 +36,32 @@ import pytest
 from sqlalchemy import text
 
 from gates.runner.pytest_plugin import GateEvidence
+from scheduling.bootstrap import build_run_worker
 from scheduling.config import Topology
 from scheduling.ports.runtime import QueueCapacity, RunPriority
 from scheduling.runtime import WorkerSettings
-from scheduling.testing import ConfiguredTenantConfiguration, PostgresUnitOfWorkFactory
+from scheduling.testing import (
+    ConfiguredTenantConfiguration,
+    PostgresUnitOfWorkFactory,
+    storage_over,
+)
 from simulation.engine.clock import VirtualClock
+from simulation.engine.ids import SeededIds
 from simulation.worlds.materialize import WHO, MaterializeWorld
-from simulation.worlds.runtime import Autojump, run_worker, submission, submitter
-from simulation.worlds.service import CEILINGS
+from simulation.worlds.runtime import (
+    UNACCOUNTED,
+    Autojump,
+    run_worker,
+    submission,
+    submitter,
+)
+from simulation.worlds.service import (
+    CEILINGS,
+    START,
+    principal,
+    seed_durable,
+    world_settings,
+)
 
 GATE = "gate.schedule.priority_fair"
 SETTINGS = WorkerSettings(lease_seconds=120, heartbeat_seconds=40, poll_seconds=5)
@@ -299,3 +321,79 @@ async def test_reserved_slots_keep_interactive_latency_and_async_progress(
     # The check can fail: without reserves both halves of the statement are violated.
     assert any("latency" in v for v in control.violations), control.violations
     assert any("stalled" in v for v in control.violations), control.violations
+
+
+# ------------------------------------------------------- claims racing for one slot
+
+RACER = principal("racer", scopes=set())
+ONE_ASYNC_SLOT = QueueCapacity(total_slots=2, interactive_reserved=1, async_reserved=1)
+"""Async work may hold one slot of two."""
+
+
+async def waiters(admin: PostgresUnitOfWorkFactory, at_least: int) -> None:
+    """Until ``at_least`` sessions of this database wait on a lock (real time, bounded)."""
+    for _ in range(600):
+        async with admin.engine.connect() as conn:
+            waiting = (
+                await conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND datname = current_database()"
+                    )
+                )
+            ).scalar_one()
+        if waiting >= at_least:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"fewer than {at_least} claim(s) ever waited on a lock")
+
+
+@pytest.mark.postgres
+@pytest.mark.gate(GATE)
+async def test_two_claims_at_once_never_pass_the_async_cap(pg_url: str) -> None:
+    """Two async workers claim at the same moment with one async slot free and two async
+    runs queued. The first claim is caught inside its transaction, after it set its run
+    RUNNING and before its COMMIT (the check holds the checkpoint table locked, which
+    the claim reads last); the second claim starts then. It must find the slot taken
+    once the first commits: one run claimed, the other still QUEUED. A claim that
+    counted the live leases without serializing with the first (it cannot see the
+    first's uncommitted claim) would take the second run: two async runs where the
+    fleet admits one."""
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=6)
+    clock = VirtualClock(START)
+    try:
+        await seed_durable(admin, [RACER])
+        submit = submitter(admin, clock, seed=4)
+        for _ in range(2):
+            await submit.submit(RACER, submission("succeed", priority=RunPriority.ASYNC))
+        clock.advance(1)
+        queues = [
+            build_run_worker(
+                world_settings(),
+                RunPriority.ASYNC,
+                clock=clock,
+                ids=SeededIds(0).fork(f"racer-{n}"),
+                storage=storage_over(admin),
+                capacity=ONE_ASYNC_SLOT,
+                owner=f"racer-{n}",
+                worker_settings=SETTINGS,
+                on_finished=UNACCOUNTED,
+            ).queue
+            for n in range(2)
+        ]
+        async with admin.engine.connect() as blocker:
+            held = await blocker.begin()
+            await blocker.execute(text("LOCK TABLE run_checkpoints IN ACCESS EXCLUSIVE MODE"))
+            first = asyncio.ensure_future(queues[0].claim("racer-0", clock.now(), 120))
+            await waiters(admin, 1)
+            second = asyncio.ensure_future(queues[1].claim("racer-1", clock.now(), 120))
+            await waiters(admin, 2)
+            await held.rollback()
+        claims = [await first, await second]
+        async with admin.engine.connect() as conn:
+            statuses = sorted((await conn.execute(text("SELECT status FROM runs"))).scalars().all())
+        assert claims[0] is not None
+        assert claims[1] is None, f"a second async run claimed past the cap: {claims[1]}"
+        assert statuses == ["QUEUED", "RUNNING"], statuses
+    finally:
+        await admin.dispose()

@@ -10,24 +10,33 @@ after a charge, or the completion. Each must write nothing: the worker ends with
 the run row is the one the claim left, and no checkpoint or session event was added.
 The new holder then finishes the run once.
 
+The new holder's takeover is audited: after the first holder's ``run.started``, one
+``run.recovered`` event naming the new fencing token and the checkpoint it resumed from.
+
 Recoverable at full capacity: when every slot is held by a worker that died, their
 leases expire and a fresh worker must reclaim them (an expired lease holds no slot),
-one by one, each with a new fencing token, however full the fleet looked.
+one by one, each with a new fencing token, however full the fleet looked - at the very
+instant the leases expire.
 
 ``rule.queue.eligibility``, the queue's own rules a scheduled run inherits: a run is
 not claimed before its ``scheduled_for`` (the process that queued it reads a clock 1 us
 ahead of the claimer's); with both priority classes admitted the claim takes
-priority 0 before older priority-10 runs, then those oldest first; and a worker
-configured for one class never claims the other's runs.
+priority 0 before older priority-10 runs, then those oldest first; a worker
+configured for one class never claims the other's runs; and a run whose row a cancel
+in flight holds locked is skipped (the claim takes the next run at once), not waited
+for.
 
 Tests of the test: ``scheduling-gates mutate`` (``fencing.save_ignores_token``,
-``fencing.stale_write_ignored``, ``queue.expired_leases_hold_slots``;
+``fencing.stale_write_ignored``, ``queue.expired_leases_hold_slots``,
+``worker.recovery_audited_as_start``, ``queue.expiry_instant_unclaimable``;
 ``queue.claims_before_scheduled_for``, ``queue.order_ignores_priority``,
-``queue.order_ignores_age``, ``queue.ignores_configured_classes``).
+``queue.order_ignores_age``, ``queue.ignores_configured_classes``,
+``queue.waits_on_locked_rows``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -36,11 +45,14 @@ from uuid import UUID
 
 import pytest
 
+from gates.checks.crash_support import CrashingFactory, Hold
 from scheduling.bootstrap import RunWorkerRole, build_run_worker
+from scheduling.domain.identity import Principal
 from scheduling.ports.probe import Probe
 from scheduling.ports.records import RunStatus
 from scheduling.ports.runtime import ClaimedRun, QueueCapacity, RunPriority
 from scheduling.runtime import LEASE_LOST, WorkerSettings
+from scheduling.service.cancellation import RunCancellation
 from scheduling.testing import PostgresUnitOfWorkFactory, storage_over
 from simulation.engine.clock import VirtualClock
 from simulation.engine.ids import SeededIds
@@ -166,6 +178,14 @@ async def fenced_out(env: Env, script: str, step: str, nth: int, refused: str) -
     tokens = [c.fencing_token for c in checkpoints]
     assert tokens == sorted(tokens), tokens  # no stale token after the new holder's
     assert tokens[-1] == claimed.lease.fencing_token, tokens
+    # Audited: the first holder's start, then the takeover as a recovery naming the new
+    # token and the checkpoint it resumed from (not a second fresh start).
+    starts = [e for e in events if e.event_type in ("run.started", "run.recovered")]
+    assert [e.event_type for e in starts] == ["run.started", "run.recovered"], types
+    recovered = starts[1].payload
+    assert recovered["fencing_token"] == claimed.lease.fencing_token, recovered
+    assert claimed.checkpoint is not None
+    assert recovered["resumed_from_seq"] == claimed.checkpoint.seq, recovered
     return {"refused": refused, "stale_token": outcome.fencing_token}
 
 
@@ -206,7 +226,12 @@ async def test_dead_workers_leases_free_their_slots(env: Env) -> None:
     assert await queue.claim("dead", env.clock.now(), SETTINGS.lease_seconds) is None, (
         "two live leases must fill two slots"
     )
-    env.clock.advance(SETTINGS.lease_seconds + 1)
+    # At the instant the leases expire they hold no slot and are claimable at once
+    # (an expiry that frees the slot a moment before the run may be claimed would
+    # leave it unclaimable in between).
+    expiry = {c.lease.expires_at for c in dead if c is not None}
+    assert len(expiry) == 1, expiry
+    env.clock.advance_to(expiry.pop())
     fresh = role(env.admin, env.clock, "fresh", capacity=FULL).queue
     reclaimed = [await fresh.claim("fresh", env.clock.now(), SETTINGS.lease_seconds) for _ in dead]
     assert all(c is not None for c in reclaimed), "an expired lease still held its slot"
@@ -284,3 +309,39 @@ async def test_a_worker_of_one_class_claims_only_that_class(env: Env) -> None:
         claimed = [None if c is None else c.run.id for c in claims]
         assert sorted(map(str, claimed[:-1])) == sorted(map(str, queued[cls])), (cls, claimed)
         assert claimed[-1] is None, (cls, "claimed a run of the other class", claimed)
+
+
+CANCELLER = Principal(WHO.tenant_id, WHO.principal_id, frozenset({"run.cancel"}))
+
+
+@pytest.mark.rule("rule.queue.eligibility")
+async def test_a_run_locked_by_a_cancel_in_flight_is_skipped_not_waited_for(env: Env) -> None:
+    """The oldest queued run's row is held by a cancel caught between its fenced write and
+    its COMMIT: a claim meanwhile takes the next queued run at once (SKIP LOCKED), it
+    does not wait for the cancel to end. Once the cancel commits, the oldest run is
+    CANCELLED and was never claimed."""
+    submit = submitter(env.admin, env.clock, seed=3)
+    oldest = await submit.submit(WHO, submission("succeed"))
+    env.clock.advance(1)
+    next_one = await submit.submit(WHO, submission("succeed"))
+    hold = Hold("runs.save")
+    cancels = RunCancellation(CrashingFactory(env.admin, None, hold), env.clock)
+    cancelling = asyncio.ensure_future(cancels.cancel(CANCELLER, oldest.id))
+    claiming: asyncio.Future[ClaimedRun | None] | None = None
+    try:
+        await asyncio.wait_for(hold.reached.wait(), timeout=30)
+        queue = role(env.admin, env.clock, "skipper").queue
+        claiming = asyncio.ensure_future(
+            queue.claim("skipper", env.clock.now(), SETTINGS.lease_seconds)
+        )
+        # Generous for a loaded machine: the claim needs no lock the cancel holds.
+        done, _ = await asyncio.wait({claiming}, timeout=10)
+        in_time = claiming in done
+    finally:
+        hold.release.set()
+        await cancelling
+    claimed = await claiming
+    assert in_time, "the claim waited for the cancel holding the oldest run's row"
+    assert claimed is not None
+    assert claimed.run.id == next_one.id, claimed
+    assert (await run_row(env.admin, oldest.id)).status is RunStatus.CANCELLED

@@ -31,12 +31,14 @@ import pytest
 from gates.checks.crash_support import Crash, CrashingFactory
 from scheduling.domain.cadence import format_instant
 from scheduling.domain.events import RUN_ACCOUNTED
+from scheduling.ports.runtime import QueueCapacity
 from scheduling.ports.unit_of_work import UnitOfWorkFactory
 from scheduling.service.accounting import RunAccountant
 from scheduling.service.materializer import MaterializeResult
 from scheduling.testing import RoleOverride
 from simulation.worlds.materialize import WHO as OWNER
 from simulation.worlds.materialize import MaterializeWorld
+from simulation.worlds.runtime import run_worker
 from simulation.worlds.service import definition
 
 pytestmark = pytest.mark.postgres
@@ -116,6 +118,34 @@ async def test_one_row_per_accounted_terminal_run_none_before(pg_url: str) -> No
             found = await rows(h, occurrence.id)
             assert [r["kind"] for r in found] == ["schedule_run_finished"], (status, found)
             assert found[0]["payload"] == expected_payload("Pinned title", result), status
+    finally:
+        await h.close()
+
+
+@pytest.mark.rule("rule.outbox.finished")
+async def test_the_run_worker_accounts_the_run_it_ends(pg_url: str) -> None:
+    """The run worker production builds accounts each run it ends, completed or failed,
+    as it ends it: the outcome row is there when ``run_once`` returns, with no scheduler
+    sweep in between (a worker that accounted only completed runs would leave a failed
+    one's notification to a later sweep)."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        for script, status in (("succeed", "COMPLETED"), ("fail", "FAILED")):
+            sid = await h.create(
+                title=f"Worked {script}",
+                key=f"worked-{script}",
+                instruction=f"Do it. [script:{script}]",
+                max_consecutive_failures=10,
+            )
+            result = await fire(h, sid)
+            assert result.occurrence is not None
+            worker = run_worker(h.storage, h.clock, f"w-{script}", capacity=QueueCapacity(4, 1, 1))
+            outcome = await worker.run_once()
+            assert outcome is not None
+            assert (outcome.run_id, outcome.status) == (str(result.run_id), status), outcome
+            found = await rows(h, result.occurrence.id)
+            assert [r["kind"] for r in found] == ["schedule_run_finished"], (status, found)
+            assert await accounted(h, result.occurrence.id) == 1, status
     finally:
         await h.close()
 

@@ -2,7 +2,8 @@
 cancel endpoint ends a run that has not ended, once, and never rewrites an ended one.
 
 Three schedules fire at one instant, each materializing a QUEUED run. The first run is
-cancelled through ``POST /v1/runs/{id}/cancel``: 200, CANCELLED, and its row is
+cancelled through ``POST /v1/runs/{id}/cancel`` (before it, ``GET /v1/runs/{id}`` reads it
+QUEUED with no ``finished_at``): 200, CANCELLED, finished when its row says, and its row is
 CANCELLED with no lease, a fencing token one higher and a finish, beside one
 ``run.cancelled`` session event; cancelling it again is a 200 that changes no row. The
 other two are made COMPLETED and FAILED (as the run worker leaves them): cancelling
@@ -20,7 +21,8 @@ leaves either the QUEUED run and no event or the CANCELLED run and exactly one
 Tests of the test: ``scheduling-gates mutate`` (``runs.cancel_rewrites_ended_runs``:
 a COMPLETED or FAILED run is cancelled; ``runs.cancel_not_idempotent``: a second
 cancel is refused as terminal; ``runs.racing_cancel_refused``: a cancel that loses the
-race to another fails as stale instead of finding the run cancelled).
+race to another fails as stale instead of finding the run cancelled;
+``runs.view_finished_from_updated``: a run that has not ended reads as finished).
 """
 
 from __future__ import annotations
@@ -92,11 +94,18 @@ async def test_a_run_is_cancelled_once_and_an_ended_run_never(
         )
         (queued,) = await world.sql("SELECT * FROM runs WHERE id = :i", i=runs["Cancelled"])
         assert queued["status"] == "QUEUED"
+        # Not ended yet: the run reads QUEUED and unfinished (its row has an updated_at).
+        unended = await world.call("GET", f"/v1/runs/{runs['Cancelled']}")
+        assert unended.status_code == 200, unended.text
+        assert unended.json()["status"] == "QUEUED"
+        assert unended.json()["finished_at"] is None, unended.text
 
         first = await world.call("POST", f"/v1/runs/{runs['Cancelled']}/cancel")
         assert first.status_code == 200, first.text
         assert first.json()["status"] == "CANCELLED"
         (cancelled,) = await world.sql("SELECT * FROM runs WHERE id = :i", i=runs["Cancelled"])
+        finished = datetime.fromisoformat(first.json()["finished_at"])
+        assert finished == cancelled["finished_at"], first.text
         assert cancelled["status"] == "CANCELLED"
         assert cancelled["lease_owner"] is None
         assert cancelled["lease_expires_at"] is None

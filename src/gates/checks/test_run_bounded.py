@@ -20,7 +20,8 @@ role) -> run queue and run workers (trusted path) with the scripted agent.
    more crash
    falls between an action's charge and its result (after ``run.charged``): the
    recovered run must still perform exactly the bound's actions (charging the resumed
-   action twice would stop it one short).
+   action twice would stop it one short). Each failure is classified by what ended
+   it: ``DeadlineExceeded`` for the deadline, ``RunLimitExceeded`` for a bound.
 """
 
 from __future__ import annotations
@@ -318,6 +319,9 @@ async def crash_and_recover(
     final = (await h.sql("SELECT * FROM runs WHERE id = :i", i=run_id))[0]
     assert final["status"] == "FAILED"
     assert final["failure"]["reason"] == code
+    # Its class tells a deadline from a bound (what accounting and its event record).
+    kind = "DeadlineExceeded" if code == DEADLINE_EXCEEDED else "RunLimitExceeded"
+    assert final["failure"]["error_class"] == kind, (label, final["failure"])
     performed_total = await performed(h, run_id)
     if key is not None:
         assert final["usage"][key] == expected, (label, final["usage"])
