@@ -18,7 +18,13 @@ PostgreSQL (API role, forced RLS, the durable principal directory, the token fil
   holds the exception text, SQL, bound values, the instruction or the token; the edge's
   own answers and lines (a streamed body past the limit, a malformed request id, the
   access line's route and a credential offered as the request id) say only what they
-  should.
+  should. Each client mistake answers its own code and the status of its kind (a
+  stale revision and an illegal transition 409, a non-JSON body 400, a text/plain body
+  415, an unserved method 405 with every served method in Allow, an unknown path 404),
+  and client text in details (a credential-shaped or lowercase hex key or scope) is
+  withheld; each SQLSTATE PostgreSQL raises (a trigger on the create's insert) answers
+  its ADR 2220 / 0302 code: connection faults 503 with Retry-After, rejected statements
+  a 4xx without it, a row-level-security denial the not-found status.
 
 Tests of the test: ``scheduling-gates mutate`` (mutants ``bearer.token_id_only``,
 ``bearer.digest_equality``, ``bearer.any_scheme``,
@@ -26,7 +32,8 @@ Tests of the test: ``scheduling-gates mutate`` (mutants ``bearer.token_id_only``
 ``scopes.write_implies_read``, ``envelope.unavailable_message_leaks``,
 ``edge.streamed_body_unlimited``, ``edge.request_id_unvalidated``,
 ``edge.offered_id_unscanned``, ``edge.raw_path_logged``,
-``envelope.unhandled_error_escapes``).
+``envelope.unhandled_error_escapes``; and edge2's ``envelope.*``, ``pgerrors.*``,
+``faults.too_many_clients_not_refusing``, ``envelope.no_bearer_challenge``).
 """
 
 from __future__ import annotations
@@ -135,6 +142,8 @@ async def bearer(world: HttpWorld, monkeypatch: pytest.MonkeyPatch) -> dict[str,
     )
     assert unknown.status_code == 401, unknown.text
     assert error_code(unknown.json()) == "schedule.http.unauthenticated"
+    # Every 401 names the scheme it takes (RFC 6750 section 3): the same challenge below.
+    assert unknown.headers.get("www-authenticate") == "Bearer", dict(unknown.headers)
     baseline = answer(unknown)
     other = world.tokens[(OTHER.tenant_id, OTHER.principal_id)]
     cases = {**forgeries(token), "other_id_my_secret": other[:21] + token[21:]}
@@ -566,3 +575,199 @@ async def test_the_edge_refuses_and_logs_only_what_it_should(
         assert token not in line, "a credential offered as the request id was logged"
         assert token[21:] not in line, "a credential's secret was logged"
     gate_evidence.record("access_line", line.split(" ", 1)[1])
+
+
+# ------------------------------------------------------------------ status and code
+
+TOKEN_TEXT = "sk_live_9fQ2xV7pLm3RtZ8wKc4NbH6y"
+"""Client text shaped like a credential (long, mixed case): never echoed (ADR 2130)."""
+HEX_SECRET = "f3a90c7e1b2d4f6a8c0e2b4d6f8a0c1e"
+"""A lowercase hex secret: one 32-character word, no product name is that long."""
+LIFECYCLE_PATH = "/v1/schedules/{schedule_id}"
+
+
+def refused(response: httpx.Response, status: int, code: str, label: str) -> dict[str, Any]:
+    """``response`` is the envelope with ``status`` and ``code``; its details."""
+    assert response.status_code == status, (label, response.status_code, response.text)
+    document = response.json()
+    assert error_code(document) == code, (label, response.text)
+    assert set(document["error"]) == {"code", "message", "details"}, (label, response.text)
+    details: dict[str, Any] = document["error"]["details"]
+    return details
+
+
+async def refusals(world: HttpWorld) -> dict[str, str]:
+    """Client mistakes, each answered with its own stable code and the status its kind
+    has: a conflict with the state a client read is 409, a body that is not JSON 400, a
+    media type the route does not take 415, a method the path does not serve 405 with
+    every method it does serve in Allow (RFC 9110 15.5.6), an unknown path 404."""
+    seen: dict[str, str] = {}
+    created = await world.create("codes", title="Codes")
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    detail = (await world.call("GET", f"/v1/schedules/{sid}")).json()
+    stale: dict[str, tuple[str, str, dict[str, Any]]] = {
+        "pause": ("POST", f"/v1/schedules/{sid}/pause", {"json": {"expected_revision": 2}}),
+        "resume": ("POST", f"/v1/schedules/{sid}/resume", {"json": {"expected_revision": 2}}),
+        "cancel": ("DELETE", f"/v1/schedules/{sid}", {"params": {"expected_revision": 2}}),
+        "update": (
+            "PATCH",
+            f"/v1/schedules/{sid}",
+            {"json": update_body(detail, title="Stale", expected_revision=2)},
+        ),
+    }
+    for label, (method, path, kwargs) in stale.items():
+        response = await world.call(method, path, OWNER, **kwargs)
+        details = refused(response, 409, "schedule.lifecycle.stale_revision", label)
+        assert details.get("current_revision") == 1, (label, details)
+        seen[f"stale {label}"] = "409"
+    cancelled = await world.call("DELETE", f"/v1/schedules/{sid}", params={"expected_revision": 1})
+    assert cancelled.status_code == 200, cancelled.text
+    for action in ("pause", "resume"):
+        response = await world.call(
+            "POST", f"/v1/schedules/{sid}/{action}", json={"expected_revision": 1}
+        )
+        refused(response, 409, "schedule.lifecycle.illegal_transition", f"{action} cancelled")
+        seen[f"{action} cancelled"] = "409"
+
+    key = {"Idempotency-Key": "codes-body"}
+    as_text = await world.call(
+        "POST",
+        "/v1/schedules",
+        content=json.dumps(body()).encode(),
+        headers={**key, "Content-Type": "text/plain"},
+    )
+    refused(as_text, 415, "schedule.http.unsupported_media_type", "text/plain body")
+    seen["text/plain body"] = "415"
+    for label, raw in (("truncated JSON", b'{"title": '), ("not JSON", b"title=x")):
+        response = await world.call(
+            "POST",
+            "/v1/schedules",
+            content=raw,
+            headers={**key, "Content-Type": "application/json"},
+        )
+        refused(response, 400, "schedule.http.malformed_body", label)
+        seen[label] = "400"
+
+    # The methods the spec's routes serve on the schedule's path.
+    served = {method for method, path in ROUTE_SCOPES if path == LIFECYCLE_PATH}
+    for method in ("PUT", "POST"):
+        response = await world.call(method, f"/v1/schedules/{sid}", json={})
+        refused(response, 405, "schedule.http.method_not_allowed", f"{method} schedule")
+        allowed = {m.strip() for m in response.headers.get("allow", "").split(",")}
+        assert served <= allowed, (method, "Allow misses a served method", allowed)
+        assert allowed <= served | {"HEAD"}, (method, "Allow names an unserved method", allowed)
+        seen[f"{method} schedule"] = "405"
+    missing = await world.call("GET", "/v1/schedule")
+    refused(missing, 404, "schedule.http.route_not_found", "unknown path")
+    seen["unknown path"] = "404"
+    return seen
+
+
+async def no_echo(world: HttpWorld) -> dict[str, str]:
+    """Client text in a refusal's details travels only as a closed name: a
+    credential-shaped key (in the cadence, the body, the limits) or scope is withheld,
+    whatever code refuses it, and the code is still the one that names the mistake."""
+    cadence = {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"}
+    limits = {**body()["limits"], TOKEN_TEXT: 1}
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "cadence key": (body(cadence={**cadence, TOKEN_TEXT: 1}), "schedule.cadence.unknown_field"),
+        "body key": ({**body(), TOKEN_TEXT: 1}, "schedule.http.invalid_request"),
+        "limits key": (body(limits=limits), "schedule.http.invalid_request"),
+        "scope": (body(requested_scopes=[TOKEN_TEXT]), "schedule.validation.unknown_scope"),
+    }
+    cases["hex cadence key"] = (
+        body(cadence={**cadence, HEX_SECRET: 1}),
+        "schedule.cadence.unknown_field",
+    )
+    cases["hex body key"] = ({**body(), HEX_SECRET: 1}, "schedule.http.invalid_request")
+    seen: dict[str, str] = {}
+    for n, (label, (sent, code)) in enumerate(cases.items()):
+        response = await world.call(
+            "POST", "/v1/schedules", json=sent, headers={"Idempotency-Key": f"echo-{n}"}
+        )
+        refused(response, 422, code, label)
+        for secret in (TOKEN_TEXT, TOKEN_TEXT[8:24], HEX_SECRET, HEX_SECRET[:16]):
+            assert secret not in response.text, (label, "client text echoed", response.text)
+        seen[label] = code
+    assert (await world.counts())["schedules"] == 0
+    return seen
+
+
+@pytest.mark.rule("rule.http.error_envelope")
+async def test_each_client_mistake_has_its_status_and_code(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    async with http_world(pg_url) as world:
+        echoed = await no_echo(world)
+        statuses = await refusals(world)
+    gate_evidence.record("refusals", statuses)
+    gate_evidence.record("withheld_client_text", echoed)
+
+
+FAULTS = {
+    # ADR 2220: a server that refuses to serve is schedule.database.unavailable; a
+    # connection that broke while serving is schedule.persistence.unavailable; a
+    # serialization failure or a deadlock is schedule.persistence.retry (ADR 0302).
+    # Each says when to come back.
+    "57P03": "schedule.database.unavailable",  # cannot connect now (starting up)
+    "53300": "schedule.database.unavailable",  # too many connections
+    "57P01": "schedule.persistence.unavailable",  # the backend was terminated
+    "08006": "schedule.persistence.unavailable",  # connection failure
+    "40001": "schedule.persistence.retry",  # serialization failure
+    "40P01": "schedule.persistence.retry",  # deadlock detected
+}
+REJECTED = {
+    # ADR 0302: a statement the database rejects has the code of its SQLSTATE; it is
+    # the request's conflict with stored state, not an outage (no 5xx, no Retry-After),
+    # and a row the role may not touch answers the not-found status of a foreign row.
+    "23505": (409, "schedule.persistence.duplicate"),
+    "23514": (409, "schedule.persistence.constraint_violated"),
+    "23502": (409, "schedule.persistence.constraint_violated"),
+    "23503": (409, "schedule.persistence.missing_reference"),
+    "42501": (404, "schedule.persistence.forbidden"),
+}
+FAULT_TRIGGER = (
+    """CREATE FUNCTION planted_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION 'planted fault' USING ERRCODE = NEW.definition->>'title';
+    END $$""",
+    """CREATE TRIGGER planted_fault BEFORE INSERT ON schedule_revisions FOR EACH ROW
+    WHEN (NEW.definition->>'instruction' LIKE 'Planted fault%')
+    EXECUTE FUNCTION planted_fault()""",
+)
+"""The real server raising each SQLSTATE (the row's title) on the create's insert."""
+
+
+@pytest.mark.rule("rule.http.error_envelope")
+async def test_a_database_that_cannot_serve_says_when_to_retry(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """Each connection fault PostgreSQL raises answers 503 with its own stable code, the
+    generic message, no detail and a Retry-After in seconds; each statement it rejects
+    answers its own code and a 4xx, with no Retry-After; nothing is written."""
+    async with http_world(pg_url) as world:
+        async with world.admin.engine.begin() as conn:
+            for statement in FAULT_TRIGGER:
+                await conn.exec_driver_sql(statement)
+        answered: dict[str, str] = {}
+        for state, code in FAULTS.items():
+            response = await world.create(
+                f"fault-{state}", title=state, instruction=f"Planted fault {state}."
+            )
+            assert refused(response, 503, code, state) == {}, (state, response.text)
+            retry = response.headers.get("retry-after", "")
+            assert retry.isdigit(), (state, "no Retry-After in seconds", dict(response.headers))
+            answered[state] = f"{code} Retry-After {retry}"
+        for state, (status, code) in REJECTED.items():
+            response = await world.create(
+                f"fault-{state}", title=state, instruction=f"Planted fault {state}."
+            )
+            refused(response, status, code, state)
+            assert "retry-after" not in response.headers, (state, dict(response.headers))
+            answered[state] = f"{status} {code}"
+        assert (await world.counts())["schedules"] == 0
+        # The same request without the fault is served: the faults were the only cause.
+        served = await world.create("fault-none", title="Served", instruction="No fault here.")
+        assert served.status_code == 201, served.text
+    gate_evidence.record("faults", answered)

@@ -10,7 +10,11 @@ the database's value: so a revision, a failure count or a reason the API reports
 anywhere but the ledger shows (with one revision and no failure they all look alike).
 The run that fired (failed, with its failure classification) reads the same through
 ``GET /v1/runs/{id}`` and in the view its inbox row embeds. The answers of a pause and a
-resume after the update show revision 2's title and cadence, as the point read does.
+resume after the update show revision 2's title and cadence, as the point read does, and
+every field of those answers and of the update's that mirrors the schedule row (state,
+pause reason, revision, failure count, next firing, created and updated instants)
+equals the row the write left: the pause comes after the miss, so a write's answer that
+reports no failure or its creation instant as its update shows.
 """
 
 from __future__ import annotations
@@ -45,6 +49,27 @@ def same_instant(a: Any, b: Any) -> bool:
     return bool(datetime.fromisoformat(str(a)) == datetime.fromisoformat(str(b)))
 
 
+ROW_FIELDS = ("state", "pause_reason", "current_revision", "consecutive_failures")
+ROW_INSTANTS = ("next_fire_at", "created_at", "updated_at")
+
+
+async def answer_mirrors_row(world: Any, label: str, shown: dict[str, Any]) -> list[str]:
+    """Every field of a write's answer that mirrors the schedule row equals the row the
+    write left (a pause after a miss: one failure, updated after its creation)."""
+    (row,) = await world.sql("SELECT * FROM schedules WHERE id = :i", i=UUID(shown["id"]))
+    problems = [
+        f"{label} {k}: {shown[k]!r} != {wire(row[k])!r}"
+        for k in ROW_FIELDS
+        if shown[k] != wire(row[k])
+    ]
+    problems += [
+        f"{label} {k}: {shown[k]!r} != {wire(row[k])!r}"
+        for k in ROW_INSTANTS
+        if not same_instant(shown[k], wire(row[k]))
+    ]
+    return problems
+
+
 @pytest.mark.rule(RULE)
 async def test_the_point_read_and_the_inbox_mirror_the_ledger(
     pg_url: str, gate_evidence: GateEvidence
@@ -69,6 +94,7 @@ async def test_the_point_read_and_the_inbox_mirror_the_ledger(
         )
         assert patched.status_code == 200, patched.text
         assert patched.json()["current_revision"] == 2
+        patch_problems = await answer_mirrors_row(world, "update answer", patched.json())
         world.clock.advance_to(datetime.fromisoformat(patched.json()["next_fire_at"]))
         world.clock.advance(120)  # past the 60 s grace: MISSED under revision 2
         assert (await scheduler.worker.run_once()).errors == {}
@@ -86,6 +112,7 @@ async def test_the_point_read_and_the_inbox_mirror_the_ledger(
         for k in ("next_fire_at", "created_at", "updated_at"):
             if not same_instant(point[k], wire(row[k])):
                 problems.append(f"point read {k}: {point[k]!r} != {wire(row[k])!r}")
+        problems += patch_problems
         if point["title"] != "Second title":
             problems.append(f"point read title {point['title']!r}")
         assert row["consecutive_failures"] == 1
@@ -135,6 +162,7 @@ async def test_the_point_read_and_the_inbox_mirror_the_ledger(
             got = (shown["title"], shown["cadence"], shown["current_revision"])
             if got != expected:
                 problems.append(f"{action} answer shows {got!r}, the point read {expected!r}")
+            problems += await answer_mirrors_row(world, f"{action} answer", shown)
         assert problems == [], problems
         gate_evidence.record("point_read", {k: point[k] for k in mirrored})
         gate_evidence.record(

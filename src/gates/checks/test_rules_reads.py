@@ -8,16 +8,27 @@
   returns exactly the caller's schedules in the supplied states, every page but the
   last full, none twice, none of another principal's; omission lists every state. The
   cursor is stable across ties: schedules sharing one ``updated_at`` are each listed
-  once at every page size.
+  once at every page size. Every state of the closed enum is a filter (a COMPLETED
+  one-time schedule listed under COMPLETED alone; all four at once list every
+  schedule), a value outside it is the 422
+  ``schedule.http.invalid_request``; a cursor the server did not issue (garbage,
+  truncated, another route's, or the issued one with any of its parts replaced, the
+  instant by one at the edge of the calendar) is never a 5xx: on both list routes it
+  is served or refused as the 422 ``schedule.page.invalid_cursor``.
 
 Tests of the test: ``scheduling-gates mutate`` (``transcript.seed_included``,
 ``transcript.answer_dropped``, ``list_filters.applied_after_limit``,
-``list_filters.ignored``, ``list_filters.cursor_skips_ties``).
+``list_filters.ignored``, ``list_filters.cursor_skips_ties``,
+``envelope.invalid_cursor_500``, ``models.state_filter_lacks_completed``,
+``routes.state_filter_three``, ``paging.cursor_instant_unchecked``).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import base64
+import binascii
+import json
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -206,3 +217,118 @@ async def test_both_list_routes_bound_their_limit(pg_url: str) -> None:
                 answer = await world.call("GET", path, params={"limit": refused})
                 assert answer.status_code == 422, (path, refused, answer.text)
                 assert answer.json()["error"]["code"] == "schedule.http.invalid_request"
+
+
+# ------------------------------------------------------------------ closed enum, cursors
+
+ENUM = ("ACTIVE", "PAUSED", "COMPLETED", "CANCELLED")
+"""The closed schedule-state enum (spec "State transitions")."""
+ODD_PARTS = (
+    "0001-01-01T00:00:00+14:00",  # before the first representable UTC instant
+    "9999-12-31T23:59:59-14:00",  # after the last
+    "2026-03-02T08:00:00",  # no offset
+    "not an instant",
+    "",
+    "\u0000",
+)
+
+
+def edited(cursor: str) -> list[str]:
+    """``cursor`` with each of its parts replaced by an odd value, if it is the
+    readable base64 JSON array a client may decode and edit (a sealed cursor is not:
+    then the garbage and truncated cases stand alone)."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        parts = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return []
+    if not isinstance(parts, list):
+        return []
+    out = []
+    for n in range(len(parts)):
+        for odd in ODD_PARTS:
+            raw = json.dumps([*parts[:n], odd, *parts[n + 1 :]]).encode()
+            out.append(base64.urlsafe_b64encode(raw).decode().rstrip("="))
+    return out
+
+
+async def refused_cursor(world: HttpWorld, path: str, cursor: str, *, served: bool) -> int:
+    """``cursor`` on ``path``: never a 5xx; a 200 only where ``served`` may be (an edited
+    cursor may still name a position), else the 422 invalid_cursor."""
+    answer = await world.call("GET", path, params={"cursor": cursor, "limit": 1})
+    assert answer.status_code < 500, (path, cursor, answer.status_code, answer.text)
+    if served and answer.status_code == 200:
+        return 0
+    assert answer.status_code == 422, (path, cursor, answer.text)
+    assert answer.json()["error"]["code"] == "schedule.page.invalid_cursor", (path, answer.text)
+    return 1
+
+
+async def enum_and_cursors(world: HttpWorld) -> dict[str, int]:
+    states: dict[str, str] = {}
+    for n, state in enumerate(("ACTIVE", "PAUSED", "CANCELLED")):
+        created = await world.create(f"enum-{n}", title=f"enum {n}")
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        states[sid] = state
+        if state == "PAUSED":
+            done = await world.call(
+                "POST", f"/v1/schedules/{sid}/pause", json={"expected_revision": 1}
+            )
+            assert done.status_code == 200, done.text
+        elif state == "CANCELLED":
+            done = await world.call(
+                "DELETE", f"/v1/schedules/{sid}", params={"expected_revision": 1}
+            )
+            assert done.status_code == 200, done.text
+    at = (world.clock.now() + timedelta(minutes=5)).isoformat()
+    once = await world.create("enum-once", title="once", cadence={"kind": "ONCE", "at": at})
+    assert once.status_code == 201, once.text
+    world.clock.advance(600)
+    assert (await world.scheduler().worker.run_once()).errors == {}
+    states[once.json()["id"]] = "COMPLETED"
+    for state in ENUM:
+        listed = await world.call("GET", "/v1/schedules", params={"state": state})
+        assert listed.status_code == 200, (state, listed.text)
+        ids = {item["id"] for item in listed.json()["items"]}
+        assert ids == {sid for sid, s in states.items() if s == state}, (state, ids)
+    every = await world.call("GET", "/v1/schedules", params={"state": list(ENUM)})
+    assert every.status_code == 200, every.text
+    assert {item["id"] for item in every.json()["items"]} == set(states), every.text
+    for outside in ("completed", "DELETED", "ACTIVE,PAUSED"):
+        listed = await world.call("GET", "/v1/schedules", params={"state": outside})
+        assert listed.status_code == 422, (outside, listed.text)
+        assert listed.json()["error"]["code"] == "schedule.http.invalid_request", outside
+
+    sid = next(iter(states))
+    occurrences = f"/v1/schedules/{once.json()['id']}/occurrences"
+    first = await world.call("GET", "/v1/schedules", params={"limit": 1})
+    cursor = first.json()["next_cursor"]
+    assert isinstance(cursor, str), first.text
+    refused = 0
+    for path in ("/v1/schedules", f"/v1/schedules/{sid}/occurrences"):
+        for forged in ("garbage!", "x" * 40, cursor[: len(cursor) // 2]):
+            refused += await refused_cursor(world, path, forged, served=False)
+    # The schedule list's cursor is not the occurrence inbox's.
+    refused += await refused_cursor(world, occurrences, cursor, served=False)
+    for forged in edited(cursor):
+        refused += await refused_cursor(world, "/v1/schedules", forged, served=True)
+    # The inbox's own cursor, edited the same way (two occurrences: one page of one).
+    world.clock.advance(86400 * 2)
+    daily = await world.call("GET", "/v1/schedules", params={"state": "ACTIVE"})
+    active = daily.json()["items"][0]["id"]
+    assert (await world.scheduler().worker.run_once()).errors == {}
+    inbox = await world.call("GET", f"/v1/schedules/{active}/occurrences", params={"limit": 1})
+    inbox_cursor = inbox.json()["next_cursor"]
+    if inbox_cursor is not None:
+        for forged in edited(inbox_cursor):
+            path = f"/v1/schedules/{active}/occurrences"
+            refused += await refused_cursor(world, path, forged, served=True)
+    return {"states": len(ENUM), "refused_cursors": refused}
+
+
+@pytest.mark.rule("rule.http.list_filters")
+async def test_the_state_enum_is_closed_and_cursors_are_opaque(pg_url: str) -> None:
+    async with http_world(pg_url) as world:
+        evidence = await enum_and_cursors(world)
+    assert evidence["refused_cursors"] >= 7, evidence

@@ -425,3 +425,63 @@ async def test_values_nested_past_the_bound_are_refused_not_a_5xx(
         await world_tools.close()
     gate_evidence.record("levels", sorted(expected))
     assert not problems, problems
+
+
+@pytest.mark.rule(RULE)
+async def test_unstorable_text_in_an_object_key_is_refused(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """A NUL or a lone surrogate in an object's key, not its value: in the create body's
+    cadence over HTTP, and in a model tool call's argument name and cadence key. Keys
+    are text too (the cadence is stored as JSON): each is ``schedule.text.invalid``, not
+    the cadence's or the schema's unknown-field error, with nothing written or asked."""
+    problems: list[str] = []
+    sent = 0
+    async with http_world(pg_url, [OWNER]) as world:
+        before = await world.counts()
+        for name, bad in BAD.items():
+            payload = body(instruction=f"Summarize {MARKER}")
+            payload["cadence"] = {**payload["cadence"], f"{MARKER}{bad}": 1}
+            response = await world.client.post(
+                "/v1/schedules",
+                content=json.dumps(payload).encode("ascii"),
+                headers={
+                    **world.auth(),
+                    "Idempotency-Key": f"key-in-cadence-{name}",
+                    "content-type": "application/json",
+                },
+            )
+            refused(response, f"POST cadence key/{name}", problems)
+            sent += 1
+        if await world.counts() != before:
+            problems.append("a refused key wrote rows")
+    tools = await ToolWorld.open(pg_url)
+    try:
+        snapshot = await tools.snapshot()
+        good: dict[str, Any] = {
+            "title": "Ball for Marzipan",
+            "instruction": "Remind me to throw the ball.",
+        }
+        daily = {"kind": "DAILY", "local_time": "09:00", "timezone": "Europe/Paris"}
+        for name, bad in BAD.items():
+            calls = {
+                "argument name": {**good, "at": tools.later(days=1), f"{MARKER}{bad}": 1},
+                "cadence key": {**good, "cadence": {**daily, f"{MARKER}{bad}": 1}},
+            }
+            for label, args in calls.items():
+                result = await tools.call(
+                    "schedule.create", args, f"key-{label}-{name}".replace(" ", "-")
+                )
+                if result.ok or result.reason_code != TEXT_INVALID or result.retryable:
+                    problems.append(f"tool {label}/{name}: {result.status} {result.reason_code}")
+                if MARKER in json.dumps(result.to_json()):
+                    problems.append(f"tool {label}/{name}: the result echoes the key")
+                sent += 1
+        if tools.approvals.requests:
+            problems.append(f"a refused key reached approval: {len(tools.approvals.requests)}")
+        if await tools.snapshot() != snapshot:
+            problems.append("a refused tool call changed a table")
+    finally:
+        await tools.close()
+    gate_evidence.record("key_refusals", sent)
+    assert not problems, problems

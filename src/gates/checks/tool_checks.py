@@ -648,6 +648,14 @@ async def create_retry_check(world: ToolWorld) -> Verdict:
             first,
             f"the same instant written {label} ({at})",
         )
+    # An absent flag is false (ADR 2102): spelling it out is the same call.
+    for flag in ("use_website", "place_call"):
+        replay_check(
+            v,
+            await world.call("schedule.create", {**args, flag: False}, "retry-1"),
+            first,
+            f"{flag}=false spelled out",
+        )
     counts = await world.counts()
     v.expect(counts["schedules"] == 1, f"{counts['schedules']} schedules after replay")
     v.expect(len(world.approvals.requests) == 1, "the replay asked for approval again")
@@ -1125,7 +1133,11 @@ INVALID_CALENDARS: dict[str, tuple[dict[str, Any], str]] = {
         "schedule.cadence.invalid_timezone",
     ),
     "weekday 8": (_cal("WEEKLY", weekdays=[8]), _BAD_ARGS),
+    "weekday 0": (_cal("WEEKLY", weekdays=[0]), _BAD_ARGS),
     "day 32": (_cal("MONTHLY", days_of_month=[32]), _BAD_ARGS),
+    "day 0": (_cal("MONTHLY", days_of_month=[0]), _BAD_ARGS),
+    "month 13": (_cal("YEARLY", dates=[{"month": 13, "day": 1}]), _BAD_ARGS),
+    "month 0": (_cal("YEARLY", dates=[{"month": 0, "day": 1}]), _BAD_ARGS),
     "cron text": ({"kind": "CRON", "expression": "0 9 * * *"}, _BAD_ARGS),
     "interval": (_cal("DAILY", every=2), _BAD_ARGS),
 }
@@ -1151,6 +1163,9 @@ async def create_recurring_validation_check(world: ToolWorld) -> Verdict:
     shapes: dict[str, dict[str, Any]] = {
         "both": {"title": "t", "instruction": "i", "at": world.later(days=1), "cadence": daily},
         "neither": {"title": "t", "instruction": "i"},
+        # title and instruction are always required (spec "Model-callable creation").
+        "no instruction": {"title": "t", "cadence": daily},
+        "no title": {"instruction": "i", "cadence": daily},
     }
     for label, args in shapes.items():
         expect_code(

@@ -15,6 +15,7 @@ import binascii
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from scheduling.domain.errors import ValidationError
@@ -72,3 +73,16 @@ def decode_cursor(kind: str, cursor: str, width: int) -> list[str]:
     ):
         raise ValidationError(INVALID_CURSOR, "the page cursor is not valid")
     return [str(part) for part in data[1:]]
+
+
+def cursor_instant(text: str) -> datetime:
+    """The UTC instant a cursor's part names; raises ``INVALID_CURSOR`` for anything but
+    an instant with an offset that UTC can hold (``0001-01-01T00:00:00+14:00`` parses,
+    then overflows in the driver: a client's edited cursor, never a server fault)."""
+    try:
+        instant = datetime.fromisoformat(text)
+        if instant.tzinfo is None:
+            raise ValueError("no offset")
+        return instant.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None

@@ -114,3 +114,27 @@ def benign_corpus(seed: int = DEFAULT_SEED, per_template: int = 6) -> list[str]:
                 )
             )
     return out
+
+
+EDGE_BENIGN = (
+    # What the credential corpus's shapes are confused with, each accepted: a URL with
+    # no userinfo, percent-encoding in lower case and twice, combining marks and odd
+    # spaces in prose, credential words followed by words, not values.
+    "Every night at 2, connect to redis://cache.internal.example:6379/0 and report the memory.",
+    "Open https://example.com/search?q=caf%c3%a9%20menu&lang=fr and list the top results.",
+    "Follow https://example.com/redirect?next=https%253A%252F%252Fexample.org%252Fnews%253Fpage"
+    "%253D2 and summarize the page.",
+    "Summarize the Cafe\u0301 Mu\u0308ller reviews and the re\u0301sume\u0301 writing tips.",
+    "Every Monday\u00a0at\u00a09am summarize the open support tickets\u202f!",
+    "Check whether the access token is valid for 3600 seconds and tell me when it expires.",
+    "My password is stored in the team vault; remind me to rotate it on Friday.",
+    "The API token is rotated every 90 days; check that last night's rotation succeeded.",
+    "Compare the Basic plan with the Pro plan and summarize the price difference.",
+    "The wifi password is on the fridge; remind the guests at 6pm.",
+    "The secret is consistency: send me one motivational quote every morning.",
+    # Lines a wrapper or a list broke: glued to the word before them, a keyword-free
+    # view would read a token (only shape-defined detectors run on glued lines).
+    "Post the weekly summary with the tags\nProductLaunch2026\nTeamWinsQ3 and send me a link.",
+    "Agenda for Monday:\n- review the dashboard\nTeamOKRsQ3Draft2026\n- send notes to finance",
+)
+"""Near misses of the credential corpus's shapes and encodings (deterministic)."""

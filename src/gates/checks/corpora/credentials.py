@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
 
 from gates.checks.corpora.fakes import FakeCredentials
+from scheduling.domain.revision import MAX_INSTRUCTION
+from scheduling.domain.secrets import WINDOW_CHARS
 
 DEFAULT_SEED = 20261130
 
 ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
 ODD_SPACES = ("\u00a0", "\u2009", "\u200a", "\u202f", "\u3000", "\u2007")
 
-ENCODINGS = (
+BASE_ENCODINGS = (
     "plain",
     "percent",
     "base64",
@@ -35,6 +38,22 @@ ENCODINGS = (
     "uppercase",
     "line_wrapped",
 )
+EXTRA_ENCODINGS = (
+    "combining",
+    "percent_lowercase",
+    "double_percent",
+    "odd_separator",
+    "window_edge",
+)
+"""Drawn after the base cases from their own generator, so the base cases stay as they
+were: combining marks inside the value (removed like zero-width characters), the
+phrase percent-encoded with lower-case hex (RFC 3986 makes ``%3a`` and ``%3A`` the
+same) or twice (``%253A``, a URL inside a URL parameter), its spaces pasted as odd
+whitespace (NBSP, thin space...: ``my password is<NBSP>...``), and the value astride
+the scanner's window boundary in a long instruction (``window_edge``)."""
+ENCODINGS = BASE_ENCODINGS + EXTRA_ENCODINGS
+COMBINING = ("\u0301", "\u0308", "\u0323", "\u0336", "\u20dd")
+"""Combining marks (Mn, and the enclosing circle, Me) a value can be strewn with."""
 
 
 @dataclass(frozen=True)
@@ -397,6 +416,55 @@ _RECIPES: tuple[_Recipe, ...] = (
         also=frozenset({"generic_api_key_assignment"}),
         skip=_LINE_BREAKS,
     ),
+    # Appended (after every earlier recipe, so their draws are unchanged).
+    _Recipe(
+        "password_in_url",
+        _phrase(
+            lambda f: f.password(),
+            "redis://:{v}@cache.internal.example:6379/0",
+            "rediss://:{v}@redis.example.net:6380",
+        ),
+        # Redis AUTH with a password and no user: the userinfo is empty before the colon.
+        ("connect to {c} and report the memory usage",),
+        skip=_LINE_BREAKS,
+        label="password_in_url_no_user",
+    ),
+    _Recipe(
+        "basic_auth_header",
+        _phrase(
+            lambda f: f.short_basic_credentials(),
+            "Authorization: Basic {v}",
+            "-H 'Authorization: Basic {v}'",
+        ),
+        ("poll the legacy status page with {c}",),
+        skip=frozenset({"uppercase"}) | _LINE_BREAKS,
+        label="basic_auth_short",
+    ),
+    _Recipe(
+        "password_assignment",
+        _phrase(
+            lambda f: f.wordy_password(),
+            "my password is {v}",
+            "password: {v}",
+            "the wifi password is {v}",
+        ),
+        ("log in to the vendor portal ({c}) and download the invoice",),
+        skip=_LINE_BREAKS,
+        label="password_no_digit",
+    ),
+    _Recipe(
+        "high_entropy_assignment",
+        _phrase(
+            lambda f: f.short_token(),
+            "my API token is {v}",
+            "the access token is {v}",
+            "the webhook secret is {v}",
+        ),
+        ("call the partner API and summarize the result; {c}",),
+        also=frozenset({"generic_api_key_assignment"}),
+        skip=_LINE_BREAKS,
+        label="short_token_in_prose",
+    ),
 )
 
 _FRAMES = (
@@ -488,7 +556,7 @@ def credential_corpus(seed: int = DEFAULT_SEED, repeats: int = 2) -> list[Creden
     fake = FakeCredentials(rng)
     cases: list[CredentialCase] = []
     for recipe in _RECIPES:
-        for encoding in ENCODINGS:
+        for encoding in BASE_ENCODINGS:
             if encoding in recipe.skip:
                 continue
             for n in range(repeats):
@@ -516,6 +584,89 @@ def credential_corpus(seed: int = DEFAULT_SEED, repeats: int = 2) -> list[Creden
                         secret=secret,
                         embedded=embedded,
                         span=span,
+                        expected_kinds=frozenset({recipe.kind}) | recipe.also,
+                        needles=tuple(dict.fromkeys(needles)),
+                    )
+                )
+    return cases + _extra_cases(seed, repeats)
+
+
+def _percent_phrase(phrase: str, rounds: int, lower: bool) -> str:
+    """``phrase`` as a URL parameter value: reserved characters percent-encoded
+    ``rounds`` times, the hex digits in lower case when ``lower``."""
+    for _ in range(rounds):
+        phrase = quote(phrase, safe="")
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), phrase) if lower else phrase
+
+
+def window_filler(length: int) -> str:
+    """Ordinary prose of exactly ``length`` characters ending in a space: the long
+    benign head of a ``window_edge`` case (and, alone, a benign control)."""
+    text = ""
+    while len(text) < length:
+        text += " ".join(_FILLER) + " "
+    return text[: length - 1] + " "
+
+
+_FILLER = (
+    "Read the overnight incident channel and list anything still open.",
+    "Compare this week's signups with last week's and note the biggest change.",
+    "Check the release calendar and remind the team about Thursday's freeze.",
+    "Summarize customer feedback from the support inbox in five bullet points.",
+    "Keep it short, friendly and in plain language for the whole team.",
+)
+
+
+def _extra_cases(seed: int, repeats: int) -> list[CredentialCase]:
+    """Every recipe in every ``EXTRA_ENCODINGS`` encoding, from a generator of its own."""
+    rng = random.Random(seed + 1)
+    fake = FakeCredentials(rng)
+    cases: list[CredentialCase] = []
+    for recipe in _RECIPES:
+        for encoding in EXTRA_ENCODINGS:
+            for n in range(repeats):
+                secret, phrase = recipe.make(fake)
+                use = rng.choice(recipe.uses)
+                before, _, after = rng.choice(_FRAMES).partition("{use}")
+                needles: tuple[str, ...] = (secret,)
+                if encoding == "combining":
+                    value = _insert(rng, secret, COMBINING, rng.randint(2, 4))
+                    embedded = phrase.replace(secret, value)
+                    needles += (value,)
+                elif encoding in ("percent_lowercase", "double_percent"):
+                    double = encoding == "double_percent"
+                    embedded = _percent_phrase(phrase, 2 if double else 1, lower=not double)
+                    use = "open https://example.com/run?config={c}"
+                    needles += (embedded,)
+                elif encoding == "odd_separator":
+                    space = rng.choice(ODD_SPACES)
+                    embedded = phrase.replace(" ", space)
+                    needles += (embedded,)
+                else:  # window_edge
+                    embedded = phrase
+                    use_before, _, use_after = use.partition("{c}")
+                    # The value straddles the first window's end, its keyword before it.
+                    at = WINDOW_CHARS - rng.randint(1, len(secret) - 1)
+                    head = len(before) + len(use_before) + phrase.index(secret)
+                    before = before + window_filler(at - head)
+                    use = use_before + "{c}" + use_after
+                use_before, _, use_after = use.partition("{c}")
+                instruction = before + use_before + embedded + use_after + after
+                start = len(before) + len(use_before)
+                if encoding == "window_edge":
+                    if len(instruction) > MAX_INSTRUCTION:
+                        raise ValueError("a window_edge case is longer than an instruction")
+                    if instruction[at : at + len(secret)] != secret:
+                        raise ValueError("a window_edge value is not at the window's end")
+                cases.append(
+                    CredentialCase(
+                        case_id=f"{recipe.label or recipe.kind}/{encoding}/{n}",
+                        kind=recipe.kind,
+                        encoding=encoding,
+                        instruction=instruction,
+                        secret=secret,
+                        embedded=embedded,
+                        span=(start, start + len(embedded)),
                         expected_kinds=frozenset({recipe.kind}) | recipe.also,
                         needles=tuple(dict.fromkeys(needles)),
                     )

@@ -20,6 +20,9 @@ HEX = "0123456789abcdef"
 BASE32 = string.ascii_uppercase + "234567"
 # Password characters that need no escaping in a URL's userinfo or a shell word.
 PASSWORD_CHARS = ALNUM + "!$*-_.~"
+# Symbols that make a run of letters no word (none is a word separator, a placeholder
+# start, a percent escape or a character the password value stops at).
+WORDY_SYMBOLS = "!#&*?@^~"
 
 
 class FakeCredentials:
@@ -59,6 +62,23 @@ class FakeCredentials:
         """A password that starts with ``$`` and is not an upper-case ``$NAME``
         reference (``$unshine42``)."""
         return "$" + self.chars(string.ascii_lowercase + string.digits, self.rng.randint(7, 10))
+
+    def wordy_password(self) -> str:
+        """10-16 mixed-case letters and at least one symbol, no digit (``Tr!cky&Secure``):
+        in prose it reads as no word, so it is a password although it has no digit."""
+        while True:
+            value = self.chars(string.ascii_letters + WORDY_SYMBOLS, self.rng.randint(10, 16))
+            if (
+                any(c.islower() for c in value)
+                and any(c.isupper() for c in value)
+                and any(c in WORDY_SYMBOLS for c in value)
+            ):
+                return value
+
+    def short_token(self) -> str:
+        """16-19 letters and digits: an API key too short for a context-free token rule
+        (20+), so only the keyword before it says what it is."""
+        return self.chars(ALNUM, self.rng.randint(16, 19))
 
     def url_password(self) -> str:
         """3-5 letters and digits: any password in a URL's userinfo is a credential."""
@@ -198,6 +218,13 @@ class FakeCredentials:
     def basic_credentials(self) -> str:
         user = self.rng.choice(("svc-reporter", "alice", "backup", "ci-bot"))
         return base64.b64encode(f"{user}:{self.password()}".encode()).decode()
+
+    def short_basic_credentials(self) -> str:
+        """Base64 of ``user:<6-7 characters>`` (``deploy:hunter2``): a Basic header's
+        password is a credential however short."""
+        user = self.rng.choice(("deploy", "admin", "ops", "monitor"))
+        password = self.chars(string.ascii_lowercase + string.digits, self.rng.randint(6, 7))
+        return base64.b64encode(f"{user}:{password}".encode()).decode()
 
     def session_value(self) -> str:
         return self.chars(ALNUM, self.rng.randint(32, 64))

@@ -40,6 +40,11 @@ _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _TOKEN_CHARS = _ALNUM | frozenset("_-")
 _JWT_CHARS = _TOKEN_CHARS | frozenset(".")
 _OPAQUE_CHARS = _ALNUM | frozenset("._~+/-=")
+# A key block's body after its header: base64 lines, indented or not, or one line whose
+# breaks are written ``\n`` (a JSON string). The span covers the key, not just its name.
+_KEY_BODY_CHARS = _ALNUM | frozenset("+/=\r\n\t \\")
+# A bare base64 key body (no header): its lines, not the prose after it.
+_BASE64_BODY_CHARS = _ALNUM | frozenset("+/=\r\n")
 # Separators between a name and its value: ``:``, ``=``, ``=>``, or the word ``is``.
 _ASSIGN = r"[\"']?(?:\s{0,4}(?::|=>|=)\s{0,4}|\s{1,4}is\s{1,4})[\"']?"
 # A name suffix that keeps the keyword a whole word part: ``token_v2``, ``secret.prod``.
@@ -142,13 +147,23 @@ def _url_password(value: str) -> bool:
 
 _TABLE: tuple[_Entry, ...] = (
     # --- private keys -------------------------------------------------------------
-    _d("private_key_block", r"-----BEGIN[ A-Z0-9]{0,32}PRIVATE ?KEY(?: ?BLOCK)?-----"),
+    _d(
+        "private_key_block",
+        r"-----BEGIN[ A-Z0-9]{0,32}PRIVATE ?KEY(?: ?BLOCK)?-----",
+        extend=_KEY_BODY_CHARS,
+    ),
     _d("private_key_block", r"PuTTY-User-Key-File-[0-9]{1,2}:"),
     # Bare bodies: "openssh-key-v1" and DER RSA (PKCS#1) / PKCS#8 private keys in base64.
-    _d("private_key_block", r"b3BlbnNzaC1rZXktdjE", ignore_case=False),
+    _d(
+        "private_key_block",
+        r"b3BlbnNzaC1rZXktdjE",
+        extend=_BASE64_BODY_CHARS,
+        ignore_case=False,
+    ),
     _d(
         "private_key_block",
         r"MII[A-Za-z0-9+/]{2}IBA(?:AKC|DANBgkqhkiG9w0BAQEFAASC)",
+        extend=_BASE64_BODY_CHARS,
         ignore_case=False,
     ),
     # --- cloud providers ----------------------------------------------------------

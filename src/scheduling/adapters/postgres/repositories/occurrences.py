@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -14,13 +13,13 @@ from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.repositories.schedules import owned_by
 from scheduling.adapters.postgres.tables import schedule_occurrences, schedules
 from scheduling.adapters.postgres.transaction import Transaction
-from scheduling.domain.errors import NotFoundError, ValidationError
+from scheduling.domain.errors import NotFoundError
 from scheduling.domain.identity import Principal
 from scheduling.domain.occurrence import OccurrenceDisposition, ScheduleOccurrence
 from scheduling.domain.paging import (
-    INVALID_CURSOR,
     Page,
     PageRequest,
+    cursor_instant,
     decode_cursor,
     encode_cursor,
 )
@@ -130,10 +129,7 @@ class PostgresOccurrenceRepository:
             )
             return _page([_by_name(r) for r in records], page)
         (nominal,) = decode_cursor(_CURSOR, page.cursor, 1)
-        try:
-            after = datetime.fromisoformat(nominal)
-        except ValueError:
-            raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None
+        after = cursor_instant(nominal)
         query = select(schedule_occurrences).where(_occ.schedule_id == schedule_id)
         query = query.where(_occ.nominal_fire_at < after)
         query = query.order_by(_occ.nominal_fire_at.desc()).limit(page.limit + 1)

@@ -39,6 +39,7 @@ from scheduling.domain.paging import (
     INVALID_CURSOR,
     Page,
     PageRequest,
+    cursor_instant,
     decode_cursor,
     encode_cursor,
 )
@@ -176,7 +177,7 @@ def _paged(
     if page.cursor is not None:
         updated_at, last_id = decode_cursor(_CURSOR, page.cursor, 2)
         try:
-            key = (datetime.fromisoformat(updated_at), UUID(last_id))
+            key = (cursor_instant(updated_at), UUID(last_id))
         except ValueError:
             raise ValidationError(INVALID_CURSOR, "the page cursor is not valid") from None
         query = query.where(tuple_(schedules.c.updated_at, schedules.c.id) < key)
