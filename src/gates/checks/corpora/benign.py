@@ -136,5 +136,12 @@ EDGE_BENIGN = (
     # view would read a token (only shape-defined detectors run on glued lines).
     "Post the weekly summary with the tags\nProductLaunch2026\nTeamWinsQ3 and send me a link.",
     "Agenda for Monday:\n- review the dashboard\nTeamOKRsQ3Draft2026\n- send notes to finance",
+    # Camel-case names of 20+ characters: test, file, branch, tab and class names whose
+    # humps carry a token's entropy (each was once refused as an opaque token).
+    "Summarize the test failures in PaymentGatewayClientTest and InvoiceRendererV2Test.",
+    "Attach QuarterlyRevenueReport2026.pdf to the Friday email to finance.",
+    "Check the branch feature/LoginRedesign2026 for merge conflicts every morning.",
+    "Open the OffsiteLogistics2026 tab of the planning sheet and list open items.",
+    "Explain what the AbstractSingletonProxyFactoryBean class does, then getUserProfileSettings.",
 )
 """Near misses of the credential corpus's shapes and encodings (deterministic)."""
