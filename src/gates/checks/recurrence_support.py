@@ -32,7 +32,7 @@ from scheduling.domain.cadence import (
     YearlyCadence,
 )
 from scheduling.domain.recurrence.tzif import Transition, zone_transitions
-from scheduling.domain.recurrence.zones import load_zone, zone_keys
+from scheduling.domain.recurrence.zones import load_zone, zone_bytes, zone_keys
 from scheduling.recurrence import count_inclusive, latest_at_or_before, next_after
 
 ONE_DAY = timedelta(days=1)
@@ -428,3 +428,69 @@ def assert_resolution_on(api: Api, cadence: CivilCadence, day: date) -> str:
         both = sorted(wall - (zone.utcoffset(wall.replace(fold=f)) or timedelta()) for f in (0, 1))
         assert got == both[0].replace(tzinfo=UTC) < both[1].replace(tzinfo=UTC)
     return kind
+
+
+# ------------------------------------------------ transitions located by zoneinfo
+
+
+@dataclass(frozen=True)
+class Located:
+    """An offset change found by asking zoneinfo alone (not the product's TZif reader):
+    at UTC ``instant`` the offset goes from ``before`` to ``after``."""
+
+    zone: str
+    instant: datetime
+    before: timedelta
+    after: timedelta
+
+    @property
+    def is_gap(self) -> bool:
+        return self.after > self.before
+
+    def walls(self) -> tuple[datetime, datetime]:
+        """The naive wall times the clock shows just before and at the change, ascending."""
+        naive = self.instant.replace(tzinfo=None)
+        first, second = naive + self.before, naive + self.after
+        return min(first, second), max(first, second)
+
+
+def _utc_offset(zone_key: str, instant: datetime) -> timedelta:
+    offset = instant.astimezone(load_zone(zone_key)).utcoffset()
+    assert offset is not None
+    return offset
+
+
+def zoneinfo_transitions(zone_key: str, year: int) -> list[Located]:
+    """The offset changes of ``zone_key`` in UTC ``year``, by stepping a day at a time
+    through zoneinfo's answers and bisecting each change to the second (two changes
+    less than a day apart would be missed; no footer rule has them)."""
+    found = []
+    start = datetime(year, 1, 1, tzinfo=UTC)
+    end = datetime(year + 1, 1, 1, tzinfo=UTC)
+    low, low_offset = start, _utc_offset(zone_key, start)
+    while low < end:
+        high = min(low + ONE_DAY, end)
+        high_offset = _utc_offset(zone_key, high)
+        if high_offset != low_offset:
+            a, b = low, high  # offset(a) == low_offset != offset(b)
+            while b - a > SECOND:
+                middle = a + (b - a) / 2
+                middle = middle.replace(microsecond=0)
+                if _utc_offset(zone_key, middle) == low_offset:
+                    a = middle
+                else:
+                    b = middle
+            found.append(Located(zone_key, b, low_offset, _utc_offset(zone_key, b)))
+        low, low_offset = high, high_offset
+    return found
+
+
+def footer_zones() -> list[str]:
+    """One zone per distinct TZif footer rule that changes the offset (the POSIX TZ
+    string on the file's last line has a ``,start,end`` part)."""
+    chosen: dict[bytes, str] = {}
+    for key in ZONES:
+        footer = zone_bytes(key).rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        if b"," in footer:
+            chosen.setdefault(footer, key)
+    return sorted(chosen.values())

@@ -48,7 +48,7 @@ from scheduling.domain.cadence import CivilCadence
 from scheduling.domain.canonical import canonical_json
 from scheduling.domain.errors import ValidationError
 from scheduling.domain.reasons import all_reasons
-from scheduling.recurrence import count_inclusive, next_firing, upcoming
+from scheduling.recurrence import count_inclusive, first_at_or_after, next_firing, upcoming
 from scheduling.tzdata_info import tzdata_version
 
 VALUES = "gate.schedule.calendar_values"
@@ -801,3 +801,71 @@ def test_calendar_facts(gate_evidence: GateEvidence) -> None:
             "feb29_count_1896_2104": leap_years,
         },
     )
+
+
+# (payload, reference) pairs whose answer lies as far from the reference as a selector
+# allows: a monthly 30th after January 30 (March, two months on), a 31st before the
+# next month's start (the previous month's 31st), February 29 across 2100 (eight years
+# either side). Each against the oracle's day-by-day enumeration.
+_UTC = {"local_time": "09:00", "timezone": "UTC"}
+FAR_ANSWERS: list[tuple[Payload, datetime]] = [
+    ({"kind": "MONTHLY", **_UTC, "days_of_month": [30]}, datetime(2026, 1, 30, 10, tzinfo=UTC)),
+    ({"kind": "MONTHLY", **_UTC, "days_of_month": [30]}, datetime(2028, 1, 31, 8, tzinfo=UTC)),
+    ({"kind": "MONTHLY", **_UTC, "days_of_month": [31]}, datetime(2026, 5, 1, 8, tzinfo=UTC)),
+    ({"kind": "MONTHLY", **_UTC, "days_of_month": [31]}, datetime(2026, 3, 30, 8, tzinfo=UTC)),
+    (
+        {"kind": "YEARLY", **_UTC, "dates": [{"month": 2, "day": 29}]},
+        datetime(2104, 2, 28, tzinfo=UTC),
+    ),
+    (
+        {"kind": "YEARLY", **_UTC, "dates": [{"month": 2, "day": 29}]},
+        datetime(2096, 3, 1, tzinfo=UTC),
+    ),
+    (
+        {
+            "kind": "YEARLY",
+            "local_time": "09:00",
+            "timezone": "Europe/Paris",
+            "dates": [{"month": 2, "day": 29}],
+        },
+        datetime(2104, 1, 15, tzinfo=UTC),
+    ),
+]
+
+
+@pytest.mark.gate(RECURRENCE)
+@pytest.mark.parametrize(("payload", "reference"), FAR_ANSWERS)
+def test_answers_far_from_the_reference(
+    gate_evidence: GateEvidence, payload: Payload, reference: datetime
+) -> None:
+    """A scan of candidate months or years bounded too tightly answers "none" (or a
+    later date) where the next or latest occurrence is simply far away."""
+    cadence = parse_cadence(payload)
+    assert_next_and_latest(REAL, cadence, reference)
+    assert_count(REAL, cadence, reference - timedelta(days=9 * 366), reference)
+    gate_evidence.record("case", f"{payload} around {reference.isoformat()}")
+
+
+# Quiet spans (no offset change within days of either end): the count takes its
+# shortcut, reading each end's wall clock instead of resolving occurrences.
+ENDS: list[Payload] = [
+    {"kind": "MONTHLY", **_UTC, "days_of_month": [15], "last_day": True},
+    {"kind": "MONTHLY", "local_time": "07:30", "timezone": "America/New_York", "last_day": True},
+    {"kind": "YEARLY", **_UTC, "dates": [{"month": 2, "day": 29}, {"month": 7, "day": 4}]},
+]
+
+
+@pytest.mark.gate(RECURRENCE)
+@pytest.mark.parametrize("payload", ENDS)
+def test_counts_include_an_occurrence_at_either_end(
+    gate_evidence: GateEvidence, payload: Payload
+) -> None:
+    """``count_inclusive`` is inclusive at both ends: a span starting or ending exactly on
+    an occurrence counts it (a coalesced count from ``next_fire_at`` starts on one)."""
+    cadence = parse_cadence(payload)
+    occurrence = first_at_or_after(cadence, datetime(2028, 6, 1, tzinfo=UTC))
+    assert occurrence is not None
+    assert count_inclusive(cadence, occurrence, occurrence) == 1
+    assert_count(REAL, cadence, occurrence, occurrence + timedelta(days=400))
+    assert_count(REAL, cadence, occurrence - timedelta(days=400), occurrence)
+    gate_evidence.record("case", f"{payload} from {occurrence.isoformat()}")

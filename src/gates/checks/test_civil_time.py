@@ -23,12 +23,15 @@ from gates.checks.recurrence_support import (
     Aim,
     Tally,
     aims,
+    assert_count,
     assert_next_and_latest,
     assert_resolution_matches,
     assert_sequence,
     civil_cadences,
+    footer_zones,
     reproduction,
     transitions_of,
+    zoneinfo_transitions,
 )
 from gates.runner.pytest_plugin import GateEvidence, gate_profile
 from scheduling.domain.cadence import CivilCadence, DailyCadence, WeeklyCadence
@@ -208,3 +211,79 @@ def test_a_civil_date_missing_from_the_zone_has_no_occurrence(gate_evidence: Gat
     assert after.local_date == date(2012, 1, 6)
     gate_evidence.record("apia_daily_after_29th", firing.describe())
     gate_evidence.record("apia_friday_after_24th", after.describe())
+
+
+# UTC years whose footer-rule transitions are located by zoneinfo alone: months with four
+# and with five of the rule's weekday, before and after 2038, past Gaza's explicit list.
+FOOTER_YEARS = (2027, 2029, 2031, 2038, 2060, 2090)
+
+
+@pytest.mark.gate(GATE)
+def test_footer_rule_transitions_located_by_zoneinfo(gate_evidence: GateEvidence) -> None:
+    """The other checks aim at transitions listed by the product's own TZif reader, so a
+    footer rule read wrong ("last Sunday" as the fourth, a week or a weekday off) moves
+    the aims with it while the calculator's quiet-span shortcut trusts the wall clock
+    across the real change. Here each distinct footer rule's changes are found by
+    stepping through zoneinfo: a reference in a fold's second pass must still see the
+    first pass's occurrence as latest, and a count starting where a gap ends must
+    include the occurrence the gap moved there."""
+    hits = {"gap": 0, "fold": 0}
+    for key in footer_zones():
+        for year in FOOTER_YEARS:
+            for t in zoneinfo_transitions(key, year):
+                low, high = t.walls()
+                width = high - low
+                if t.is_gap:
+                    wall = (low + width / 2).replace(microsecond=0)
+                    cadence = DailyCadence(wall.time(), key)
+                    assert_next_and_latest(REAL, cadence, t.instant)
+                    assert_count(REAL, cadence, t.instant, t.instant + timedelta(days=2))
+                else:
+                    # Wall time seven eighths into the fold; the reference three quarters
+                    # through its second pass: the clock has not yet shown that time a
+                    # second time, but the first pass did, so it is the latest occurrence.
+                    cadence = DailyCadence((low + width * 7 / 8).replace(microsecond=0).time(), key)
+                    reference = t.instant + width * 3 / 4
+                    assert_next_and_latest(REAL, cadence, reference)
+                    assert_count(REAL, cadence, reference, reference + timedelta(days=2))
+                hits["gap" if t.is_gap else "fold"] += 1
+    gate_evidence.record("footer_zones", footer_zones())
+    gate_evidence.record("footer_years", list(FOOTER_YEARS))
+    gate_evidence.record("zoneinfo_transitions_checked", hits)
+    if not all(hits.values()):
+        gate_evidence.not_covered(f"zoneinfo located no footer gap or fold: {hits}")
+
+
+def _folds_across_midnight() -> list[tuple[str, Transition]]:
+    """Every fold (all zones, all years) whose repeated wall times run past midnight:
+    Goose Bay's 00:01 -> 23:01, Alaska's 24-hour fold of 1867."""
+    found = []
+    for key in ZONES:
+        for t in transitions_of(key):
+            low, high = sorted([t.wall_before(), t.wall_after()])
+            if t.is_fold and low.date() != (high - timedelta(seconds=1)).date():
+                found.append((key, t))
+    return found
+
+
+@pytest.mark.gate(GATE)
+def test_folds_that_cross_midnight(gate_evidence: GateEvidence) -> None:
+    """When the clock falls back across midnight, the second pass shows the earlier date
+    again while the later date's occurrence already happened in the first pass: the
+    latest occurrence at such a reference lies on a local date after the reference's
+    own, so a look-up must start past the reference's local date, not at it."""
+    folds = _folds_across_midnight()
+    for key, t in folds:
+        low, high = sorted([t.wall_before(), t.wall_after()])
+        midnight = datetime.combine(high.date(), time(0))
+        # A wall time after midnight inside the fold: it first happens on the later date.
+        wall = midnight + timedelta(seconds=(high - midnight).total_seconds() // 2)
+        cadence = DailyCadence(wall.time(), key)
+        # Halfway through the second pass's part before midnight.
+        reference = t.instant + timedelta(seconds=(midnight - low).total_seconds() // 2)
+        assert_next_and_latest(REAL, cadence, reference)
+        assert_count(REAL, cadence, reference - timedelta(days=2), reference)
+    gate_evidence.record("folds_across_midnight", len(folds))
+    gate_evidence.record("zones", sorted({key for key, _ in folds}))
+    if not folds:
+        gate_evidence.not_covered("tzdata has no fold that crosses midnight")

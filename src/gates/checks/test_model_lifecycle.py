@@ -4,7 +4,10 @@ gate.schedule.model_lifecycle_contract (structural): the five lifecycle specs eq
 spec's table field by field (plus in_process, internal_tool, 15 s and the 524,288 /
 4,096-byte ceilings), inputs are closed and exact, and the schedule flag pair registers
 and rosters exactly the six schedule tools. The case gates drive scripted model turns
-on PostgreSQL (see ``tool_checks``).
+on PostgreSQL (see ``tool_checks``). Beside them: each summary tells its schedule's
+state, pause reason and next firing apart, each mutation's output names the state it
+left, and both byte ceilings are exact (exactly the ceiling passes, one byte more
+fails, for the read and for every effectful tool).
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ from gates.checks.test_model_create import flag_matrix, run_check
 from gates.checks.tool_checks import (
     approval_behaviour_check,
     cancel_check,
+    discovery_ceiling_check,
     lifecycle_authorization_check,
     lifecycle_discovery_check,
     lifecycle_retry_check,
     lifecycle_validation_check,
+    mutation_ceiling_check,
+    mutation_outputs_check,
     pause_resume_check,
+    summary_fidelity_check,
 )
 from gates.checks.tool_expectations import lifecycle_contract_problems, lifecycle_expected
 from gates.checks.tool_support import ToolWorld
@@ -91,3 +98,31 @@ async def test_bad_selection_fails_closed_without_mutation(
 @pytest.mark.gate("gate.schedule.model_lifecycle_retry")
 async def test_replays_are_state_idempotent(pg_url: str, gate_evidence: GateEvidence) -> None:
     await run_check(pg_url, lifecycle_retry_check, gate_evidence)
+
+
+@pytest.mark.postgres
+@pytest.mark.gate("gate.schedule.model_lifecycle_contract")
+async def test_every_mutation_is_held_to_its_byte_ceiling(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    await run_check(pg_url, mutation_ceiling_check, gate_evidence)
+
+
+@pytest.mark.postgres
+@pytest.mark.gate("gate.schedule.model_lifecycle_discovery")
+async def test_summaries_tell_each_state_apart(pg_url: str, gate_evidence: GateEvidence) -> None:
+    await run_check(pg_url, summary_fidelity_check, gate_evidence)
+
+
+@pytest.mark.postgres
+@pytest.mark.gate("gate.schedule.model_lifecycle_discovery")
+async def test_discovery_ceiling_is_exact(pg_url: str, gate_evidence: GateEvidence) -> None:
+    await run_check(pg_url, discovery_ceiling_check, gate_evidence)
+
+
+@pytest.mark.postgres
+@pytest.mark.gate("gate.schedule.model_pause_resume")
+async def test_mutation_outputs_name_the_state_left(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    await run_check(pg_url, mutation_outputs_check, gate_evidence)

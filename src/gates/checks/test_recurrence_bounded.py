@@ -312,3 +312,28 @@ def test_monthly_yearly_catch_up_is_bounded(gate_evidence: GateEvidence) -> None
     if largest < 1000:
         gate_evidence.not_covered("no calendar case crossed thousands of nominal instants")
     require_loop_cannot_fit(gate_evidence, ("MONTHLY", "YEARLY"))
+
+
+def _due_from_a_nominal_next_fire(cases: list[tuple[dict[str, Any], int]]) -> list[int]:
+    """``due`` where ``next_fire_at`` is what production stores - a nominal instant, the
+    first undecided one - four hundred days before ``now``: that instant is the first
+    coalesced one (the cases above start from midnight, which is not one)."""
+    coalesced = []
+    for payload, _ in cases:
+        cadence = parse_cadence(payload)
+        since = first_at_or_after(cadence, datetime(2011, 12, 20, tzinfo=UTC))
+        assert since is not None
+        now = since + timedelta(days=400, hours=1)
+        facts, _ = _check_due(cadence, since, now, timedelta(hours=1))
+        coalesced.append(facts["coalesced"])
+    return coalesced
+
+
+@pytest.mark.gate(MISFIRE, facet="calculator")
+def test_daily_weekly_coalescing_starts_at_next_fire_at(gate_evidence: GateEvidence) -> None:
+    gate_evidence.record("coalesced", _due_from_a_nominal_next_fire(DAILY_CASES[:-1]))
+
+
+@pytest.mark.gate(CALENDAR, facet="calculator")
+def test_monthly_yearly_coalescing_starts_at_next_fire_at(gate_evidence: GateEvidence) -> None:
+    gate_evidence.record("coalesced", _due_from_a_nominal_next_fire(CALENDAR_CASES))

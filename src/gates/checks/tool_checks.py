@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
 from uuid import UUID
 
-from gates.checks.tool_expectations import approval_required
+from gates.checks.tool_expectations import DISCOVERY_BYTES, MUTATION_BYTES, approval_required
 from gates.checks.tool_support import (
     OTHER,
     OTHER_B,
@@ -2362,4 +2362,245 @@ async def approval_behaviour_check(world: ToolWorld, names: Iterable[str]) -> Ve
         if want:
             v.expect(not result.ok, f"{name}: a declined call succeeded")
     v.evidence["approval"] = observed
+    return v
+
+
+# ---------------------------------------------------------------- summaries, outputs, bytes
+
+# A daily 09:00 in Paris (UTC+1 until 29 March) created just after START
+# (2026-03-02T08:00Z, itself 09:00 in Paris): its first strictly future firing, by hand.
+DAILY_PARIS_NEXT = "2026-03-03T08:00:00Z"
+DAILY_PARIS_CANONICAL = {"kind": "DAILY", "local_time": "09:00:00", "timezone": "Europe/Paris"}
+
+
+async def summary_fidelity_check(world: ToolWorld) -> Verdict:
+    """One schedule in each state the model must tell apart - ACTIVE, PAUSED by the
+    user, PAUSED at the failure limit, CANCELLED - and one edited to revision 2: each
+    summary carries its own state, pause reason, next firing, revision and canonical
+    cadence, written out by hand (a summary that shows every schedule live, or hides
+    when it fires or why it is paused, would send the model to act on the wrong one).
+    A forged cursor is refused without writing any row, tool ledger included."""
+    v = Verdict()
+    live = await create_via_tool(world, "Live", "s-live")
+    paused = await create_via_tool(world, "Paused", "s-paused")
+    gone = await create_via_tool(world, "Gone", "s-gone")
+    edited = await create_via_tool(world, "Edited", "s-edited")
+    ref = {"expected_revision": 1}
+    steps = (
+        ("schedule.pause", paused, "s-p"),
+        ("schedule.cancel", gone, "s-c"),
+    )
+    for tool, sid, key in steps:
+        done = await world.call(tool, {**ref, "schedule_id": sid}, key)
+        v.expect(done.ok, f"{tool}: {done.reason_code}")
+    patch = {**ref, "schedule_id": edited, "title": "Edited twice"}
+    done = await world.call("schedule.update", patch, "s-u")
+    v.expect(done.ok, f"schedule.update: {done.reason_code}")
+    # The failure-limit pause the accountant writes after consecutive failures, set
+    # directly (as the maintenance rule's check does): the model must not read it as
+    # the user's own pause.
+    failing = await create_via_tool(world, "Failing", "s-failing")
+    await world.sql(
+        "UPDATE schedules SET state = 'PAUSED', pause_reason = 'failure_limit',"
+        " next_fire_at = NULL WHERE id = :i",
+        i=uuid(failing),
+    )
+    want: dict[str, dict[str, Any]] = {
+        live: {"title": "Live", "state": "ACTIVE", "pause_reason": None, "rev": 1},
+        paused: {"title": "Paused", "state": "PAUSED", "pause_reason": "user", "rev": 1},
+        failing: {
+            "title": "Failing",
+            "state": "PAUSED",
+            "pause_reason": "failure_limit",
+            "rev": 1,
+        },
+        gone: {"title": "Gone", "state": "CANCELLED", "pause_reason": None, "rev": 1},
+        edited: {"title": "Edited twice", "state": "ACTIVE", "pause_reason": None, "rev": 2},
+    }
+    listed = await world.call("schedule.list", {}, "s-list")
+    if not v.expect(listed.ok, f"list: {listed.reason_code}"):
+        return v
+    assert listed.output is not None
+    items = {item["schedule_id"]: item for item in listed.output["items"]}
+    v.expect(set(items) == set(want), f"listed {sorted(items)}, not {sorted(want)}")
+    for sid, w in want.items():
+        item = items.get(sid, {})
+        live_now = w["state"] == "ACTIVE"
+        expected = {
+            "schedule_id": sid,
+            "title": w["title"],
+            "state": w["state"],
+            "pause_reason": w["pause_reason"],
+            "current_revision": w["rev"],
+            # Paused and cancelled schedules have no next firing; live ones fire next
+            # at the first 09:00 Paris strictly after now.
+            "next_fire_at": DAILY_PARIS_NEXT if live_now else None,
+            "cadence": DAILY_PARIS_CANONICAL,
+        }
+        v.expect(item == expected, f"{w['title']}: summary {item}, want {expected}")
+    # Paged two at a time, every page keeps the limit (not only the first).
+    paged: list[int] = []
+    cursor: str | None = None
+    for n in range(len(want)):
+        args: dict[str, Any] = {"limit": 2} if cursor is None else {"limit": 2, "cursor": cursor}
+        page = (await world.call("schedule.list", args, f"s-page-{n}")).output or {}
+        paged.append(len(page.get("items", [])))
+        cursor = page.get("next_cursor")
+        if cursor is None:
+            break
+    v.expect(paged == [2, 2, 1], f"pages of limit 2 held {paged} summaries, not [2, 2, 1]")
+    before = await world.snapshot()
+    forged = await world.call("schedule.list", {"cursor": "WyJ4Il0"}, "s-forged")
+    stable_failure(v, forged, "forged cursor")
+    await unchanged(world, v, before, "a refused list")
+    # A read is never answered from the ledger: the same key again, after a change,
+    # lists the schedules as they are now.
+    done = await world.call("schedule.cancel", {**ref, "schedule_id": live}, "s-c2")
+    v.expect(done.ok, f"schedule.cancel: {done.reason_code}")
+    again = await world.call("schedule.list", {}, "s-list")
+    now = {i["schedule_id"]: i["state"] for i in (again.output or {}).get("items", [])}
+    v.expect(
+        again.ok and not again.replayed and now.get(live) == "CANCELLED",
+        f"the same list key after a cancel: replayed={again.replayed}, state {now.get(live)}",
+    )
+    v.evidence.update(states={w["title"]: w["state"] for w in want.values()})
+    return v
+
+
+async def mutation_outputs_check(world: ToolWorld) -> Verdict:
+    """Each mutation's output is the schedule it left, written out by hand: pause says
+    PAUSED by the user with no next firing, resume the next 09:00 Paris, cancel
+    CANCELLED with none (the spec: stable ID, current revision, state, pause reason,
+    next firing)."""
+    v = Verdict()
+    sid = await create_via_tool(world, "Outputs", "o-1")
+    ref = {"schedule_id": sid, "expected_revision": 1}
+    want = {
+        "schedule.pause": ("PAUSED", "user", None),
+        "schedule.resume": ("ACTIVE", None, DAILY_PARIS_NEXT),
+        "schedule.cancel": ("CANCELLED", None, None),
+    }
+    outputs = {}
+    for tool, (state, reason, fire) in want.items():
+        result = await world.call(tool, ref, f"o-{tool}")
+        expected = {
+            "schedule_id": sid,
+            "current_revision": 1,
+            "state": state,
+            "pause_reason": reason,
+            "next_fire_at": fire,
+        }
+        v.expect(result.output == expected, f"{tool}: output {result.output}, want {expected}")
+        outputs[tool] = result.output
+    v.evidence["outputs"] = outputs
+    return v
+
+
+def padded_to(target: list[int], sizes: list[int]) -> Callable[[ToolHandler], ToolHandler]:
+    """A wrapper of a tool's real handler whose output gets a ``padding`` field (of
+    one- and two-byte characters) sized so that the whole output is exactly
+    ``target[0]`` UTF-8 bytes of compact JSON (what the model receives); ``sizes``
+    collects each padded output's bytes."""
+
+    class Padded:
+        def __init__(self, inner: ToolHandler) -> None:
+            self.inner = inner
+
+        async def prepare(self, args: Any, context: ToolExecutionContext) -> PreparedCall:
+            prepared = await self.inner.prepare(args, context)
+            run = prepared.execute
+
+            async def execute() -> dict[str, Any]:
+                out = {**(await run()), "padding": ""}
+                room = target[0] - compact_bytes(out)
+                # Two-byte characters for half the room: the ceiling counts the UTF-8
+                # bytes of compact JSON, not characters, escapes or pretty-printing.
+                wide = room // 4
+                out["padding"] = "\u00e9" * wide + "x" * (room - 2 * wide)
+                sizes.append(compact_bytes(out))
+                return out
+
+            return PreparedCall(prepared.view, execute)
+
+    return Padded
+
+
+async def ceiling_edges(
+    world: ToolWorld,
+    v: Verdict,
+    tool: str,
+    args: dict[str, Any],
+    ceiling: int,
+    over_args: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """``tool``'s output padded to exactly its ceiling is delivered whole; one byte more
+    (the call with ``over_args``, default ``args``) is ``schedule.tool.output_too_large``
+    with no output, recorded FAILED."""
+
+    target: list[int] = [0]
+    sizes: list[int] = []
+    restore = world.replace_handler(tool, padded_to(target, sizes))
+    seen: dict[str, str] = {}
+    try:
+        edges = (("at the ceiling", ceiling, args), ("one byte over", ceiling + 1, over_args))
+        for label, size, arguments in edges:
+            target[0] = size
+            result = await world.call(tool, arguments or args, f"edge-{tool}-{size}")
+            over = size > ceiling
+            rows = await world.sql(
+                "SELECT state, reason_code FROM tool_invocations WHERE id = :i",
+                i=result.invocation_id,
+            )
+            if over:
+                v.expect(
+                    result.reason_code == "schedule.tool.output_too_large"
+                    and result.output is None,
+                    f"{tool} {label} ({size} bytes): {result.status} {result.reason_code}",
+                )
+                want_rows = [{"state": "FAILED", "reason_code": "schedule.tool.output_too_large"}]
+                v.expect(rows == want_rows, f"{tool} {label}: recorded {rows}")
+            else:
+                v.expect(
+                    result.ok
+                    and result.output is not None
+                    and compact_bytes(result.output) == ceiling,
+                    f"{tool} {label} ({size} bytes): {result.status} {result.reason_code}",
+                )
+                v.expect(rows == [{"state": "SUCCEEDED", "reason_code": None}], f"{rows}")
+            seen[label] = f"{result.status.value} {result.reason_code}"
+    finally:
+        restore()
+    v.expect(sizes == [ceiling, ceiling + 1], f"{tool}: padded to {sizes}")
+    return seen
+
+
+async def discovery_ceiling_check(world: ToolWorld) -> Verdict:
+    """schedule.list at exactly the spec's 524,288 bytes, then one byte over."""
+    v = Verdict()
+    await create_via_tool(world, "Listed", "l-1")
+    v.evidence["list"] = await ceiling_edges(world, v, "schedule.list", {}, DISCOVERY_BYTES)
+    return v
+
+
+async def mutation_ceiling_check(world: ToolWorld) -> Verdict:
+    """Every mutation (and creation) at exactly the spec's 4,096 bytes, then one over:
+    the ceiling binds the effectful tools too, not only the discovery read."""
+    v = Verdict()
+    sid = await create_via_tool(world, "Bounded", "m-1")
+    ref = {"schedule_id": sid, "expected_revision": 1}
+    # Each pair succeeds in order (a repeated pause, resume or cancel is the no-op that
+    # still answers; the second edit names the first edit's revision).
+    made = {"title": "Made", "instruction": "Made.", "at": world.later(days=1)}
+    calls: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+        "schedule.pause": (ref, ref),
+        "schedule.resume": (ref, ref),
+        "schedule.update": (
+            {**ref, "title": "Bounded again"},
+            {**ref, "expected_revision": 2, "title": "Bounded once more"},
+        ),
+        "schedule.cancel": ({**ref, "expected_revision": 3}, {**ref, "expected_revision": 3}),
+        "schedule.create": (made, made),
+    }
+    for tool, (first, second) in calls.items():
+        v.evidence[tool] = await ceiling_edges(world, v, tool, first, MUTATION_BYTES, second)
     return v

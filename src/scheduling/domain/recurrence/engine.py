@@ -183,7 +183,12 @@ def first_at_or_after(
     cadence: Cadence, instant: datetime, counter: OperationCounter | None = None
 ) -> datetime | None:
     """The first nominal UTC instant at or after ``instant``."""
-    return next_after(cadence, utc_instant(instant, "instant") - _TICK, counter)
+    instant = utc_instant(instant, "instant")
+    try:
+        return next_after(cadence, instant - _TICK, counter)
+    except OverflowError:  # instant is datetime's minimum; nothing can precede it
+        at = latest_at_or_before(cadence, instant, counter)
+        return at if at == instant else next_after(cadence, instant, counter)
 
 
 def latest_at_or_before(
@@ -233,7 +238,9 @@ def span_inclusive(
     try:
         first = next_firing(cadence, start - _TICK, ops)
     except OverflowError:  # start is datetime's minimum; nothing can precede it
-        first = next_firing(cadence, start, ops)
+        at_start = latest_firing(cadence, start, ops)
+        exact = at_start is not None and at_start.instant == start
+        first = at_start if exact else next_firing(cadence, start, ops)
     last = latest_firing(cadence, end, ops)
     if first is None or last is None or first.instant > last.instant:
         return 0, None, None
