@@ -38,7 +38,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,9 @@ from gates.checks.covering_walks import combined, covering_walks, walk_evidence
 from gates.runner.pytest_plugin import GateEvidence, gate_profile, gate_seed
 from scheduling.bootstrap import build_scheduler
 from scheduling.domain.cadence import format_instant, parse_cadence
+from scheduling.domain.errors import ConflictError, ValidationError
 from scheduling.domain.recurrence.engine import next_after
+from scheduling.service.values import ScheduleResult
 from scheduling.testing import PostgresUnitOfWorkFactory, open_storage
 from simulation.engine import evidence, targets
 from simulation.engine.checkers import check_linearizable_per_key
@@ -66,8 +69,11 @@ from simulation.worlds.lifecycle import (
     HistoryDriver,
     Op,
 )
+from simulation.worlds.materialize import WHO as MATERIALIZE_WHO
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import (
     build_world,
+    definition,
     principal,
     scheduler_settings,
     seed_durable,
@@ -324,3 +330,102 @@ def test_lifecycle_histories_are_linearizable(pg_url: str, gate_evidence: GateEv
     assert tally.outcomes.get("cancel:ok", 0) > 0
     assert tally.outcomes.get("materialize:decided", 0) > 0
     assert tally.outcomes.get("due:True", 0) > 0
+
+
+WEEKLY = {"kind": "WEEKLY", "local_time": "07:30", "weekdays": [2, 4], "timezone": "UTC"}
+
+
+@pytest.mark.postgres
+@pytest.mark.gate(GATE)
+async def test_one_serial_history_keeps_every_state_rule(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """One serial history through the service, each step's answer and row checked
+    against the spec's state rules (the generated histories never send a revision
+    below 1, never read pause_reason and rarely resume after a paused edit):
+    expected_revision 0 is an invalid value, never a stale one; a stale revision is a
+    conflict carrying the current revision and changes nothing; a paused edit stays
+    PAUSED with the user's pause reason and no next firing; the later resume, days on,
+    fires at the new cadence's first instant strictly after the resume (no backfill),
+    and the scan at that moment decides nothing."""
+    h = await MaterializeWorld.open(pg_url)
+    service, who = h.world.service, MATERIALIZE_WHO
+    try:
+        sid = await h.create()
+        calls: dict[str, Callable[[int], Awaitable[ScheduleResult]]] = {
+            "pause": lambda revision: service.pause(who, sid, revision),
+            "resume": lambda revision: service.resume(who, sid, revision),
+            "cancel": lambda revision: service.cancel(who, sid, revision),
+            "update": lambda revision: service.update(who, sid, revision, definition(title="U")),
+        }
+        for name, call in calls.items():
+            with pytest.raises(ValidationError) as invalid:
+                await call(0)
+            assert invalid.value.code == "schedule.lifecycle.invalid_expected_revision", name
+        h.clock.advance(60)
+        await service.update(who, sid, 1, definition(title="Second"))
+        row = await h.schedule(sid)
+        for name, call in calls.items():
+            with pytest.raises(ConflictError) as stale:
+                await call(1)
+            assert stale.value.code == "schedule.lifecycle.stale_revision", name
+            assert stale.value.details.get("current_revision") == 2, name
+        assert await h.schedule(sid) == row
+        h.clock.advance(60)
+        await service.pause(who, sid, 2)
+        h.clock.advance(60)
+        edited = await service.update(who, sid, 2, definition(title="Weekly", cadence=WEEKLY))
+        assert edited.schedule.current_revision == 3
+        paused = await h.schedule(sid)
+        assert paused["state"] == "PAUSED"
+        assert paused["pause_reason"] == "user"
+        assert paused["next_fire_at"] is None
+        # Ten days paused: every daily and weekly instant in between stays unfired.
+        h.clock.advance(10 * 86_400 + 3_600)
+        resumed_at = h.clock.now()
+        resumed = await service.resume(who, sid, 3)
+        expected = next_after(parse_cadence(WEEKLY), resumed_at)
+        assert expected is not None
+        assert resumed.schedule.next_fire_at == expected
+        assert (await h.schedule(sid))["next_fire_at"] == expected
+        await h.scan()
+        assert (await h.ledger()).of(sid).occurrences == []
+        gate_evidence.record(
+            "serial_history",
+            {"resumed_at": format_instant(resumed_at), "next_fire_at": format_instant(expected)},
+        )
+    finally:
+        await h.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.gate(GATE)
+async def test_resume_starts_a_fresh_failure_count(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """The model's serial order (ADR 0600): two consecutive MISSED instants auto-pause a
+    schedule whose max_consecutive_failures is 2; a resume starts the count at zero, so
+    the next single miss leaves it ACTIVE with one failure (a resume that kept the count
+    would pause it again on that first miss)."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        sid = await h.create()
+        late = timedelta(seconds=definition().misfire_grace_seconds + 60)
+        for _ in range(2):
+            h.clock.advance_to(await h.next_fire(sid) + late)
+            await h.scan()
+        paused = await h.schedule(sid)
+        assert paused["state"] == "PAUSED"
+        assert paused["pause_reason"] == "failure_limit"
+        await h.world.service.resume(MATERIALIZE_WHO, sid, paused["current_revision"])
+        assert (await h.schedule(sid))["consecutive_failures"] == 0
+        h.clock.advance_to(await h.next_fire(sid) + late)
+        await h.scan()
+        after = await h.schedule(sid)
+        assert after["state"] == "ACTIVE"
+        assert after["consecutive_failures"] == 1
+        dispositions = [o["disposition"] for o in (await h.ledger()).of(sid).occurrences]
+        assert dispositions == ["MISSED", "MISSED", "MISSED"]
+        gate_evidence.record("failures_after_resume_and_one_miss", after["consecutive_failures"])
+    finally:
+        await h.close()

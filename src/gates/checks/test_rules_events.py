@@ -152,6 +152,14 @@ async def live_through_every_event(h: MaterializeWorld) -> Story:
     return Story(daily, once, updated_at, fires)
 
 
+OWNER_KINDS = {
+    "schedule.created",
+    "schedule.updated",
+    "schedule.paused",
+    "schedule.resumed",
+    "schedule.cancelled",
+}
+"""The events of the owner's own commands (every other one is the scheduler's)."""
 STATE_KINDS = set(KEYS) - {k for k, keys in KEYS.items() if keys >= OCCURRENCE}
 """Events that are not an occurrence's: each names the revision the schedule was at."""
 
@@ -285,6 +293,13 @@ async def test_every_event_carries_the_spec_fields_with_the_ledgers_values(
         ]
         if sorted(audited) != sorted(occurrences):
             problems.append(f"occurrences audited {sorted(audited)} != {sorted(occurrences)}")
+        # The actor names who acted: the owner for its own commands, never for the
+        # scheduler's decisions (an actor naming the tenant, or one fixed actor for
+        # every event, passes the equality with the row above).
+        for e in events:
+            by_owner = e["event_type"] in OWNER_KINDS
+            if (WHO.principal_id in e["actor"]) != by_owner:
+                problems.append(f"{e['event_type']}: actor {e['actor']!r}")
         kinds = sorted({e["event_type"] for e in events})
         missing = set(KEYS) - set(kinds) - {"schedule.next_fire_repaired"}
         assert not missing, f"the story did not emit {sorted(missing)}"

@@ -16,13 +16,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from uuid import UUID
 
 import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.cadence import format_instant
+from scheduling.domain.errors import ConflictError
 from scheduling.service.materializer import GRACE_EXPIRED, PRINCIPAL_DISABLED
-from simulation.worlds.materialize import MaterializeWorld
+from simulation.worlds.materialize import WHO, MaterializeWorld
 from simulation.worlds.service import START, definition
 
 pytestmark = pytest.mark.postgres
@@ -103,5 +105,57 @@ async def test_the_sole_decision_completes_a_one_time_schedule(
                 "later_scans": ["+1 day", "+400 days"],
             },
         )
+    finally:
+        await h.close()
+
+
+ILLEGAL = "schedule.lifecycle.illegal_transition"
+PARIS = {"local_time": "09:00", "timezone": "Europe/Paris"}
+# Every command the service offers, as a COMPLETED schedule at revision 1 receives it.
+COMMANDS: dict[str, Callable[[MaterializeWorld, UUID], Awaitable[object]]] = {
+    "pause": lambda h, sid: h.world.service.pause(WHO, sid, 1),
+    "resume": lambda h, sid: h.world.service.resume(WHO, sid, 1),
+    "cancel": lambda h, sid: h.world.service.cancel(WHO, sid, 1),
+    "update": lambda h, sid: h.world.service.update(
+        WHO, sid, 1, definition(cadence={"kind": "DAILY", **PARIS})
+    ),
+}
+
+
+@pytest.mark.rule(RULE)
+async def test_a_completed_schedule_takes_no_further_transition(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """COMPLETED -> (none): pause, resume, cancel and a full update of a completed
+    one-time schedule, each with its current revision, are conflicts naming that
+    revision, and none changes the row, writes a revision or an event, or makes it
+    due again (a table that lets COMPLETED pause, reopen or take revision 2 is caught)."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        sid = await h.create(cadence={"kind": "ONCE", "at": format_instant(AT)})
+        h.clock.advance_to(AT + timedelta(seconds=3))
+        await h.scan()
+        before = await h.schedule(sid)
+        assert before["state"] == "COMPLETED"
+        ledger = (await h.ledger()).of(sid)
+        refused = {}
+        for name, command in COMMANDS.items():
+            h.clock.advance(60)
+            with pytest.raises(ConflictError) as caught:
+                await command(h, sid)
+            assert caught.value.code == ILLEGAL, name
+            assert caught.value.details.get("current_revision") == 1, name
+            refused[name] = caught.value.code
+        assert await h.schedule(sid) == before
+        after = (await h.ledger()).of(sid)
+        assert after.events == ledger.events
+        revisions = await h.sql(
+            "SELECT revision FROM schedule_revisions WHERE schedule_id = :i", i=sid
+        )
+        assert [r["revision"] for r in revisions] == [1]
+        h.clock.advance_to(AT + timedelta(days=2))
+        await h.scan()
+        assert (await h.ledger()).of(sid).occurrences == ledger.occurrences
+        gate_evidence.record("completed_refuses", refused)
     finally:
         await h.close()

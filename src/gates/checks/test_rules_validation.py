@@ -19,12 +19,17 @@ nothing.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from gates.runner.pytest_plugin import GateEvidence
+from scheduling.domain.cadence import format_instant
+from scheduling.domain.errors import ValidationError
 from simulation.worlds.http import OWNER, HttpWorld, body, http_world, update_body
+from simulation.worlds.materialize import WHO as MATERIALIZE_WHO
+from simulation.worlds.materialize import MaterializeWorld
 from simulation.worlds.service import POLICY, principal
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rule("rule.http.definition_validation")]
@@ -200,3 +205,54 @@ async def test_every_accepted_limit_is_kept(pg_url: str, gate_evidence: GateEvid
         assert again["current_revision"] == 2, again
         assert again["revision"]["limits"] == changed, again["revision"]["limits"]
     gate_evidence.record("limits_kept", {"create": RESERVED, "update": changed})
+
+
+NO_FUTURE = "schedule.validation.no_future_occurrence"
+
+
+async def test_a_one_time_instant_must_be_strictly_after_now(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """A one-time instant equal to the server's now has no occurrence strictly after
+    now: the create and the full-definition update refuse it with its code and write
+    nothing; one microsecond later is accepted (the bound is exact, not off by one)."""
+    async with http_world(pg_url, (OWNER, CALLER)) as world:
+        now = world.clock.now()
+        at_now = {"kind": "ONCE", "at": format_instant(now)}
+        just_after = {"kind": "ONCE", "at": format_instant(now + timedelta(microseconds=1))}
+        settled = await rows(world)
+        refused = await world.create("validation-at-now", CALLER, cadence=at_now)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["code"] == NO_FUTURE
+        assert await rows(world) == settled
+        created = await world.create("validation-just-after", CALLER, cadence=just_after)
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        detail = (await world.call("GET", f"/v1/schedules/{sid}", CALLER)).json()
+        settled = await rows(world)
+        updated = await world.call(
+            "PATCH", f"/v1/schedules/{sid}", CALLER, json=update_body(detail, cadence=at_now)
+        )
+        assert updated.status_code == 422, updated.text
+        assert updated.json()["error"]["code"] == NO_FUTURE
+        assert await rows(world) == settled
+    gate_evidence.record("one_time_bound", {"at_now": NO_FUTURE, "now_plus_1us": 201})
+
+
+async def test_requested_scopes_are_checked_against_current_authority(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """Through the schedule service (the front door the model tools share): a caller
+    whose presented scopes still name memory.read after the directory revoked it cannot
+    request it; the refusal is scope_not_held and no schedule is written."""
+    h = await MaterializeWorld.open(pg_url)
+    try:
+        await h.set_principal(scopes=MATERIALIZE_WHO.scopes - {"memory.read"})
+        with pytest.raises(ValidationError) as refused:
+            await h.create(key="validation-revoked")
+        assert refused.value.code == "schedule.validation.scope_not_held"
+        assert (await h.counts())["process_events"] == 0
+        assert await h.sql("SELECT id FROM schedules") == []
+        gate_evidence.record("revoked_scope", refused.value.code)
+    finally:
+        await h.close()
