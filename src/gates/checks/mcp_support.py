@@ -301,48 +301,39 @@ class McpWorld:
         elicitations: Elicitations | None = None,
         *,
         rewrite: Rewrite | None = None,
+        declare: types.ElicitationCapability | None = None,
     ) -> AsyncIterator[ClientSession]:
         """The SDK's client as ``who`` (or with the raw token ``who``) over streamable
         HTTP; without ``elicitations`` the client declares no elicitation capability;
-        ``rewrite`` changes each request body on the wire (``Rewriting``)."""
+        ``rewrite`` changes each request body on the wire (``Rewriting``); ``declare``
+        makes it declare exactly that capability (``DeclaringSession``)."""
         token = who if isinstance(who, str) else self.bearer[who]
         headers = {"Authorization": f"Bearer {token}"}
         transport = None if rewrite is None else Rewriting(rewrite)
+        options: dict[str, Any] = {
+            "read_timeout_seconds": timedelta(seconds=60),
+            "elicitation_callback": elicitations,
+        }
         async with (
             httpx.AsyncClient(
                 headers=headers, timeout=httpx.Timeout(30, read=300), transport=transport
             ) as http,
             streamable_http_client(self.url, http_client=http) as (read, write, _),
-            ClientSession(
-                read,
-                write,
-                read_timeout_seconds=timedelta(seconds=60),
-                elicitation_callback=elicitations,
+            (
+                ClientSession(read, write, **options)
+                if declare is None
+                else DeclaringSession(read, write, elicitation=declare, **options)
             ) as session,
         ):
             await session.initialize()
             yield session
 
-    @contextlib.asynccontextmanager
-    async def declaring(
+    def declaring(
         self, who: Principal, elicitation: types.ElicitationCapability, elicitations: Elicitations
-    ) -> AsyncIterator[ClientSession]:
+    ) -> contextlib.AbstractAsyncContextManager[ClientSession]:
         """The SDK's client as ``who`` over streamable HTTP, declaring exactly
-        ``elicitation`` (``DeclaringSession``) and answering with ``elicitations``."""
-        headers = {"Authorization": f"Bearer {self.bearer[who]}"}
-        async with (
-            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as http,
-            streamable_http_client(self.url, http_client=http) as (read, write, _),
-            DeclaringSession(
-                read,
-                write,
-                read_timeout_seconds=timedelta(seconds=60),
-                elicitation_callback=elicitations,
-                elicitation=elicitation,
-            ) as session,
-        ):
-            await session.initialize()
-            yield session
+        ``elicitation`` and answering with ``elicitations``."""
+        return self.session(who, elicitations, declare=elicitation)
 
     @contextlib.asynccontextmanager
     async def stdio(

@@ -119,6 +119,19 @@ DEPLOYMENTS: dict[str, tuple[TenantCeilings, dict[str, Any]]] = {
 }
 
 
+async def created_definition(world: ToolWorld, key: str) -> dict[str, Any]:
+    """The stored definition of one schedule.create call under ``key`` (its only
+    revision)."""
+    args = {"title": "Water the plants", "instruction": "Remind me.", "at": world.later(days=1)}
+    result = await world.call("schedule.create", args, key)
+    assert result.ok, f"create failed: {result.reason_code} {result.details}"
+    assert result.output is not None
+    revisions = await world.revisions(result.output["schedule_id"])
+    assert len(revisions) == 1
+    definition: dict[str, Any] = revisions[0]["definition"]
+    return definition
+
+
 def test_the_deployments_sit_below_the_agent_and_the_caps() -> None:
     """Each lowered ceiling is below what the agent or the tool's cap would give, so
     each expected value can only come from the ceiling."""
@@ -139,13 +152,7 @@ async def test_create_pins_the_lower_of_agent_cap_and_ceiling(
     ceilings, expected = DEPLOYMENTS[deployment]
     world = await ToolWorld.open(pg_url, ceilings=ceilings)
     try:
-        args = {"title": "Water the plants", "instruction": "Remind me.", "at": world.later(days=1)}
-        result = await world.call("schedule.create", args, f"bounds-{deployment}")
-        assert result.ok, f"create failed: {result.reason_code} {result.details}"
-        assert result.output is not None
-        revisions = await world.revisions(result.output["schedule_id"])
-        assert len(revisions) == 1
-        definition = revisions[0]["definition"]
+        definition = await created_definition(world, f"bounds-{deployment}")
         pinned = {key: definition[key] for key in expected}
         assert pinned == expected
         assert definition["requested_scopes"] == []
@@ -206,13 +213,7 @@ async def test_a_finite_agent_cost_above_five_is_not_cut_to_five(
     try:
         await seed_agent_version(world.admin, COSTLY_VERSION, POLICY_2, limits=COSTLY)
         await world.activate(COSTLY_VERSION)
-        args = {"title": "Water the plants", "instruction": "Remind me.", "at": world.later(days=1)}
-        result = await world.call("schedule.create", args, f"costly-{deployment}")
-        assert result.ok, f"create failed: {result.reason_code} {result.details}"
-        assert result.output is not None
-        revisions = await world.revisions(result.output["schedule_id"])
-        assert len(revisions) == 1
-        definition = revisions[0]["definition"]
+        definition = await created_definition(world, f"costly-{deployment}")
         pinned = {key: definition[key] for key in expected}
         assert pinned == expected
         gate_evidence.record(deployment, {"agent_cost": str(COSTLY.max_cost), **pinned})
