@@ -13,8 +13,11 @@ the rollback). Two siblings are due at the same pass, after it.
   backoff ends.
 * ``rule.connection.refusal_waited_out``: a serialization failure (40001) is transient
   but not a refusal: with ``AGENT_SCHEDULE_TRANSIENT_RETRY_ATTEMPTS`` of 6 it is tried
-  exactly 7 times, each delay within ``TRANSIENT_RETRY_MAX_SECONDS`` on the Clock, then
-  the pass ends with the schedule reported unavailable, not set aside.
+  exactly 7 times, sleeping on the Clock more than nothing and at most 6 times
+  ``TRANSIENT_RETRY_MAX_SECONDS`` in all (the sum is what the check sees, not each
+  delay; the jitter comes from the world's fixed seed, so the uncapped-delay mutant's
+  kill does not vary between runs), then the pass ends with the schedule reported
+  unavailable, not set aside.
 * ``rule.admission.retry_backoff``: a concurrency denial (a tenant allowed one active
   run, two schedules due at once) leaves the second due and set aside for exactly the
   configured ``AGENT_SCHEDULE_ADMISSION_BACKOFF_SECONDS`` (0.5 s, not the 1 s default
