@@ -15,8 +15,10 @@ from sqlalchemy import text
 from gates.checks.persistence_support import admin_connection
 from scheduling.adapters.postgres.prepared import Prepared
 from scheduling.adapters.postgres.uow import PostgresUnitOfWork, PostgresUnitOfWorkFactory
-from scheduling.domain.errors import ConflictError, UnavailableError
-from scheduling.ports.repositories import DUPLICATE
+from scheduling.domain.errors import ConflictError, UnavailableError, ValidationError
+from scheduling.http.errors import status_of
+from scheduling.ports.repositories import DUPLICATE, INVALID_VALUE
+from scheduling.ports.retry import is_transient
 
 pytestmark = pytest.mark.postgres
 
@@ -43,6 +45,42 @@ async def test_fetch_translates_like_execute(pg_url: str) -> None:
                     await send
                 assert caught.value.code == DUPLICATE
                 assert caught.value.details["sqlstate"] == "23505"
+    finally:
+        await factory.dispose()
+
+
+@pytest.mark.parametrize(
+    ("sql", "sqlstate"),
+    [
+        # Each value reaches the server as text and fails there, not in the driver.
+        ("SELECT CAST(CAST(:v AS text) AS smallint) AS v", "22003"),  # out of range
+        ("SELECT CAST(CAST(:v AS text) AS numeric) AS v", "22P02"),  # malformed
+        ("SELECT CAST(CAST(:v AS text) AS timestamptz) - interval '1 day' AS v", "22008"),
+    ],
+)
+async def test_a_value_the_database_cannot_hold_is_invalid_not_unavailable(
+    pg_url: str, sql: str, sqlstate: str
+) -> None:
+    """SQLSTATE class 22 fails the same way every time: a 422 ``invalid_value``, never
+    the 503 with ``Retry-After`` of a database that cannot serve now."""
+    values = {"22003": "70000", "22P02": "12x", "22008": "4714-11-24 00:00:00+00 BC"}
+    factory = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    try:
+        for run in ("fetch", "execute"):
+            async with factory.begin() as uow:
+                assert isinstance(uow, PostgresUnitOfWork)
+                params = {"v": values[sqlstate]}
+                send = (
+                    uow.tx.fetch(Prepared(text(sql)), params)
+                    if run == "fetch"
+                    else uow.tx.execute(text(sql), params)
+                )
+                with pytest.raises(ValidationError) as caught:
+                    await send
+                assert caught.value.code == INVALID_VALUE, (run, caught.value)
+                assert caught.value.details["sqlstate"] == sqlstate
+                assert not is_transient(caught.value)
+                assert status_of(caught.value) == 422
     finally:
         await factory.dispose()
 

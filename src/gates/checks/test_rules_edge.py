@@ -24,7 +24,8 @@ PostgreSQL (API role, forced RLS, the durable principal directory, the token fil
   and client text in details (a credential-shaped or lowercase hex key or scope) is
   withheld; each SQLSTATE PostgreSQL raises (a trigger on the create's insert) answers
   its ADR 2220 / 0302 code: connection faults 503 with Retry-After, rejected statements
-  a 4xx without it, a row-level-security denial the not-found status.
+  a 4xx without it, a row-level-security denial the not-found status, a value the
+  database cannot hold (class 22) the 422 ``invalid_value``.
 
 Tests of the test: ``scheduling-gates mutate`` (mutants ``bearer.token_id_only``,
 ``bearer.digest_equality``, ``bearer.any_scheme``,
@@ -726,6 +727,12 @@ REJECTED = {
     "23502": (409, "schedule.persistence.constraint_violated"),
     "23503": (409, "schedule.persistence.missing_reference"),
     "42501": (404, "schedule.persistence.forbidden"),
+    # A value the database cannot hold fails the same way every time: retrying it is
+    # pointless, so no 503 and no Retry-After (SQLSTATE class 22).
+    "22003": (422, "schedule.persistence.invalid_value"),  # numeric out of range
+    "22008": (422, "schedule.persistence.invalid_value"),  # datetime overflow
+    "22P02": (422, "schedule.persistence.invalid_value"),  # malformed text
+    "22021": (422, "schedule.persistence.invalid_value"),  # a byte the encoding lacks
 }
 FAULT_TRIGGER = (
     """CREATE FUNCTION planted_fault() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -211,6 +211,7 @@ STATUS: dict[str, int] = {
     "schedule.persistence.duplicate": 409,
     "schedule.persistence.forbidden": 404,
     "schedule.persistence.invalid_command": 500,
+    "schedule.persistence.invalid_value": 422,
     "schedule.persistence.missing_reference": 409,
     "schedule.persistence.not_found": 404,
     "schedule.persistence.retry": 503,

@@ -56,6 +56,10 @@ DUPLICATE = reason("schedule.persistence.duplicate", "A row with the same key al
 CONSTRAINT = reason(
     "schedule.persistence.constraint_violated", "The database rejected an illegal row state"
 )
+INVALID_VALUE = reason(
+    "schedule.persistence.invalid_value",
+    "The database cannot hold a value (SQLSTATE class 22: out of range, malformed)",
+)
 MISSING_REFERENCE = reason(
     "schedule.persistence.missing_reference", "A referenced row does not exist at commit"
 )

@@ -143,5 +143,13 @@ EDGE_BENIGN = (
     "Check the branch feature/LoginRedesign2026 for merge conflicts every morning.",
     "Open the OffsiteLogistics2026 tab of the planning sheet and list open items.",
     "Explain what the AbstractSingletonProxyFactoryBean class does, then getUserProfileSettings.",
+    # Prose typed with non-breaking, narrow or ideographic spaces between every word
+    # (pasted from a word processor, French typography): the view that removes odd
+    # spaces glues it into one long run (each was once refused as an opaque token).
+    "Please\u00a0summarize\u00a0the\u00a0weekly\u00a0sales\u00a0report\u00a0for\u00a0the"
+    "\u00a0team.",
+    "R\u00e9sum\u00e9\u202fof\u202fthe\u202fquarter\u202ffor\u202fmanagement\u202freview"
+    "\u202fplease\u202f!",
+    "Summarize\u3000Q3\u3000PDF\u3000reports\u3000from\u30002026\u3000for\u3000Finance.",
 )
 """Near misses of the credential corpus's shapes and encodings (deterministic)."""

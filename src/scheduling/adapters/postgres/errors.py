@@ -30,6 +30,7 @@ from scheduling.ports.repositories import (
     CONSTRAINT,
     DUPLICATE,
     FORBIDDEN,
+    INVALID_VALUE,
     MISSING_REFERENCE,
     RETRY,
     UNAVAILABLE,
@@ -137,6 +138,10 @@ def _sqlstate(candidate: BaseException) -> str | None:
     return state if isinstance(state, str) else None
 
 
+DATA_EXCEPTION = "22"
+"""SQLSTATE class of a value the database cannot hold (22003 numeric out of range,
+22008 datetime overflow, 22P02 malformed text, 22021 a NUL byte...)."""
+
 # SQLSTATE -> (error class, code). Classes 08 (connection) and 57 (shutdown) are
 # handled by prefix below.
 _BY_SQLSTATE: dict[str, tuple[type[SchedulingError], str]] = {
@@ -189,6 +194,9 @@ def translate(exc: BaseException, *, connecting: bool = False) -> SchedulingErro
     if state is not None and state in _BY_SQLSTATE:
         cls, code = _BY_SQLSTATE[state]
         return cls(code, f"database rejected the statement ({state})", details)
+    if state is not None and state[:2] == DATA_EXCEPTION:
+        # The same value fails the same way every time: nothing to wait out or retry.
+        return ValidationError(INVALID_VALUE, f"database cannot hold a value ({state})", details)
     fault = classify(exc)
     if fault is not None:
         details[FAULT_DETAIL] = fault.value

@@ -430,6 +430,8 @@ _TABLE += (
 
 # Vendor shapes by structure alone, whatever their body's entropy (ADR 2131).
 VENDOR_KIND = "vendor_token"
+OPAQUE_KIND = "opaque_token"
+"""The keyword-free token kind (``looks_like_token``)."""
 _TABLE += (_d(VENDOR_KIND, vendors.PATTERN, ignore_case=False),)
 
 DETECTOR_KINDS: frozenset[str] = frozenset(entry.kind for entry in _TABLE)

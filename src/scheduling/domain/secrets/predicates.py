@@ -193,6 +193,23 @@ def camel_case_name(run: str) -> bool:
     return all(_VOWEL.search(word) for word in _CAMEL_WORD.findall(run))
 
 
+# A word of prose as typed: lower case, capitalized or a short acronym, a short number
+# after it (``Q3``), or a number; a full stop or hyphen may end it.
+_TYPED_WORD = re.compile(r"(?:(?:[A-Z]?[a-z]{1,20}|[A-Z]{1,5})[0-9]{0,2}|[0-9]{1,4})[.-]?")
+
+
+def prose_words(pieces: list[str]) -> bool:
+    """Two or more words of prose (``summarize``, ``Report``, ``PDF``, ``Q3``,
+    ``2026``), each word of four letters or more with a vowel: the pieces of a text
+    typed with non-breaking spaces, where a token split by odd spaces has a piece of
+    mixed case, digits inside or symbols (``ghp_``, ``aB3x``)."""
+    return len(pieces) >= 2 and all(
+        _TYPED_WORD.fullmatch(piece) is not None
+        and (sum(c.isalpha() for c in piece) < 4 or _VOWEL.search(piece) is not None)
+        for piece in pieces
+    )
+
+
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 

@@ -17,10 +17,12 @@ from functools import lru_cache
 from scheduling.domain.secrets.detectors import (
     FALLBACK_KINDS,
     MAX_MATCH_CHARS,
+    OPAQUE_KIND,
     VENDOR_KIND,
     Detector,
     compiled_detectors,
 )
+from scheduling.domain.secrets.predicates import prose_words
 from scheduling.domain.secrets.prefilter import required_sets
 from scheduling.domain.secrets.views import (
     View,
@@ -28,6 +30,7 @@ from scheduling.domain.secrets.views import (
     has_odd_space,
     join_lines,
     normalize,
+    odd_space_pieces,
     percent_decode,
 )
 
@@ -129,6 +132,21 @@ def _without_shadowed(findings: list[SecretFinding]) -> list[SecretFinding]:
             _rank(n.kind) < _rank(f.kind) and n.start < f.end and f.start < n.end for n in findings
         )
     ]
+
+
+GLUED = ("normalized", "joined")
+"""The transforms of the view that removed odd whitespace (and nothing after it)."""
+
+
+def _glued_prose(text: str, finding: SecretFinding) -> bool:
+    """A keyword-free token that only the view removing odd whitespace saw, whose
+    original is words of prose that odd spaces separate: text typed with non-breaking
+    (or thin, ideographic) spaces, not a token split by them (``prose_words``)."""
+    return (
+        finding.kind == OPAQUE_KIND
+        and finding.transforms == GLUED
+        and prose_words(odd_space_pieces(text[finding.start : finding.end]))
+    )
 
 
 _Finditer = Callable[[str, int, int], Iterator[re.Match[str]]]
@@ -238,9 +256,8 @@ class SecretScanner:
                 roots.append(unwrapped)
         for root in roots:
             self._scan_tree(root, 0, state)
-        findings = _without_shadowed(
-            sorted(state.found.values(), key=lambda f: (f.start, f.end, f.kind))
-        )
+        found = [f for f in state.found.values() if not _glued_prose(text, f)]
+        findings = _without_shadowed(sorted(found, key=lambda f: (f.start, f.end, f.kind)))
         return ScanReport(
             findings=tuple(findings),
             input_chars=len(text),

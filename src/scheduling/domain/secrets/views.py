@@ -84,6 +84,19 @@ def has_odd_space(text: str) -> bool:
     return any(_odd_space(m.group()) for m in _SPECIAL.finditer(text))
 
 
+def odd_space_pieces(text: str) -> list[str]:
+    """``text`` split at its odd whitespace (the pieces ``normalize`` glues together),
+    empty pieces left out."""
+    pieces: list[str] = []
+    cursor = 0
+    for match in _SPECIAL.finditer(text):
+        if _odd_space(match.group()):
+            pieces.append(text[cursor : match.start()])
+            cursor = match.end()
+    pieces.append(text[cursor:])
+    return [piece for piece in pieces if piece]
+
+
 def normalize(text: str, *, odd_space: str = "", fixed: tuple[int, int] | None = None) -> View:
     """NFKC and hidden-split removal over ``text``.
 
