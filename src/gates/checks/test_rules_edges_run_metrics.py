@@ -7,8 +7,8 @@ claimable and completes; a day later its second run is claimed 7202 s after it b
 claimable (past the last finite latency bound). Both scrapes are compared with the runs
 rows: every ``le`` bucket of the async claim latency counts the first-claim latencies at
 or below it (the 7202 s one only in ``+Inf``), the daily and monthly scheduled cost are
-the cost of the scheduled runs created within one and thirty days (the first run has
-left the daily window, not the monthly one), each beside its own ceiling; the active
+the committed cost of the scheduled runs that ended within one and thirty days (the
+first run has left the daily window, not the monthly one), each beside its own ceiling; the active
 gauges read the one queued run while it waits and a third run while it is held RUNNING.
 The owner cancels that third run 5 s before the worker's fenced stop: the API's
 duration family counts the three ended runs with their creation-to-finish spans, and
@@ -74,14 +74,19 @@ def cost_of(scrape: Scrape, tenant: str) -> dict[str, float]:
 
 
 async def cost_held(world: HttpWorld, now: datetime) -> dict[str, float]:
-    """The cost of the scheduled runs created within each window, from the runs rows."""
+    """The committed cost of the scheduled runs that ended within each window (what
+    admission charges the ceilings with), from the runs rows."""
     rows = await world.sql(
-        "SELECT cost, created_at FROM runs WHERE metadata ? 'schedule_id' AND tenant_id = :t",
+        "SELECT cost, finished_at FROM runs WHERE metadata ? 'schedule_id' AND tenant_id = :t"
+        " AND status NOT IN ('QUEUED', 'RUNNING')",
         t=OWNER.tenant_id,
     )
     return {
         w: float(
-            sum((r["cost"] for r in rows if r["created_at"] > now - timedelta(days=d)), Decimal(0))
+            sum(
+                (r["cost"] for r in rows if r["finished_at"] > now - timedelta(days=d)),
+                Decimal(0),
+            )
         )
         for w, d in WINDOWS
     }

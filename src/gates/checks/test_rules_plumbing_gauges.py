@@ -18,7 +18,12 @@ two instants a window reads.)
 whose next_fire_at is exactly now (due at its instant) and not one a microsecond
 later.
 
-Tests of the test: ``scheduling-gates mutate`` (``plumbing.gauge_month_31_days``,
+The cost beside a ceiling is admission's committed cost: runs that ended inside the
+window, whenever they were created, and no running run's partial cost (checked against
+``tenant_usage``, the read admission makes).
+
+Tests of the test: ``scheduling-gates mutate`` (``gauges.cost_by_creation``,
+``plumbing.gauge_month_31_days``,
 ``plumbing.gauge_cost_counts_on_demand``, ``plumbing.gauge_ceiling_windows_swapped``,
 ``plumbing.gauge_active_running_only``, ``plumbing.gauge_due_strict``).
 """
@@ -36,7 +41,7 @@ from gates.checks.persistence_support import ALICE, MALLORY, T0, PersistenceWorl
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.records import RunRecord, RunStatus
-from scheduling.testing import PostgresUnitOfWorkFactory, open_storage
+from scheduling.testing import PostgresUnitOfWorkFactory, open_storage, tenant_usage
 from simulation.engine.clock import VirtualClock
 
 pytestmark = pytest.mark.postgres
@@ -165,3 +170,50 @@ async def test_the_due_gauge_counts_a_schedule_due_at_this_instant(
         await storage.close()
     assert counts == {"a microsecond before": 0, "at the instant": 3}, counts
     gate_evidence.record("due", counts)
+
+
+@pytest.mark.rule("rule.metrics.run_worker")
+async def test_the_cost_gauges_read_what_admission_charges_the_ceilings_with(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """ "Daily and monthly scheduled cost against tenant ceilings": the figure beside a
+    ceiling is the committed cost admission charges it with, the cost of scheduled runs
+    that ended inside the window. A run created 25 hours ago that ended 23 hours ago
+    counts in the day; one created 31 days ago that ended 29 days ago counts in the
+    month; a RUNNING run's partial cost counts in neither (admission reserves its
+    max_cost instead). A gauge that selects by creation shows 0 for the day and leaves
+    the month's run out (``gauges.cost_by_creation``)."""
+    world = await seeded_world(pg_url)
+    a = world.of(ALICE).run
+    spans = [
+        (RunStatus.COMPLETED, 25 * HOUR, 23 * HOUR, "5"),
+        (RunStatus.FAILED, 31 * DAY, 29 * DAY, "7"),
+        (RunStatus.RUNNING, HOUR, None, "3"),
+    ]
+    runs = []
+    for status, created_ago, ended_ago, cost in spans:
+        run = _run(world, a, status=status, age=created_ago, cost=cost)
+        ended = None if ended_ago is None else NOW - ended_ago
+        runs.append(replace(run, finished_at=ended, updated_at=ended or run.updated_at))
+    admin = PostgresUnitOfWorkFactory.from_url(pg_url, pool_size=1)
+    try:
+        async with admin.begin() as uow:
+            for run in runs:
+                await uow.runs.create(run)
+            await uow.commit()
+        async with admin.begin() as uow:
+            usage = await tenant_usage(uow, "tenant-a", NOW)
+    finally:
+        await admin.dispose()
+    storage = open_storage(pg_url, pool_size=2)
+    try:
+        gauges = storage.run_gauges(VirtualClock(NOW), CEILINGS, "run_worker")
+        assert gauges is not None
+        state = await gauges.scheduled_runs()
+    finally:
+        await storage.close()
+    daily = Decimal(state.cost.get(("tenant-a", "daily"), 0))
+    monthly = Decimal(state.cost.get(("tenant-a", "monthly"), 0))
+    assert (daily, monthly) == (Decimal(5), Decimal(12)), state.cost
+    assert (daily, monthly) == (usage.daily_committed_cost, usage.monthly_committed_cost), usage
+    gate_evidence.record("committed_cost", {"daily": str(daily), "monthly": str(monthly)})

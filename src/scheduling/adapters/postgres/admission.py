@@ -89,6 +89,27 @@ def usage_query() -> Any:
 _USAGE = Prepared(usage_query())
 
 
+def committed_cost_query() -> Any:
+    """Every tenant's committed scheduled-run cost since the bound ``since``: the cost
+    of terminal scheduled runs finished in the window, exactly the term ``usage_query``
+    charges a daily or monthly ceiling with. The cost gauges shown against those
+    ceilings read this, so the figure an operator compares with a ceiling is the one
+    admission enforces (not the runs created in the window, nor a running run's
+    partial cost)."""
+    active = runs.c.status == any_(array(ACTIVE))
+    since = bindparam("since", type_=runs.c.finished_at.type)
+    return (
+        select(runs.c.tenant_id, func.coalesce(func.sum(runs.c.cost), Decimal(0)))
+        .where(~active, runs.c.finished_at > since, runs.c.metadata.has_key("schedule_id"))
+        .group_by(runs.c.tenant_id)
+    )
+
+
+COMMITTED_COST = committed_cost_query()
+COST_WINDOWS = (("daily", DAY), ("monthly", MONTH))
+"""The gauges' windows: admission's rolling day and rolling 30 days."""
+
+
 def usage_params(tenant_id: str, now: datetime) -> dict[str, Any]:
     """The bound values of ``usage_query`` for ``tenant_id`` at ``now``."""
     return {

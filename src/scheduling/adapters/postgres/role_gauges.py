@@ -1,29 +1,25 @@
 """Scrape-time gauges of the scheduler's and run worker's metrics ports (ADR 1510), read
 through the role's own login (never the trusted one): counts and sums, no row
 identifier leaves the query. A scheduled run is one whose creation payload links a
-schedule (``metadata ? 'schedule_id'``)."""
+schedule (``metadata ? 'schedule_id'``). The daily and monthly cost is admission's own
+committed cost (``admission.COMMITTED_COST``)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 
 from sqlalchemy import text
 
+from scheduling.adapters.postgres.admission import COMMITTED_COST, COST_WINDOWS
 from scheduling.adapters.postgres.uow import PostgresUnitOfWorkFactory
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.clock import Clock
 from scheduling.ports.telemetry import ScheduledRunGauges
 
-WINDOWS = (("daily", 1), ("monthly", 30))
 _DUE = text("SELECT count(*) FROM schedules WHERE state = 'ACTIVE' AND next_fire_at <= :now")
 _ACTIVE = text(
     "SELECT tenant_id, count(*) FROM runs WHERE metadata ? 'schedule_id'"
     " AND status IN ('QUEUED', 'RUNNING') GROUP BY 1"
-)
-_COST = text(
-    "SELECT tenant_id, coalesce(sum(cost), 0) FROM runs WHERE metadata ? 'schedule_id'"
-    " AND created_at > :since GROUP BY 1"
 )
 
 
@@ -47,9 +43,9 @@ class PostgresRunGauges:
         cost: dict[tuple[str, str], Decimal] = {}
         async with self._uow.begin() as uow:
             active = {str(t): int(n) for t, n in await uow.tx.execute(_ACTIVE)}
-            for window, days in WINDOWS:
-                since = now - timedelta(days=days)
-                for tenant, total in await uow.tx.execute(_COST, {"since": since}):
+            for window, width in COST_WINDOWS:
+                since = now - width
+                for tenant, total in await uow.tx.execute(COMMITTED_COST, {"since": since}):
                     cost[(str(tenant), window)] = Decimal(total)
         ceiling: dict[tuple[str, str], Decimal] = {}
         if self._ceilings is not None:

@@ -3,13 +3,13 @@ time (counts, sums and histogram buckets in SQL; no row identifier leaves the qu
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scheduling.adapters.postgres.admission import COMMITTED_COST, COST_WINDOWS
 from scheduling.domain.tenancy import TenantCeilings
 from scheduling.ports.clock import Clock
 from scheduling.ports.telemetry import (
@@ -123,14 +123,10 @@ class PostgresTelemetry:
                 " AND e.event_type = 'run.cancelled'",
                 LAG_BUCKETS,
             )
+            # Against the ceilings: the committed cost admission charges them with.
             windows: dict[tuple[str, str], Decimal] = {}
-            for window, days in (("daily", 1), ("monthly", 30)):
-                for r in await q(
-                    "SELECT tenant_id, coalesce(sum(cost), 0) FROM runs WHERE priority = :p"
-                    " AND created_at > :since GROUP BY 1",
-                    p=SCHEDULED_PRIORITY,
-                    since=now - timedelta(days=days),
-                ):
+            for window, width in COST_WINDOWS:
+                for r in await conn.execute(COMMITTED_COST, {"since": now - width}):
                     windows[(str(r[0]), window)] = Decimal(r[1])
             claim_latency, reclaims = {}, {}
             for lane, predicate in LANES:
