@@ -13,7 +13,9 @@ confine, and through the API role, which it does:
   role's too) of alice in tenant-b is tenant-b's alice, never tenant-a's;
 * the tool ledger's ``find`` by the shared idempotency key returns the caller's own
   invocation, ``get`` of another owner's invocation id is nothing, and ``finish`` of
-  another owner's invocation changes no row.
+  another owner's invocation changes no row;
+* the tool ledger's approval read of another owner's invocation is nothing, and its
+  decision of another owner's approval request is refused and writes nothing.
 
 Tests of the test: ``scheduling-gates mutate``
 (``plumbing.idempotency_lookup_ignores_principal``, ``plumbing.tool_ledger_owner_tenant_only``,
@@ -22,6 +24,7 @@ Tests of the test: ``scheduling-gates mutate``
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from uuid import UUID
 
@@ -29,8 +32,15 @@ import pytest
 
 from gates.checks.persistence_support import ALICE, BOB, MALLORY, OWNERS, T0, seeded_world
 from gates.runner.pytest_plugin import GateEvidence
+from scheduling.domain.errors import ConflictError
 from scheduling.domain.identity import Principal
-from scheduling.ports.tool_ledger import InvocationState, ToolInvocationRecord
+from scheduling.ports.tool_ledger import (
+    APPROVAL_DECIDED,
+    ApprovalDecisionRecord,
+    ApprovalRequestRecord,
+    InvocationState,
+    ToolInvocationRecord,
+)
 from scheduling.testing import Role, open_storage
 
 pytestmark = [pytest.mark.postgres, pytest.mark.gate("gate.schedule.persistence_isolated")]
@@ -133,5 +143,86 @@ async def test_idempotency_and_tool_ledger_predicates_confine_without_rls(
                 T0,
             ), (_name(owner), kept)
         gate_evidence.record("tool_ledger_viewers", [_name(p) for p in (ALICE, BOB, MALLORY)])
+    finally:
+        await storage.close()
+
+
+def _waiting(p: Principal, n: int) -> tuple[ToolInvocationRecord, ApprovalRequestRecord]:
+    invocation = replace(
+        _invocation(p, n),
+        id=UUID(int=(0x7002 << 112) | n),
+        idempotency_key=f"approval-key-{n}",
+        state=InvocationState.AWAITING_APPROVAL,
+    )
+    request = ApprovalRequestRecord(
+        id=UUID(int=(0x7003 << 112) | n),
+        invocation_id=invocation.id,
+        tenant_id=p.tenant_id,
+        principal_id=p.principal_id,
+        view_hash=f"sha256:view-{n}",
+        requested_at=T0,
+    )
+    return invocation, request
+
+
+async def test_approval_reads_and_decisions_confine_without_rls(
+    pg_url: str, gate_evidence: GateEvidence
+) -> None:
+    """The tool ledger's approval read and decision by the same predicates: through the
+    trusted login (no row-level security) and the API role, another owner's approval
+    request reads as none and deciding it is refused (``schedule.tool.approval_decided``,
+    "no open approval request") with no decision row and the invocation still waiting;
+    each owner then decides its own (``plumbing.approval_read_by_id_only``,
+    ``plumbing.decision_by_id_only``)."""
+    await seeded_world(pg_url)
+    storage = open_storage(pg_url, pool_size=2)
+    try:
+        api_ledger = storage.tool_ledger("api")
+        requests: dict[str, ApprovalRequestRecord] = {}
+        for n, owner in enumerate(OWNERS, start=1):
+            invocation, request = _waiting(owner, n)
+            await api_ledger.open(owner, invocation, request)
+            requests[_name(owner)] = request
+        for role in ROLES:
+            ledger = storage.tool_ledger(role)
+            for viewer in OWNERS:
+                for other in OWNERS:
+                    if other == viewer:
+                        continue
+                    foreign = requests[_name(other)]
+                    seen = await ledger.approval(viewer, foreign.invocation_id)
+                    assert seen == (None, None), (role, _name(viewer), _name(other), seen)
+                    forged = ApprovalDecisionRecord(
+                        approval_id=foreign.id,
+                        tenant_id=viewer.tenant_id,
+                        principal_id=viewer.principal_id,
+                        approved=True,
+                        decided_by=viewer.principal_id,
+                        decided_at=T0 + timedelta(minutes=5),
+                    )
+                    with pytest.raises(ConflictError) as refused:
+                        await ledger.decide(viewer, forged, InvocationState.APPROVED)
+                    assert refused.value.code == APPROVAL_DECIDED, (role, refused.value)
+        trusted = storage.tool_ledger("trusted")
+        for owner in OWNERS:
+            request = requests[_name(owner)]
+            kept, decision = await trusted.approval(owner, request.invocation_id)
+            assert kept == request, (_name(owner), kept)
+            assert decision is None, (_name(owner), "decided by another owner", decision)
+            waiting = await trusted.get(owner, request.invocation_id)
+            assert waiting is not None, _name(owner)
+            assert waiting.state is InvocationState.AWAITING_APPROVAL, (_name(owner), waiting)
+            own = ApprovalDecisionRecord(
+                approval_id=request.id,
+                tenant_id=owner.tenant_id,
+                principal_id=owner.principal_id,
+                approved=False,
+                decided_by=owner.principal_id,
+                decided_at=T0 + timedelta(minutes=6),
+            )
+            await api_ledger.decide(owner, own, InvocationState.DENIED)
+            _, decided = await trusted.approval(owner, request.invocation_id)
+            assert decided == own, (_name(owner), decided)
+        gate_evidence.record("approval_viewers", [_name(p) for p in OWNERS])
     finally:
         await storage.close()

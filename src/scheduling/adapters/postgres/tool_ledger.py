@@ -34,6 +34,14 @@ def _owner(principal: Principal) -> Any:
     return and_(_INV.tenant_id == principal.tenant_id, _INV.principal_id == principal.principal_id)
 
 
+def _request_owner(principal: Principal) -> Any:
+    """The approval request's owner predicate: row-level security enforces it for the
+    API role, and the query says it too, so a login that bypasses it (the trusted one)
+    reads and decides only the principal's own requests, as the other methods do."""
+    req = tool_approval_requests.c
+    return and_(req.tenant_id == principal.tenant_id, req.principal_id == principal.principal_id)
+
+
 def _invocation(row: Any) -> ToolInvocationRecord:
     m = row._mapping
     return ToolInvocationRecord(
@@ -144,7 +152,7 @@ class PostgresToolLedger:
                 await uow.tx.execute(
                     select(tool_approval_requests, dec.approved, dec.decided_by, dec.decided_at)
                     .outerjoin(tool_approval_decisions, dec.approval_id == req.id)
-                    .where(req.invocation_id == invocation_id)
+                    .where(req.invocation_id == invocation_id, _request_owner(principal))
                 )
             ).first()
         if row is None:
@@ -177,7 +185,9 @@ class PostgresToolLedger:
         async with self._uow.begin(principal) as uow:
             request = (
                 await uow.tx.execute(
-                    select(req.invocation_id).where(req.id == decision.approval_id)
+                    select(req.invocation_id).where(
+                        req.id == decision.approval_id, _request_owner(principal)
+                    )
                 )
             ).first()
             if request is None:
@@ -201,7 +211,7 @@ class PostgresToolLedger:
                 raise ConflictError(APPROVAL_DECIDED, "the approval request is already decided")
             await uow.tx.execute(
                 update(tool_invocations)
-                .where(_INV.id == request.invocation_id)
+                .where(_owner(principal), _INV.id == request.invocation_id)
                 .values(state=state.value, updated_at=decision.decided_at)
             )
             await uow.commit()
