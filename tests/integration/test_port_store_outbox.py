@@ -1,15 +1,15 @@
-"""rule.outbox.finished through the materializer's port store on PostgreSQL.
+"""The outcome outbox through the materializer's port store on PostgreSQL.
 
 The materializer composes its store from the ordinary ports
 (``scheduling.service.firing.PortMaterializationStore``) whenever the storage offers no
-one-statement-per-step store: with the static principal directory, and in memory. The
-gate worlds all run the PostgreSQL store, so here the same materializer is built over
-the world's scheduler login, durable directories and PostgreSQL admission with no store
-given: a MISSED outcome (past its grace) commits its ``schedule_run_finished`` row with
-the decision, exactly one, naming the revision's title and the nominal instant; a
-MATERIALIZED occurrence writes none until its run is accounted.
-
-Tests of the test: ``scheduling-gates mutate`` (``svc.port_store_drops_outbox``).
+one-statement-per-step store: with the static principal directory, and in memory.
+Production refuses the static directory, so this is a development path no gate sees
+(the gate worlds all run the PostgreSQL store); here the same materializer is built by
+hand over the world's scheduler login, durable directories and PostgreSQL admission
+with no store given: a MISSED outcome (past its grace) commits its
+``schedule_run_finished`` row with the decision, exactly one, naming the revision's
+title and the nominal instant; a MATERIALIZED occurrence writes none until its run is
+accounted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from scheduling.domain.cadence import format_instant
 from scheduling.service.materializer import ScheduleMaterializer
 from simulation.worlds.materialize import MaterializeWorld
 
-pytestmark = [pytest.mark.postgres, pytest.mark.rule("rule.outbox.finished")]
+pytestmark = pytest.mark.postgres
 
 
 def port_materializer(h: MaterializeWorld) -> ScheduleMaterializer:
