@@ -46,7 +46,13 @@ _KEY_BODY_CHARS = _ALNUM | frozenset("+/=\r\n\t \\")
 # A bare base64 key body (no header): its lines, not the prose after it.
 _BASE64_BODY_CHARS = _ALNUM | frozenset("+/=\r\n")
 # Separators between a name and its value: ``:``, ``=``, ``=>``, or the word ``is``.
-_ASSIGN = r"[\"']?(?:\s{0,4}(?::|=>|=)\s{0,4}|\s{1,4}is\s{1,4})[\"']?"
+_ASSIGN = r"[\"']?(?:\s{0,4}(?::=|:|=>|=)\s{0,4}|\s{1,4}is\s{1,4})[\"']?"
+_API_KEY_NAMES = (
+    r"(?<![A-Za-z])(?:api[_-]?key|apikey|api[_-]?secret|api[_-]?token|access[_-]?key"
+    r"|secret[_-]?key|client[_-]?secret|app[_-]?secret|consumer[_-]?secret|private[_-]?token"
+    r"|access[_-]?token|auth[_-]?token|refresh[_-]?token|x-api-key)"
+)
+"""The names of an API key or client secret (``generic_api_key_assignment``)."""
 # A name suffix that keeps the keyword a whole word part: ``token_v2``, ``secret.prod``.
 _SUFFIX = r"(?:[_.-][A-Za-z0-9_.-]{0,24})?"
 
@@ -279,7 +285,7 @@ _TABLE: tuple[_Entry, ...] = (
         "password_assignment",
         r"(?<![A-Za-z])(?:password|passwd|passphrase|passcode|pwd|pass)"
         + _SUFFIX
-        + r"[\"']?\s{0,4}(?:=|=>)\s{0,4}[\"']?(?P<secret>[^\s\"'<>,;]{6,128})",
+        + r"[\"']?\s{0,4}(?::=|=|=>)\s{0,4}[\"']?(?P<secret>[^\s\"'<>,;]{6,128})",
         _password_after_equals,
     ),
     _d(
@@ -304,12 +310,17 @@ _TABLE: tuple[_Entry, ...] = (
     ),
     _d(
         "generic_api_key_assignment",
-        r"(?<![A-Za-z])(?:api[_-]?key|apikey|api[_-]?secret|api[_-]?token|access[_-]?key"
-        r"|secret[_-]?key|client[_-]?secret|app[_-]?secret|consumer[_-]?secret|private[_-]?token"
-        r"|access[_-]?token|auth[_-]?token|refresh[_-]?token|x-api-key)"
+        _API_KEY_NAMES + _SUFFIX + _ASSIGN + r"(?P<secret>[A-Za-z0-9._~+/=-]{12,512})",
+        looks_random,
+    ),
+    # A quoted value ends at its quote, so it may hold any symbol (a Django SECRET_KEY,
+    # a generated client secret): ``secret_key = 'k8#m2!x@...'``.
+    _d(
+        "generic_api_key_assignment",
+        _API_KEY_NAMES
         + _SUFFIX
-        + _ASSIGN
-        + r"(?P<secret>[A-Za-z0-9._~+/=-]{12,512})",
+        + r"[\"']?\s{0,4}(?::=|:|=>|=)\s{0,4}(?P<quote>[\"'])"
+        + r"(?P<secret>[^\s\"']{12,512})(?P=quote)",
         looks_random,
     ),
     _d(

@@ -100,6 +100,11 @@ def looks_like_password(value: str, explicit_assignment: bool) -> bool:
         return False
     if explicit_assignment:
         return True
+    # Prose ends its sentence after the value (``Password: forgotten? ...``): the stop
+    # is punctuation, not a symbol class of the value.
+    words = value.rstrip(".!?")
+    if words != value and not any(c.isdigit() for c in words) and _all_wordlike(words):
+        return False
     has_lower = any(c.islower() for c in value)
     has_upper = any(c.isupper() for c in value)
     has_digit = any(c.isdigit() for c in value)
