@@ -3,8 +3,9 @@
 Three shapes the corpora did not draw, each once passed (or refused) wrongly:
 
 * Go's ``:=`` (``password := "hunter22"``, ``api_key := "<value>"``): an assignment
-  like ``=``; a scanner that knows only ``=``, ``=>`` and ``:`` accepts both
-  (``secrets.walrus_not_an_assignment``).
+  like ``=``; a password detector that knows only ``=`` and ``=>`` accepts the first
+  (``secrets.walrus_password``). (The keyed detectors' ``:=`` is covered twice: the
+  keyword-free ``keyed_high_entropy`` finds a random value after any name and ``:=``.)
 * A quoted API secret holding symbols (a Django ``SECRET_KEY = '<50 symbols>'``, a
   generated ``client_secret: "<value>"``): the quote ends the value, so every symbol
   belongs to it; a value class of letters, digits and ``._~+/=-`` only accepts them
