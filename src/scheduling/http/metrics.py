@@ -147,7 +147,10 @@ class SnapshotCollector(Collector):
             s.cancellation_latency,
         )
         cost = GaugeMetricFamily(
-            "scheduling_scheduled_cost", "Rolling scheduled cost", labels=["tenant", "window"]
+            "scheduling_scheduled_cost",
+            "Committed cost of scheduled runs ended in the rolling window, as admission charges"
+            " the ceiling",
+            labels=["tenant", "window"],
         )
         ceiling = GaugeMetricFamily(
             "scheduling_scheduled_cost_ceiling",

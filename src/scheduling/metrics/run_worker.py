@@ -92,7 +92,8 @@ class RunWorkerMetrics:
         )
         self.scheduled_cost = Gauge(
             "scheduling_scheduled_cost",
-            "Rolling scheduled cost (read at scrape)",
+            "Committed cost of scheduled runs ended in the rolling window, as admission charges"
+            " the ceiling (read at scrape)",
             ["tenant", "window"],
             registry=r,
         )
