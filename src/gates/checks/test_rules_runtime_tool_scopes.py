@@ -12,16 +12,15 @@ and the control requesting ``memory.read`` runs it.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from uuid import UUID
 
 import pytest
 
+from gates.checks.test_scope_isolated_run import fire_and_run
 from gates.runner.pytest_plugin import GateEvidence
-from scheduling.ports.runtime import QueueCapacity
 from scheduling.runtime import TOOL_SCOPE_DENIED
 from simulation.worlds.materialize import WHO, MaterializeWorld
-from simulation.worlds.runtime import TOOL_AGENT_VERSION, run_worker, seed_tool_agent
+from simulation.worlds.runtime import TOOL_AGENT_VERSION, seed_tool_agent
 from simulation.worlds.service import START
 
 GATE = "gate.schedule.scope_isolated"
@@ -48,16 +47,7 @@ async def test_a_recall_needs_memory_read_in_the_snapshot(
                 agent_version=TOOL_AGENT_VERSION,
                 requested_scopes=scopes,
             )
-        fire = (await h.sql("SELECT min(next_fire_at) AS f FROM schedules"))[0]["f"]
-        h.clock.advance_to(fire + timedelta(seconds=1))
-        runs: dict[str, UUID] = {}
-        for label, sid in schedules.items():
-            made = await h.materializer().materialize(sid)
-            assert made.run_id is not None, (label, made)
-            runs[label] = made.run_id
-        worker = run_worker(h.admin, h.clock, "w1", capacity=QueueCapacity(4, 1, 1))
-        for _ in runs:
-            assert await worker.run_once() is not None
+        runs = await fire_and_run(h, schedules)
         observed: dict[str, object] = {}
         for label, scopes, denial in CASES:
             run = (await h.sql("SELECT * FROM runs WHERE id = :i", i=runs[label]))[0]

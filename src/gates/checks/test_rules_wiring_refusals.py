@@ -33,6 +33,7 @@ from uuid import UUID
 
 import pytest
 
+from gates.checks.test_rules_release import CEILINGS
 from gates.runner.pytest_plugin import GateEvidence
 from scheduling import bootstrap
 from scheduling.config import Settings, validate_release
@@ -43,18 +44,6 @@ from simulation.engine.ids import SeededIds
 from simulation.worlds.service import START, world_settings
 
 RULE = "rule.config.release_validation"
-CEILINGS = {
-    "TENANT_MAX_RUN_TIMEOUT_SECONDS": "3600",
-    "TENANT_MAX_MISFIRE_GRACE_SECONDS": "7200",
-    "TENANT_MAX_STEPS": "100",
-    "TENANT_MAX_MODEL_CALLS": "100",
-    "TENANT_MAX_TOOL_CALLS": "100",
-    "TENANT_MAX_COST_PER_RUN": "10",
-    "TENANT_MAX_ACTIVE_RUNS": "5",
-    "TENANT_MAX_MATERIALIZATIONS_PER_MINUTE": "60",
-    "TENANT_MAX_DAILY_COST": "100",
-    "TENANT_MAX_MONTHLY_COST": "1000",
-}
 PRODUCTION = {
     "ENVIRONMENT": "production",
     "API_ENABLED": "1",

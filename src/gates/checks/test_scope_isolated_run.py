@@ -39,6 +39,22 @@ CASES: list[tuple[str, str, frozenset[str], str | None]] = [
 ]
 
 
+async def fire_and_run(h: MaterializeWorld, schedules: dict[str, UUID]) -> dict[str, UUID]:
+    """Each schedule fired once (a second after the earliest is due) and its run taken
+    to its end by one run worker; the run of each label."""
+    fire = (await h.sql("SELECT min(next_fire_at) AS f FROM schedules"))[0]["f"]
+    h.clock.advance_to(fire + timedelta(seconds=1))
+    runs: dict[str, UUID] = {}
+    for label, sid in schedules.items():
+        made = await h.materializer().materialize(sid)
+        assert made.run_id is not None, (label, made)
+        runs[label] = made.run_id
+    worker = run_worker(h.admin, h.clock, "w1", capacity=QueueCapacity(4, 1, 1))
+    for _ in runs:
+        assert await worker.run_once() is not None
+    return runs
+
+
 @pytest.mark.postgres
 @pytest.mark.gate(GATE, facet="run_snapshot")
 async def test_run_snapshots_requested_scopes_and_denies_undeclared_tools(
@@ -86,16 +102,7 @@ async def test_run_snapshots_requested_scopes_and_denies_undeclared_tools(
                     requested_scopes=scopes,
                 ),
             )
-        fire = (await h.sql("SELECT min(next_fire_at) AS f FROM schedules"))[0]["f"]
-        h.clock.advance_to(fire + timedelta(seconds=1))
-        runs: dict[str, UUID] = {}
-        for label, sid in schedules.items():
-            made = await h.materializer().materialize(sid)
-            assert made.run_id is not None, (label, made)
-            runs[label] = made.run_id
-        worker = run_worker(h.admin, h.clock, "w1", capacity=QueueCapacity(4, 1, 1))
-        for _ in runs:
-            assert await worker.run_once() is not None
+        runs = await fire_and_run(h, schedules)
         observed: dict[str, Any] = {}
         for label, version, scopes, denial in CASES:
             run = (await h.sql("SELECT * FROM runs WHERE id = :i", i=runs[label]))[0]
